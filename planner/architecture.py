@@ -1,0 +1,114 @@
+"""Model architectures as the accountant sees them: the shapes of a decoder-only transformer.
+
+The fields mirror a Hugging Face Qwen2 ``config.json``. Pure data, no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["LINEAR_MODULES", "Architecture", "FamilyDefaults"]
+
+# Every linear layer of a Qwen2 decoder block, as peft names them.
+LINEAR_MODULES: tuple[str, ...] = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+)
+
+
+@dataclass(frozen=True)
+class FamilyDefaults:
+    """Run defaults that go with a policy: expected lengths (tokens) and batch shape."""
+
+    prompt_len: int = 256
+    completion_len: int = 512
+    prompts_per_round: int = 16
+    lora_rank: int = 16
+    # TRL turns activation checkpointing on by default; on a CPU it only slows runs down.
+    gradient_checkpointing: bool = True
+    # TRL 1.16's fused LM head scores only completion tokens on GPUs (Triton) and every
+    # position elsewhere.
+    lm_head_positions: str = "completion"
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A Qwen2-style decoder: GQA attention, SwiGLU MLP, RMSNorm, optional tied embeddings.
+
+    ``score_head`` describes a reward model's per-position head instead of an LM head:
+    ``(d_hidden, d_out)`` is Linear(d, d_hidden) -> act -> Linear(d_hidden, d_out) and
+    ``(d_out,)`` is a single Linear(d, d_out). Empty for causal LMs.
+    """
+
+    name: str
+    role: str  # "policy" | "prm"
+    family: str  # "tiny" | "qwen2.5"
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    max_position_embeddings: int = 32768
+    hub_id: str | None = None
+    score_head: tuple[int, ...] = ()
+    defaults: FamilyDefaults = field(default_factory=FamilyDefaults)
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def q_dim(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+    def linear_shapes(self) -> dict[str, tuple[int, int]]:
+        """(in_features, out_features) of each linear module of one decoder layer."""
+        d, i = self.hidden_size, self.intermediate_size
+        return {
+            "q_proj": (d, self.q_dim),
+            "k_proj": (d, self.kv_dim),
+            "v_proj": (d, self.kv_dim),
+            "o_proj": (self.q_dim, d),
+            "gate_proj": (d, i),
+            "up_proj": (d, i),
+            "down_proj": (i, d),
+        }
+
+    @property
+    def matmul_params_per_layer(self) -> int:
+        return sum(a * b for a, b in self.linear_shapes().values())
+
+    @property
+    def num_parameters(self) -> int:
+        """All parameters (embeddings, norms and biases included), as ``model.num_parameters()``."""
+        d = self.hidden_size
+        per_layer = self.matmul_params_per_layer + self.q_dim + 2 * self.kv_dim + 2 * d
+        emb = self.vocab_size * d
+        if self.score_head:
+            head = _score_head_params(d, self.score_head)
+        else:
+            head = 0 if self.tie_word_embeddings else self.vocab_size * d
+        return emb + self.num_hidden_layers * per_layer + d + head
+
+    @property
+    def non_embedding_parameters(self) -> int:
+        """Matmul parameters of the decoder body (the N of the 2N / 6N shortcuts)."""
+        return self.num_hidden_layers * self.matmul_params_per_layer
+
+
+def _score_head_params(d: int, head: tuple[int, ...]) -> int:
+    if len(head) == 1:
+        return d * head[0] + head[0]
+    hidden, out = head
+    return d * hidden + hidden + hidden * out + out

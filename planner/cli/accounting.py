@@ -1,0 +1,111 @@
+"""``planner flops`` and ``planner plan``: the accountant and the budget compiler."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from planner.cli.app import command, emit_json, parse_budget
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model name from configs/models.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+@command(help="FLOPs of one forward pass and one LoRA training step at a given shape.")
+def flops(
+    model: ModelOpt,
+    batch: Annotated[int, typer.Option(min=1, help="Sequences per batch.")] = 1,
+    seq: Annotated[int, typer.Option(min=1, help="Tokens per sequence.")] = 1024,
+    lora_rank: Annotated[int | None, typer.Option(min=1, help="LoRA rank (default: the model's).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    from planner.accountant import LoRA, forward_flops, train_pass_flops
+    from planner.architecture import LINEAR_MODULES
+    from planner.registry import get_model
+
+    arch = get_model(model)
+    rank = lora_rank or arch.defaults.lora_rank
+    lora = LoRA(rank, LINEAR_MODULES)
+    out = {
+        "model": arch.name,
+        "batch": batch,
+        "seq": seq,
+        "forward": forward_flops(arch, batch, seq),
+        "forward_lora": forward_flops(arch, batch, seq, lora=lora),
+        "train_step": train_pass_flops(arch, batch, seq, lora),
+        "lora_rank": rank,
+        "lora_targets": list(lora.targets),
+        "parameters": arch.num_parameters,
+        "non_embedding_parameters": arch.non_embedding_parameters,
+    }
+    if as_json:
+        emit_json(out)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{arch.name}: batch {batch} x seq {seq}, LoRA r={rank} on all linears")
+    t.add_column("quantity")
+    t.add_column("FLOPs", justify="right")
+    for k in ("forward", "forward_lora", "train_step"):
+        t.add_row(k, f"{out[k]:.4e}")
+    t.add_row("parameters", f"{arch.num_parameters:,}")
+    Console().print(t)
+
+
+@command(help="Compile (model, reward, rho, budget) into a GRPO/LoRA run plan.")
+def plan(
+    model: ModelOpt,
+    reward: Annotated[str, typer.Option("--reward", "-r", help="Reward system.")],
+    rho: Annotated[float, typer.Option(help="Requested update fraction, in (0, 1).")],
+    budget: Annotated[str, typer.Option(help="FLOP budget, e.g. 1e16.")],
+    prompt_len: Annotated[int | None, typer.Option(min=1, help="Expected prompt tokens.")] = None,
+    completion_len: Annotated[int | None, typer.Option(min=1, help="Expected completion tokens.")] = None,
+    target: Annotated[str, typer.Option(help="Evaluation target: native, pass1 or judge.")] = "native",
+    out: Annotated[Path | None, typer.Option(help="Write a one-proposal proposals.json here.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    from planner.compiler import CompileOptions, compile_plan
+    from planner.errors import ConfigError
+    from planner.proposals import make_proposal, write_proposals
+
+    b = parse_budget(budget)
+    if not 0 < rho < 1:
+        raise ConfigError(f"rho: must lie in (0, 1), got {rho}; pick e.g. --rho 0.5")
+    if target not in ("native", "pass1", "judge"):
+        raise ConfigError(f"target: unknown target {target!r}; use native, pass1 or judge")
+    p = compile_plan(model, reward, rho, b, CompileOptions(prompt_len=prompt_len, completion_len=completion_len))
+    if out is not None:
+        prop = make_proposal(p, target=target, reason="requested with `planner plan`")
+        write_proposals(out, [prop], target_budget=b)
+    data = p.model_dump(mode="json")
+    if as_json:
+        emit_json(data)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{model} / {reward}: rho {p.rho:.3f} (asked {rho}), budget {b:.3g}")
+    t.add_column("component")
+    t.add_column("FLOPs", justify="right")
+    t.add_column("share", justify="right")
+    for k in ("search", "learning", "reward"):
+        v = getattr(p.flops, k)
+        t.add_row(k, f"{v:.3e}", f"{v / p.flops.total:.1%}")
+    t.add_row("total", f"{p.flops.total:.3e}", f"{p.flops.total / b:.2%} of budget")
+    k = Table(title="run knobs")
+    k.add_column("knob")
+    k.add_column("value")
+    for name in (
+        "prompts_per_round", "total_prompts", "rounds", "completions_per_prompt",
+        "completions_kept", "num_iterations", "max_completion_length", "lora_rank",
+        "gradient_checkpointing", "beta",
+    ):
+        k.add_row(name, str(getattr(p, name)))
+    c = Console()
+    c.print(t)
+    c.print(k)
+    if out is not None:
+        c.print(f"wrote {out}")

@@ -1,0 +1,72 @@
+"""The ``planner`` Typer app and the helpers every command shares. Heavy imports stay inside
+commands so that ``planner --help`` is instant."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+__all__ = ["app", "command", "emit_json", "guard", "parse_budget", "parse_list"]
+
+app = typer.Typer(
+    name="planner",
+    help="RACE planner: reward-aware compute allocation for GRPO/LoRA post-training.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def parse_budget(value: str, field: str = "budget") -> float:
+    """A positive, finite FLOP count like ``1e18``; raises ConfigError naming ``field``."""
+    from planner.errors import ConfigError
+
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{field}: {value!r} is not a number; give FLOPs like 1e18") from None
+    if not math.isfinite(x) or x <= 0:
+        raise ConfigError(f"{field}: must be a positive finite number of FLOPs, got {value!r}")
+    return x
+
+
+def parse_list(value: str | None) -> list[str] | None:
+    """Comma-separated list option (``--models a,b``); None when absent."""
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    return items or None
+
+
+def emit_json(obj: Any) -> None:
+    typer.echo(json.dumps(obj, indent=2, default=str))
+
+
+def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn user errors (:class:`~planner.errors.RaceError`) into one stderr line and exit 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from planner.errors import RaceError
+
+        try:
+            return fn(*args, **kwargs)
+        except RaceError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def command(target: typer.Typer = app, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
+    """``@command()``: register a guarded command on ``target``."""
+
+    def deco(fn: Callable[..., Any]) -> Any:
+        return target.command(**kwargs)(guard(fn))
+
+    return deco

@@ -1,0 +1,1 @@
+"""planner race commands."""

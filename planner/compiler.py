@@ -1,0 +1,238 @@
+"""The budget compiler: (model, reward system, rho, budget) -> a GRPO/LoRA run plan.
+
+Pure. The levers (DESIGN.md, "Reaching every rho"):
+
+* raise rho: more update passes per rollout batch (``num_iterations`` = mu);
+* lower rho: generate ``G`` completions per prompt and train on the ``K <= G`` most
+  informative (max-variance down-sampling, Xu et al. 2025);
+* the budget then buys a number of prompts: ``total = prompts x cost per prompt``.
+
+Per prompt (P prompt tokens, C completion tokens, S = P + C):
+
+    search   = G * generation(P, C)
+    reward   = G * scorer_forward(S)                       (0 for rule-based rewards)
+    learning = K * (mu * train_pass(S) + [mu > 1] * forward(S) + [beta > 0] * ref_forward(S))
+
+so rho depends only on (G/K, mu) and the budget only scales the prompt count.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+
+from planner.accountant import (
+    FlopsBreakdown,
+    LoRA,
+    forward_flops,
+    generation_flops,
+    reward_model_flops,
+    train_pass_flops,
+)
+from planner.architecture import LINEAR_MODULES, Architecture
+from planner.errors import InfeasibleError
+from planner.registry import RewardSystem, get_model, get_reward, scorer_for
+from planner.schema import FlopsSplit, RunPlan
+
+__all__ = ["CompileOptions", "PerCompletion", "achievable_rho_range", "compile_plan", "per_completion"]
+
+BUDGET_TOLERANCE = 0.02
+KEPT_CHOICES = (16, 8, 4, 2)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Knobs of a compiled plan that are not levers. ``None`` takes the policy's defaults."""
+
+    prompt_len: int | None = None
+    completion_len: int | None = None
+    prompts_per_round: int | None = None
+    lora_rank: int | None = None
+    lora_targets: tuple[str, ...] = LINEAR_MODULES
+    group_size: int = 8  # preferred completions trained on per prompt (TRL's num_generations)
+    max_generated: int = 64
+    max_iterations: int = 16
+    beta: float = 0.0
+    gradient_checkpointing: bool | None = None
+    lm_head_positions: str | None = None
+    rho_tolerance: float = 0.05
+
+    def resolve(self, arch: Architecture) -> CompileOptions:
+        d = arch.defaults
+        return CompileOptions(
+            prompt_len=self.prompt_len or d.prompt_len,
+            completion_len=self.completion_len or d.completion_len,
+            prompts_per_round=self.prompts_per_round or d.prompts_per_round,
+            lora_rank=self.lora_rank or d.lora_rank,
+            lora_targets=self.lora_targets,
+            group_size=self.group_size,
+            max_generated=self.max_generated,
+            max_iterations=self.max_iterations,
+            beta=self.beta,
+            gradient_checkpointing=(
+                d.gradient_checkpointing
+                if self.gradient_checkpointing is None
+                else self.gradient_checkpointing
+            ),
+            lm_head_positions=self.lm_head_positions or d.lm_head_positions,
+            rho_tolerance=self.rho_tolerance,
+        )
+
+
+@dataclass(frozen=True)
+class PerCompletion:
+    """FLOPs per completion of each phase (the compiler's unit costs)."""
+
+    generate: float
+    score: float
+    train_pass: float
+    old_logprobs: float
+    ref_logprobs: float
+
+    def per_prompt(self, generated: int, kept: int, iterations: int, beta: float) -> FlopsBreakdown:
+        learning = kept * (
+            iterations * self.train_pass
+            + (self.old_logprobs if iterations > 1 else 0.0)
+            + (self.ref_logprobs if beta > 0 else 0.0)
+        )
+        return FlopsBreakdown(
+            search=generated * self.generate, learning=learning, reward=generated * self.score
+        )
+
+
+def per_completion(
+    arch: Architecture, reward: RewardSystem, opts: CompileOptions
+) -> PerCompletion:
+    """Unit costs for one completion of ``opts.completion_len`` tokens (``opts`` resolved)."""
+    assert opts.prompt_len and opts.completion_len and opts.lora_rank
+    p, c = opts.prompt_len, opts.completion_len
+    s = p + c
+    lora = LoRA(opts.lora_rank, opts.lora_targets)
+    positions = c if opts.lm_head_positions == "completion" else s - 1
+    scorer = scorer_for(reward, arch)
+    return PerCompletion(
+        generate=generation_flops(arch, p, c, lora=lora),
+        score=reward_model_flops(scorer, 1, s) if scorer is not None else 0.0,
+        train_pass=train_pass_flops(
+            arch,
+            1,
+            s,
+            lora,
+            logit_positions=positions,
+            gradient_checkpointing=bool(opts.gradient_checkpointing),
+            lm_head_recompute=True,
+        ),
+        old_logprobs=forward_flops(arch, 1, s, logit_positions=positions, lora=lora),
+        ref_logprobs=forward_flops(arch, 1, s, logit_positions=positions),
+    )
+
+
+@cache
+def _candidates(
+    unit: PerCompletion, opts: CompileOptions
+) -> list[tuple[float, int, int, int, FlopsBreakdown]]:
+    """Every lever setting (rho, G, K, mu, per-prompt split), simplest first."""
+    out = []
+    for kept in KEPT_CHOICES:
+        for generated in range(kept, opts.max_generated + 1):
+            for mu in range(1, opts.max_iterations + 1):
+                split = unit.per_prompt(generated, kept, mu, opts.beta)
+                out.append((split.rho, generated, kept, mu, split))
+    # Simplest first: the preferred group size, no waste, few passes.
+    out.sort(key=lambda t: (abs(math.log2(t[2] / opts.group_size)), t[1] / t[2], t[3]))
+    return out
+
+
+def achievable_rho_range(model: str, reward: str, opts: CompileOptions | None = None) -> tuple[float, float]:
+    arch, rs = get_model(model), get_reward(reward)
+    o = (opts or CompileOptions()).resolve(arch)
+    rhos = [c[0] for c in _candidates(per_completion(arch, rs, o), o)]
+    return min(rhos), max(rhos)
+
+
+def compile_plan(
+    model: str, reward: str, rho: float, budget: float, opts: CompileOptions | None = None
+) -> RunPlan:
+    """Compile a (model, reward, rho, budget) request into a run plan.
+
+    The plan's total is within 2% of ``budget`` and its rho is the closest the levers get
+    to ``rho`` (within ``opts.rho_tolerance``); otherwise :class:`InfeasibleError` names
+    the nearest feasible rho or budget.
+    """
+    arch, rs = get_model(model), get_reward(reward)
+    o = (opts or CompileOptions()).resolve(arch)
+    unit = per_completion(arch, rs, o)
+    cands = _candidates(unit, o)
+    best_err = min(abs(c[0] - rho) for c in cands)
+    if best_err > o.rho_tolerance:
+        lo, hi = min(c[0] for c in cands), max(c[0] for c in cands)
+        nearest = min(max(rho, lo), hi)
+        raise InfeasibleError(
+            f"rho: {rho:.3f} is out of reach for {model} with {reward} rewards "
+            f"(levers reach [{lo:.3f}, {hi:.3f}]); nearest feasible rho = {nearest:.3f}",
+            field="rho",
+            nearest=nearest,
+        )
+    # Closest rho bin first (0.01 wide, so near-ties go to the simplest levers), then the
+    # first setting whose prompt count lands the total within tolerance of the budget.
+    ranked = sorted(cands, key=lambda c: round(abs(c[0] - rho) / 0.01))
+    nearest_budget = None
+    for r, generated, kept, mu, split in ranked:
+        if abs(r - rho) > o.rho_tolerance:
+            break
+        prompts = max(1, round(budget / split.total))
+        planned = split.scaled(prompts)
+        if abs(planned.total - budget) <= BUDGET_TOLERANCE * budget:
+            return _plan(arch, rs, o, rho, budget, generated, kept, mu, prompts, split, planned)
+        if nearest_budget is None:
+            nearest_budget = planned.total
+    raise InfeasibleError(
+        f"budget: {budget:.3g} FLOPs buys less than one prompt group at rho={rho:.2f} for "
+        f"{model}/{reward} ({ranked[0][4].total:.3g} FLOPs each); nearest feasible budget = "
+        f"{nearest_budget:.3g}",
+        field="budget",
+        nearest=nearest_budget,
+    )
+
+
+def _plan(
+    arch: Architecture,
+    rs: RewardSystem,
+    o: CompileOptions,
+    rho_target: float,
+    budget: float,
+    generated: int,
+    kept: int,
+    mu: int,
+    prompts: int,
+    per_prompt: FlopsBreakdown,
+    planned: FlopsBreakdown,
+) -> RunPlan:
+    assert o.prompts_per_round and o.lora_rank and o.prompt_len and o.completion_len
+    per_round = min(o.prompts_per_round, prompts)
+    return RunPlan(
+        model=arch.name,
+        reward=rs.name,
+        budget=budget,
+        rho_target=rho_target,
+        rho=planned.rho,
+        prompt_len=o.prompt_len,
+        completion_len=o.completion_len,
+        max_completion_length=o.completion_len,
+        prompts_per_round=per_round,
+        total_prompts=prompts,
+        rounds=math.ceil(prompts / per_round),
+        completions_per_prompt=generated,
+        completions_kept=kept,
+        num_iterations=mu,
+        old_logprobs=mu > 1,
+        beta=o.beta,
+        gradient_checkpointing=bool(o.gradient_checkpointing),
+        lm_head_positions="completion" if o.lm_head_positions == "completion" else "all",
+        lora_rank=o.lora_rank,
+        lora_alpha=2 * o.lora_rank,
+        lora_targets=tuple(o.lora_targets),
+        flops=FlopsSplit(**planned.as_dict()),
+        flops_per_prompt=FlopsSplit(**per_prompt.as_dict()),
+    )

@@ -1,0 +1,70 @@
+"""Plug points the planner drives without importing ``runners``: engines and the pilot store.
+
+Implementations register under entry-point groups (see ``pyproject.toml``):
+``race_planner.engines`` (``sim``, ``trl``) and ``race_planner.stores`` (``parquet``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from planner.errors import ConfigError
+from planner.schema import Proposal, RunRecord
+
+__all__ = ["Engine", "ProgressFn", "RecordStore", "available_engines", "load_engine", "open_store"]
+
+# progress(phase, flops_so_far, budget, info) -- called by engines during a run.
+ProgressFn = Callable[[str, float, float, dict[str, Any]], None]
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Runs one proposal with one seed and returns its record (``status`` ok or failed)."""
+
+    name: str
+
+    def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord: ...
+
+
+@runtime_checkable
+class RecordStore(Protocol):
+    """The pilot dataset: a directory of records, appended atomically, read as one table."""
+
+    root: Path
+
+    def write(self, record: RunRecord) -> Path: ...
+
+    def records(self, *, status: str | None = "ok") -> list[RunRecord]: ...
+
+    def run_ids(self, *, status: str | None = "ok") -> set[str]: ...
+
+
+def _group(name: str) -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=name)}
+
+
+def available_engines() -> list[str]:
+    return sorted(_group("race_planner.engines"))
+
+
+def load_engine(name: str, **options: Any) -> Engine:
+    eps = _group("race_planner.engines")
+    if name not in eps:
+        raise ConfigError(
+            f"engine: unknown engine {name!r}; use one of: {', '.join(sorted(eps)) or '(none installed)'}"
+        )
+    return eps[name].load()(**options)
+
+
+def open_store(root: str | Path, kind: str = "parquet") -> RecordStore:
+    eps = _group("race_planner.stores")
+    if kind not in eps:
+        raise ConfigError(f"store: no pilot store {kind!r} installed; reinstall race-planner")
+    return eps[kind].load()(Path(root))
+
+
+def run_all(engine: Engine, proposals: Iterable[Proposal], seed: int = 0) -> list[RunRecord]:
+    return [engine.run(p, seed) for p in proposals]

@@ -1,0 +1,65 @@
+"""Building, reading and writing proposals (``proposals.json``)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from planner.errors import ConfigError
+from planner.schema import Prediction, Proposal, ProposalSet, RunPlan
+
+__all__ = ["MAX_PROPOSALS_BYTES", "make_proposal", "proposal_id", "read_proposals", "write_proposals"]
+
+MAX_PROPOSALS_BYTES = 64 * 1024 * 1024
+
+
+def proposal_id(plan: RunPlan, target: str) -> str:
+    """Content-derived id: the same request always gets the same id (so reruns skip it)."""
+    key = f"{plan.model}|{plan.reward}|{plan.rho_target:.4f}|{plan.budget:.6g}|{target}"
+    digest = hashlib.sha1(key.encode()).hexdigest()[:8]
+    return f"{plan.model}.{plan.reward}.r{plan.rho_target:.3f}.b{plan.budget:.2e}.{digest}".replace("+", "")
+
+
+def make_proposal(
+    plan: RunPlan, *, target: str = "native", prediction: Prediction | None = None, reason: str = ""
+) -> Proposal:
+    return Proposal(
+        id=proposal_id(plan, target),
+        model=plan.model,
+        reward=plan.reward,
+        rho=plan.rho_target,
+        budget=plan.budget,
+        target=target,  # type: ignore[arg-type]
+        plan=plan,
+        prediction=prediction,
+        reason=reason,
+    )
+
+
+def write_proposals(
+    path: str | Path, proposals: Iterable[Proposal], *, target_budget: float | None = None
+) -> Path:
+    path = Path(path)
+    body = ProposalSet(proposals=tuple(proposals), target_budget=target_budget)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(body.model_dump_json(indent=2))
+    os.replace(tmp, path)
+    return path
+
+
+def read_proposals(path: str | Path) -> ProposalSet:
+    """Read and validate a proposals file; one-line :class:`ConfigError` on any problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"proposals: no such file {str(path)!r}; run `planner suggest` first")
+    if path.stat().st_size > MAX_PROPOSALS_BYTES:
+        raise ConfigError(
+            f"proposals: {path} is {path.stat().st_size} bytes, over the "
+            f"{MAX_PROPOSALS_BYTES} byte limit; split it into smaller files"
+        )
+    return ProposalSet.load_json(path.read_bytes())

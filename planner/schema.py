@@ -1,0 +1,329 @@
+"""Versioned, validated schemas: run plans, proposals (``proposals.json``) and run records.
+
+A record is one pilot run. On disk each record is one parquet row with the flat columns
+of :data:`FLAT_COLUMNS` (what people query with polars) plus JSON columns holding the
+nested plan, compute card, metrics and provenance (what round-trips the record).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from planner.errors import ConfigError
+
+__all__ = [
+    "FLAT_COLUMNS",
+    "SCHEMA_VERSION",
+    "TARGETS",
+    "ComputeCard",
+    "FlopsSplit",
+    "Metrics",
+    "Prediction",
+    "Proposal",
+    "ProposalSet",
+    "RunPlan",
+    "RunRecord",
+    "first_error",
+    "run_id_for",
+]
+
+SCHEMA_VERSION = 1
+TARGETS: tuple[str, ...] = ("native", "pass1", "judge")
+Target = Literal["native", "pass1", "judge"]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+def _finite(v: float, name: str) -> float:
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite number")
+    return v
+
+
+class FlopsSplit(BaseModel):
+    """FLOPs by component (search = rollouts, learning = updates, reward = feedback)."""
+
+    model_config = _FROZEN
+    search: float = Field(ge=0)
+    learning: float = Field(ge=0)
+    reward: float = Field(ge=0)
+    total: float = Field(ge=0)
+
+    @property
+    def rho(self) -> float:
+        return self.learning / self.total if self.total > 0 else 0.0
+
+
+class RunPlan(BaseModel):
+    """A compiled GRPO/LoRA run: the TRL knobs and the planned FLOP split."""
+
+    model_config = _FROZEN
+    model: str
+    reward: str
+    budget: float = Field(gt=0, description="FLOP budget of the run")
+    rho_target: float = Field(gt=0, lt=1)
+    rho: float = Field(ge=0, le=1, description="planned rho the levers achieve")
+    prompt_len: int = Field(gt=0, description="expected prompt tokens")
+    completion_len: int = Field(gt=0, description="expected completion tokens")
+    max_completion_length: int = Field(gt=0)
+    prompts_per_round: int = Field(gt=0, description="prompts per generation round")
+    total_prompts: int = Field(gt=0)
+    rounds: int = Field(gt=0, description="generation rounds; the last may be partial")
+    completions_per_prompt: int = Field(ge=2, description="completions generated per prompt")
+    completions_kept: int = Field(ge=2, description="completions trained on per prompt")
+    num_iterations: int = Field(ge=1, description="update passes per rollout batch (TRL mu)")
+    old_logprobs: bool = Field(description="an extra forward for old-policy log-probs")
+    beta: float = Field(ge=0, description="KL coefficient; > 0 adds a reference forward")
+    gradient_checkpointing: bool
+    lm_head_positions: Literal["completion", "all"] = Field(
+        description="positions TRL's fused LM head scores: completion tokens (GPU) or all (CPU)"
+    )
+    lora_rank: int = Field(gt=0)
+    lora_alpha: int = Field(gt=0)
+    lora_targets: tuple[str, ...]
+    flops: FlopsSplit
+    flops_per_prompt: FlopsSplit
+
+    @field_validator("budget")
+    @classmethod
+    def _budget_finite(cls, v: float) -> float:
+        return _finite(v, "budget")
+
+
+class Prediction(BaseModel):
+    model_config = _FROZEN
+    target: Target = "native"
+    mean: float
+    std: float = Field(ge=0)
+
+
+class Proposal(BaseModel):
+    """One run the planner wants executed."""
+
+    model_config = _FROZEN
+    id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:+=-]+$")
+    model: str
+    reward: str
+    rho: float = Field(gt=0, lt=1, description="requested update fraction")
+    budget: float = Field(gt=0, description="FLOP budget")
+    target: Target = "native"
+    plan: RunPlan
+    prediction: Prediction | None = None
+    reason: str = ""
+
+    @field_validator("budget", "rho")
+    @classmethod
+    def _finite_fields(cls, v: float, info: Any) -> float:
+        return _finite(v, info.field_name)
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, v: str) -> str:
+        from planner.registry import get_model
+
+        if get_model(v).role != "policy":
+            raise ValueError(f"{v!r} is a reward model, not a policy")
+        return v
+
+    @field_validator("reward")
+    @classmethod
+    def _known_reward(cls, v: str) -> str:
+        from planner.registry import get_reward
+
+        get_reward(v)
+        return v
+
+    @model_validator(mode="after")
+    def _plan_matches(self) -> Proposal:
+        if (self.plan.model, self.plan.reward) != (self.model, self.reward):
+            raise ValueError("plan.model/plan.reward must match the proposal's model/reward")
+        return self
+
+
+class ProposalSet(BaseModel):
+    """The ``proposals.json`` file."""
+
+    model_config = _FROZEN
+    schema_version: Literal[1] = SCHEMA_VERSION
+    created_by: str = "planner"
+    target_budget: float | None = None
+    proposals: tuple[Proposal, ...]
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> ProposalSet:
+        seen: set[str] = set()
+        for p in self.proposals:
+            if p.id in seen:
+                raise ValueError(f"duplicate proposal id {p.id!r}")
+            seen.add(p.id)
+        return self
+
+    @classmethod
+    def load_json(cls, text: str | bytes) -> ProposalSet:
+        """Parse and validate; raise :class:`ConfigError` with a one-line message naming the field."""
+        try:
+            return cls.model_validate_json(text)
+        except Exception as exc:  # pydantic.ValidationError, or not JSON at all
+            raise ConfigError(f"proposals: {first_error(exc)}") from None
+
+
+class ComputeCard(BaseModel):
+    """Metered compute of one run: the allocation-aware record the paper asks for."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    flops: FlopsSplit
+    rho: float = Field(ge=0, le=1)
+    tokens: dict[str, int] = Field(
+        default_factory=dict,
+        description="prompt_generated, completion_generated, trained, reward_scored, ...",
+    )
+    wall_s: dict[str, float] = Field(
+        default_factory=dict, description="search, learning, reward, eval, total"
+    )
+    hardware: str = ""
+    software: dict[str, str] = Field(default_factory=dict)
+
+
+class Metrics(BaseModel):
+    """Target metrics after training (and of the base policy, where measured)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    native: float | None = None
+    pass1: float | None = None
+    judge: float | None = None
+    native_base: float | None = None
+    pass1_base: float | None = None
+    judge_base: float | None = None
+
+
+class RunRecord(BaseModel):
+    """One pilot run, as the store keeps it."""
+
+    model_config = _FROZEN
+    schema_version: Literal[1] = SCHEMA_VERSION
+    run_id: str
+    proposal_id: str
+    status: Literal["ok", "failed"]
+    engine: str
+    simulated: bool
+    model: str
+    model_params: float = Field(gt=0, description="policy parameters")
+    reward: str
+    budget: float = Field(gt=0)
+    rho_planned: float
+    seed: int
+    plan: RunPlan
+    card: ComputeCard
+    metrics: Metrics = Metrics()
+    error: str | None = None
+    attempt: int = 1
+    wall_s: float = 0.0
+    created_at: str = ""
+    provenance: dict[str, Any] = Field(default_factory=dict)
+
+    def to_row(self) -> dict[str, Any]:
+        """The flat parquet row (see :data:`FLAT_COLUMNS`)."""
+        f = self.card.flops
+        return {
+            "schema_version": self.schema_version,
+            "run_id": self.run_id,
+            "proposal_id": self.proposal_id,
+            "status": self.status,
+            "engine": self.engine,
+            "simulated": self.simulated,
+            "model": self.model,
+            "model_params": float(self.model_params),
+            "reward": self.reward,
+            "budget": float(self.budget),
+            "rho_planned": float(self.rho_planned),
+            "rho": float(self.card.rho),
+            "flops_search": float(f.search),
+            "flops_learning": float(f.learning),
+            "flops_reward": float(f.reward),
+            "flops_total": float(f.total),
+            "native": self.metrics.native,
+            "pass1": self.metrics.pass1,
+            "judge": self.metrics.judge,
+            "seed": int(self.seed),
+            "wall_s": float(self.wall_s),
+            "attempt": int(self.attempt),
+            "error": self.error,
+            "created_at": self.created_at,
+            "plan_json": self.plan.model_dump_json(),
+            "card_json": self.card.model_dump_json(),
+            "metrics_json": self.metrics.model_dump_json(),
+            "provenance_json": json.dumps(self.provenance, default=str),
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> RunRecord:
+        """Rebuild a record from its parquet row; :class:`ConfigError` if it is corrupt."""
+        try:
+            return cls(
+                schema_version=row["schema_version"],
+                run_id=row["run_id"],
+                proposal_id=row["proposal_id"],
+                status=row["status"],
+                engine=row["engine"],
+                simulated=row["simulated"],
+                model=row["model"],
+                model_params=row["model_params"],
+                reward=row["reward"],
+                budget=row["budget"],
+                rho_planned=row["rho_planned"],
+                seed=row["seed"],
+                plan=RunPlan.model_validate_json(row["plan_json"]),
+                card=ComputeCard.model_validate_json(row["card_json"]),
+                metrics=Metrics.model_validate_json(row["metrics_json"]),
+                error=row.get("error"),
+                attempt=row.get("attempt", 1),
+                wall_s=row.get("wall_s", 0.0),
+                created_at=row.get("created_at", ""),
+                provenance=json.loads(row.get("provenance_json") or "{}"),
+            )
+        except Exception as exc:
+            raise ConfigError(f"record: {first_error(exc)}") from None
+
+
+FLAT_COLUMNS: tuple[str, ...] = tuple(
+    k
+    for k in RunRecord.model_fields
+    if k not in {"plan", "card", "metrics", "provenance"}
+) + (
+    "rho",
+    "flops_search",
+    "flops_learning",
+    "flops_reward",
+    "flops_total",
+    "native",
+    "pass1",
+    "judge",
+)
+
+
+def run_id_for(proposal_id: str, seed: int) -> str:
+    """Deterministic run id: executing the same proposal with the same seed is the same run."""
+    return f"{proposal_id}-s{seed}"
+
+
+def first_error(exc: BaseException) -> str:
+    """One line naming the offending field, from a pydantic error or anything else."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            errs = errors()
+        except Exception:
+            errs = []
+        if errs:
+            e = errs[0]
+            loc = ".".join(str(x) for x in e.get("loc", ())) or "(file)"
+            msg = e.get("msg", str(exc))
+            if e.get("type") == "json_invalid":
+                return f"not valid JSON ({msg}); fix the file's syntax"
+            more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
+            return f"field {loc!r}: {msg}{more}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

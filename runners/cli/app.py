@@ -1,0 +1,21 @@
+"""The ``runners`` Typer app (shares the guard and parsers with ``planner``)."""
+
+from __future__ import annotations
+
+import typer
+
+from planner.cli.app import command as _command
+
+__all__ = ["app", "command"]
+
+app = typer.Typer(
+    name="runners",
+    help="RACE runners: execute proposals as real (trl) or simulated (sim) GRPO/LoRA runs.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def command(**kwargs):  # type: ignore[no-untyped-def]
+    return _command(app, **kwargs)

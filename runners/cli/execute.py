@@ -1,0 +1,1 @@
+"""runners execute commands."""
