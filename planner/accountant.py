@@ -237,6 +237,7 @@ def train_pass_flops(
     gradient_checkpointing: bool = False,
     input_requires_grad: bool | None = None,
     lm_head_recompute: bool = False,
+    checkpoint_early_stop: bool = True,
 ) -> int:
     """FLOPs of one LoRA training pass (forward + backward of a scalar loss on the logits).
 
@@ -246,6 +247,11 @@ def train_pass_flops(
              chunked log-prob head does)
              (+ the body forward again, ``B * [T (linear + lora) + attention(T, T)]``, with
              activation checkpointing: each decoder layer is recomputed once).
+
+    With non-reentrant checkpointing (transformers 5's default, ``checkpoint_early_stop``)
+    the recompute stops once every tensor backward needs exists again: the last matmul of
+    each layer is skipped -- ``down_proj`` (frozen weights save no input) or, when
+    ``down_proj`` carries an adapter, that adapter's ``B`` (its output is not saved).
 
     Attention backward is twice its forward (gradients of both matmul operands).
     ``input_requires_grad`` defaults to ``gradient_checkpointing`` (TRL calls
@@ -267,10 +273,17 @@ def train_pass_flops(
         + positions * head * (2 if lm_head_recompute else 1)
     )
     if gradient_checkpointing:
-        bwd_per_seq += seq_len * (
-            linear_flops_per_token(arch) + lora_forward_flops_per_token(arch, lora)
-        ) + attention_flops(arch, seq_len, seq_len)
+        recompute = linear_flops_per_token(arch) + lora_forward_flops_per_token(arch, lora)
+        if checkpoint_early_stop:
+            recompute -= 2 * arch.num_hidden_layers * _last_matmul_params(arch, lora)
+        bwd_per_seq += seq_len * recompute + attention_flops(arch, seq_len, seq_len)
     return fwd + batch * bwd_per_seq
+
+
+def _last_matmul_params(arch: Architecture, lora: LoRA) -> int:
+    """Parameters of the last matmul of a decoder layer (skipped by early-stopping recompute)."""
+    fan_in, fan_out = arch.linear_shapes()["down_proj"]
+    return lora.rank * fan_out if "down_proj" in lora.targets else fan_in * fan_out
 
 
 def prefill_flops(arch: Architecture, prompt_len: int, *, lora: LoRA | None = None) -> int:

@@ -176,16 +176,17 @@ def compile_plan(
         )
     # Closest rho bin first (0.01 wide, so near-ties go to the simplest levers), then the
     # first setting whose prompt count lands the total within tolerance of the budget.
-    ranked = sorted(cands, key=lambda c: round(abs(c[0] - rho) / 0.01))
-    nearest_budget = None
-    for r, generated, kept, mu, split in ranked:
-        if abs(r - rho) > o.rho_tolerance:
-            break
+    ranked = sorted(
+        (c for c in cands if abs(c[0] - rho) <= o.rho_tolerance),
+        key=lambda c: round(abs(c[0] - rho) / 0.01),
+    )
+    nearest_budget = ranked[0][4].total
+    for _r, generated, kept, mu, split in ranked:
         prompts = max(1, round(budget / split.total))
         planned = split.scaled(prompts)
         if abs(planned.total - budget) <= BUDGET_TOLERANCE * budget:
             return _plan(arch, rs, o, rho, budget, generated, kept, mu, prompts, split, planned)
-        if nearest_budget is None:
+        if abs(planned.total - budget) < abs(nearest_budget - budget):
             nearest_budget = planned.total
     raise InfeasibleError(
         f"budget: {budget:.3g} FLOPs buys less than one prompt group at rho={rho:.2f} for "

@@ -20,11 +20,13 @@ __all__ = [
     "POLICIES_QWEN",
     "REWARD_SYSTEMS",
     "RewardSystem",
+    "architecture_from_hf_config",
     "configs_dir",
     "get_model",
     "get_reward",
     "list_models",
     "list_rewards",
+    "resolve_model",
     "scorer_for",
 ]
 
@@ -119,3 +121,48 @@ def scorer_for(reward: RewardSystem, policy: Architecture) -> Architecture | Non
             f"add one under [{reward.name}].scorer in configs/rewards.toml"
         )
     return get_model(table[policy.family])
+
+
+def architecture_from_hf_config(config: dict, name: str, role: str = "policy") -> Architecture:
+    """An :class:`Architecture` from the fields of a Hugging Face ``config.json`` (Qwen2-style)."""
+    try:
+        return Architecture(
+            name=name,
+            role=role,
+            family="qwen2.5" if config.get("vocab_size", 0) > 1000 else "tiny",
+            hidden_size=int(config["hidden_size"]),
+            num_hidden_layers=int(config["num_hidden_layers"]),
+            num_attention_heads=int(config["num_attention_heads"]),
+            num_key_value_heads=int(config.get("num_key_value_heads", config["num_attention_heads"])),
+            intermediate_size=int(config["intermediate_size"]),
+            vocab_size=int(config["vocab_size"]),
+            tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+            max_position_embeddings=int(config.get("max_position_embeddings", 32768)),
+            score_head=(1,) if role == "prm" else (),
+        )
+    except KeyError as exc:
+        raise ConfigError(f"{name}: config.json lacks {exc.args[0]!r}; pass a Qwen2-style config") from None
+
+
+def resolve_model(spec: str, role: str = "policy") -> Architecture:
+    """A registry name, a Hub id of a registered model, or a path to a config.json (or its folder)."""
+    import json
+
+    models = _models()
+    if spec in models:
+        return models[spec]
+    for arch in models.values():
+        if arch.hub_id and arch.hub_id.lower() == spec.lower():
+            return arch
+    path = Path(spec)
+    if path.is_dir():
+        path = path / "config.json"
+    if path.is_file():
+        try:
+            return architecture_from_hf_config(json.loads(path.read_text()), str(spec), role)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"model: {path} is not valid JSON ({exc.msg})") from None
+    raise ConfigError(
+        f"model: {spec!r} is neither a registered model ({', '.join(models)}), the Hub id of one, "
+        "nor a path to a config.json; pass one of those"
+    )

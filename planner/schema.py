@@ -289,11 +289,9 @@ class RunRecord(BaseModel):
             raise ConfigError(f"record: {first_error(exc)}") from None
 
 
-FLAT_COLUMNS: tuple[str, ...] = tuple(
-    k
-    for k in RunRecord.model_fields
-    if k not in {"plan", "card", "metrics", "provenance"}
-) + (
+_NESTED = {"plan", "card", "metrics", "provenance"}
+FLAT_COLUMNS: tuple[str, ...] = (
+    *(k for k in RunRecord.model_fields if k not in _NESTED),
     "rho",
     "flops_search",
     "flops_learning",

@@ -1,1 +1,180 @@
-"""planner audit commands."""
+"""``planner audit CONFIG``: where does an existing TRL GRPO recipe spend its compute?"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from planner.cli.app import command, emit_json
+
+# Keys the audit reads beyond TRL's own GRPOConfig fields.
+EXTRA_KEYS = {
+    "model_name_or_path",
+    "model",
+    "reward_funcs",
+    "reward_model",
+    "reward_model_name_or_path",
+    "expected_prompt_length",
+    "expected_completion_length",
+    "dataset_size",
+    "world_size",
+    "num_processes",
+    "device",
+    "use_peft",
+    "lora_r",
+    "lora_alpha",
+    "lora_target_modules",
+}
+
+
+def trl_defaults() -> dict[str, Any]:
+    """TRL's own ``GRPOConfig`` field defaults (so an audit costs a recipe as TRL runs it)."""
+    from trl import GRPOConfig
+
+    out = {}
+    for f in dataclasses.fields(GRPOConfig):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+    return out
+
+
+def load_recipe_file(path: Path) -> dict[str, Any]:
+    from planner.errors import ConfigError
+
+    if not path.is_file():
+        raise ConfigError(f"config: no such file {str(path)!r}; pass a GRPO recipe (YAML or JSON)")
+    text = path.read_text()
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception as exc:
+        raise ConfigError(f"config: {path} does not parse ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config: {path} must hold a mapping of GRPOConfig keys")
+    return data
+
+
+def build_recipe(raw: dict[str, Any], defaults: dict[str, Any]):  # type: ignore[no-untyped-def]
+    """Merge a recipe with TRL's defaults and validate the keys the FLOP count needs."""
+    from planner.accountant import LoRA
+    from planner.architecture import LINEAR_MODULES
+    from planner.audit import Recipe
+    from planner.errors import ConfigError
+
+    unknown = sorted(set(raw) - set(defaults) - EXTRA_KEYS)
+    if unknown:
+        raise ConfigError(f"config: unknown key {unknown[0]!r}; use GRPOConfig field names")
+    cfg = {**defaults, **raw}
+
+    def pos_int(key: str, default: Any = None) -> int:
+        v = cfg.get(key, default)
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            raise ConfigError(f"config: {key} must be a positive integer, got {v!r}")
+        return v
+
+    for key in ("expected_prompt_length", "expected_completion_length"):
+        if key not in cfg:
+            raise ConfigError(f"config: {key} is required (tokens); add it to the recipe")
+    beta = cfg.get("beta", 0.0)
+    if not isinstance(beta, int | float) or beta < 0:
+        raise ConfigError(f"config: beta must be a number >= 0, got {beta!r}")
+    lora = None
+    if cfg.get("use_peft", True):
+        targets = cfg.get("lora_target_modules") or list(LINEAR_MODULES)
+        if targets == "all-linear":
+            targets = list(LINEAR_MODULES)
+        bad = [t for t in targets if t not in LINEAR_MODULES]
+        if bad:
+            raise ConfigError(f"config: lora_target_modules has unknown module {bad[0]!r}")
+        lora = LoRA(pos_int("lora_r", 16), tuple(targets))
+    grad_accum = pos_int("gradient_accumulation_steps")
+    steps_per_gen = cfg.get("steps_per_generation") or grad_accum
+    recipe = Recipe(
+        per_device_train_batch_size=pos_int("per_device_train_batch_size"),
+        gradient_accumulation_steps=grad_accum,
+        num_generations=pos_int("num_generations"),
+        steps_per_generation=int(steps_per_gen),
+        num_iterations=pos_int("num_iterations"),
+        beta=float(beta),
+        gradient_checkpointing=bool(cfg.get("gradient_checkpointing", True)),
+        max_completion_length=pos_int("max_completion_length"),
+        prompt_len=pos_int("expected_prompt_length"),
+        completion_len=pos_int("expected_completion_length"),
+        lora=lora,
+        world_size=pos_int("world_size", cfg.get("num_processes", 1)),
+        lm_head_positions="all" if cfg.get("device") == "cpu" else "completion",
+        dataset_size=cfg.get("dataset_size"),
+    )
+    if recipe.completions_per_round % recipe.num_generations:
+        raise ConfigError(
+            "config: per_device_train_batch_size * steps_per_generation * world_size must be "
+            f"divisible by num_generations ({recipe.num_generations}), as TRL requires"
+        )
+    return recipe
+
+
+@command(help="Audit a TRL GRPO recipe (YAML/JSON): its planned split, rho and shares.")
+def audit(
+    config: Annotated[Path, typer.Argument(help="GRPO recipe: GRPOConfig keys + model + rewards.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    from planner.audit import audit_recipe
+    from planner.errors import ConfigError
+    from planner.registry import resolve_model
+
+    raw = load_recipe_file(config)
+    model_spec = raw.get("model_name_or_path") or raw.get("model")
+    if not model_spec:
+        raise ConfigError("config: model_name_or_path is required; a registry name, Hub id or config.json")
+    policy = resolve_model(str(model_spec))
+    rm = raw.get("reward_model_name_or_path") or raw.get("reward_model")
+    scorer = resolve_model(str(rm), role="prm") if rm else None
+    recipe = build_recipe(raw, trl_defaults())
+    result = audit_recipe(recipe, policy, scorer)
+    data = {
+        "model": policy.name,
+        "reward_model": scorer.name if scorer else None,
+        "reward_funcs": raw.get("reward_funcs"),
+        "knobs": {k: v for k, v in dataclasses.asdict(recipe).items() if k != "lora"},
+        "lora_rank": recipe.lora.rank if recipe.lora else None,
+        "old_logprobs": recipe.old_logprobs,
+        "completions_per_round": recipe.completions_per_round,
+        "prompts_per_round": recipe.prompts_per_round,
+        "optimizer_steps_per_round": recipe.optimizer_steps_per_round,
+        "per_round": result.per_round.as_dict(),
+        "per_step": result.per_step.as_dict(),
+        "per_epoch": result.per_epoch.as_dict() if result.per_epoch else None,
+        "rho": result.per_round.rho,
+        "shares": result.per_round.shares(),
+        "per_completion": result.per_completion,
+    }
+    if as_json:
+        emit_json(data)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"audit of {config.name}: {policy.name}, rho = {result.per_round.rho:.3f}")
+    for col in ("component", "per optimizer step", "per epoch", "share"):
+        t.add_column(col, justify="right")
+    shares = result.per_round.shares()
+    for k in ("search", "learning", "reward", "total"):
+        step = result.per_step.as_dict()[k]
+        epoch = result.per_epoch.as_dict()[k] if result.per_epoch else None
+        t.add_row(k, f"{step:.3e}", f"{epoch:.3e}" if epoch is not None else "-", f"{shares.get(k, 1.0):.1%}")
+    c = Console()
+    c.print(t)
+    c.print(
+        f"{recipe.completions_per_round} completions ({recipe.prompts_per_round:g} prompts) per round, "
+        f"{recipe.optimizer_steps_per_round:g} optimizer steps per round, "
+        f"num_iterations={recipe.num_iterations}, beta={recipe.beta}, "
+        f"gradient_checkpointing={recipe.gradient_checkpointing}, old log-probs: {recipe.old_logprobs}"
+    )

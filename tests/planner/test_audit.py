@@ -1,0 +1,106 @@
+"""`planner audit`: a TRL recipe costed with the accountant, TRL defaults as TRL runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.accountant import (
+    LoRA,
+    forward_flops,
+    generation_flops,
+    reward_model_flops,
+    train_pass_flops,
+)
+from planner.architecture import LINEAR_MODULES
+from planner.cli import app
+from planner.registry import get_model
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "configs" / "examples"
+runner = CliRunner()
+
+
+def audit_json(path: Path) -> dict:
+    res = runner.invoke(app, ["audit", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_example_recipe_matches_accountant() -> None:
+    out = audit_json(EXAMPLES / "grpo_qwen2.5-1.5b_gsm8k.yaml")
+    arch = get_model("qwen2.5-1.5b")
+    lora = LoRA(16, LINEAR_MODULES)
+    p, c = 180, 320
+    n = 16 * 4 * 8  # per-device batch x steps_per_generation (= grad accum) x world size
+    # TRL defaults: num_iterations 1 (no old log-prob pass), beta 0 (no reference pass),
+    # gradient checkpointing on.
+    search = n * generation_flops(arch, p, c, lora=lora)
+    learning = n * train_pass_flops(
+        arch, 1, p + c, lora, logit_positions=c, gradient_checkpointing=True, lm_head_recompute=True
+    )
+    assert out["per_round"]["search"] == pytest.approx(search)
+    assert out["per_round"]["learning"] == pytest.approx(learning)
+    assert out["per_round"]["reward"] == 0
+    assert out["old_logprobs"] is False
+    assert out["knobs"]["gradient_checkpointing"] is True
+    assert out["knobs"]["num_iterations"] == 1 and out["knobs"]["beta"] == 0.0
+    assert out["rho"] == pytest.approx(learning / (search + learning))
+    # One optimizer step per round: 4 micro-batches accumulate into one step.
+    assert out["per_step"]["total"] == pytest.approx(search + learning)
+    assert out["per_epoch"]["total"] == pytest.approx((search + learning) * 7473 / 64)
+
+
+def test_prm_recipe_costs_reward_old_and_ref_passes() -> None:
+    out = audit_json(EXAMPLES / "grpo_qwen2.5-7b_prm.json")
+    pol, prm = get_model("qwen2.5-7b"), get_model("qwen2.5-math-prm-7b")
+    lora = LoRA(32, LINEAR_MODULES)
+    p, c, n = 200, 600, 8 * 4 * 8
+    train = train_pass_flops(
+        pol, 1, p + c, lora, logit_positions=c, gradient_checkpointing=True, lm_head_recompute=True
+    )
+    old = forward_flops(pol, 1, p + c, logit_positions=c, lora=lora)
+    ref = forward_flops(pol, 1, p + c, logit_positions=c)
+    assert out["per_round"]["learning"] == pytest.approx(n * (2 * train + old + ref))
+    assert out["per_round"]["reward"] == pytest.approx(n * reward_model_flops(prm, 1, p + c))
+    assert out["optimizer_steps_per_round"] == 4.0  # 4 steps/gen x 2 iterations / 2 accum
+
+
+def test_trl_defaults_are_read_from_trl() -> None:
+    from planner.cli.audit import trl_defaults
+
+    d = trl_defaults()
+    assert d["beta"] == 0.0 and d["num_iterations"] == 1 and d["gradient_checkpointing"] is True
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"expected_prompt_length": 10, "expected_completion_length": 10}, "model_name_or_path"),
+        ({"model_name_or_path": "nope/nope", "expected_prompt_length": 1, "expected_completion_length": 1}, "model"),
+        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8}, "expected_completion_length"),
+        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "num_iterations": 0}, "num_iterations"),
+        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "bogus_key": 1}, "bogus_key"),
+        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "num_generations": 3}, "num_generations"),
+    ],
+)
+def test_bad_recipes_name_the_field(tmp_path: Path, body: dict, field: str) -> None:
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(body))
+    res = runner.invoke(app, ["audit", str(f)])
+    assert res.exit_code == 2
+    assert field in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_config_json_path_as_model(tmp_path: Path) -> None:
+    cfg = {
+        "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"model_name_or_path: {tmp_path}\nexpected_prompt_length: 8\nexpected_completion_length: 8\n")
+    out = audit_json(recipe)
+    assert out["per_round"]["total"] > 0

@@ -1,0 +1,76 @@
+"""`planner flops` / `planner plan` through typer's CliRunner: outputs and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.proposals import read_proposals
+
+runner = CliRunner()
+
+
+def test_plan_json_and_out(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    res = runner.invoke(
+        app, ["plan", "--model", "tiny-s", "--reward", "sparse", "--rho", "0.6", "--budget", "3e12", "--json", "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert set(data["flops"]) == {"search", "learning", "reward", "total"}
+    assert abs(data["flops"]["total"] - 3e12) <= 0.02 * 3e12
+    assert abs(data["rho"] - 0.6) <= 0.05
+    for knob in ("completions_per_prompt", "completions_kept", "num_iterations", "rounds", "lora_rank", "lora_targets"):
+        assert knob in data
+    ps = read_proposals(out)
+    assert len(ps.proposals) == 1 and ps.proposals[0].plan.rho == pytest.approx(data["rho"])
+
+
+def test_plan_table() -> None:
+    res = runner.invoke(app, ["plan", "-m", "qwen2.5-7b", "-r", "prm", "--rho", "0.45", "--budget", "1e18"])
+    assert res.exit_code == 0, res.output
+    assert "reward" in res.stdout and "num_iterations" in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["plan", "-m", "gpt-5", "-r", "sparse", "--rho", "0.5", "--budget", "1e16"], "model"),
+        (["plan", "-m", "tiny-s", "-r", "magic", "--rho", "0.5", "--budget", "1e16"], "reward"),
+        (["plan", "-m", "tiny-s", "-r", "sparse", "--rho", "1.5", "--budget", "1e16"], "rho"),
+        (["plan", "-m", "tiny-s", "-r", "sparse", "--rho", "0", "--budget", "1e16"], "rho"),
+        (["plan", "-m", "tiny-s", "-r", "sparse", "--rho", "0.5", "--budget", "-1e16"], "budget"),
+        (["plan", "-m", "tiny-s", "-r", "sparse", "--rho", "0.5", "--budget", "0"], "budget"),
+        (["plan", "-m", "tiny-s", "-r", "sparse", "--rho", "0.5", "--budget", "lots"], "budget"),
+        (["plan", "-m", "tiny-s", "-r", "sparse", "--rho", "0.5", "--budget", "nan"], "budget"),
+        (["plan", "-m", "tiny-s", "-r", "sparse", "--rho", "0.5", "--budget", "inf"], "budget"),
+        (["plan", "-m", "qwen2.5-7b", "-r", "prm", "--rho", "0.3", "--budget", "1e13"], "budget"),
+        (["flops", "-m", "nope"], "model"),
+    ],
+)
+def test_bad_input_one_line_naming_field(args: list[str], field: str) -> None:
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}")
+
+
+def test_plan_out_not_written_on_error(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    res = runner.invoke(app, ["plan", "-m", "tiny-s", "-r", "sparse", "--rho", "2", "--budget", "1e12", "--out", str(out)])
+    assert res.exit_code == 2 and not out.exists()
+
+
+def test_help_is_fast_and_lazy() -> None:
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.perf_counter()
+    code = "import sys, planner.cli; assert 'torch' not in sys.modules and 'trl' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert time.perf_counter() - t0 < 5

@@ -1,0 +1,111 @@
+"""The budget compiler: totals within 2% of the budget, rho within reach, clear errors otherwise."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.accountant import FlopsBreakdown
+from planner.compiler import CompileOptions, achievable_rho_range, compile_plan
+from planner.errors import InfeasibleError
+from planner.registry import REWARD_SYSTEMS, get_reward, list_models
+
+POLICIES = list_models("policy")
+GRID = list(itertools.product(POLICIES, REWARD_SYSTEMS, [0.3, 0.45, 0.6, 0.72, 0.9], [1e16, 1e18]))
+
+
+def test_registry_has_every_policy() -> None:
+    assert set(POLICIES) == {"qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "tiny-s", "tiny-m", "tiny-l"}
+
+
+@pytest.mark.parametrize(("model", "reward", "rho", "budget"), GRID)
+def test_grid_meets_budget_and_rho_or_says_why(model: str, reward: str, rho: float, budget: float) -> None:
+    try:
+        plan = compile_plan(model, reward, rho, budget)
+    except InfeasibleError as exc:
+        assert "nearest feasible" in str(exc)
+        assert exc.nearest is not None
+        return
+    assert abs(plan.flops.total - budget) <= 0.02 * budget
+    assert abs(plan.rho - rho) <= 0.05
+    assert plan.flops.rho == pytest.approx(plan.rho)
+    # The per-prompt split times the prompt count is the planned split.
+    assert plan.flops.total == pytest.approx(plan.flops_per_prompt.total * plan.total_prompts)
+    assert plan.completions_kept <= plan.completions_per_prompt
+    assert plan.rounds * plan.prompts_per_round >= plan.total_prompts
+    if get_reward(reward).is_rule:
+        assert plan.flops.reward == 0
+
+
+@pytest.mark.parametrize("model", POLICIES)
+@pytest.mark.parametrize("reward", ["sparse", "structured", "dense"])
+def test_rule_rewards_reach_quarter_to_095(model: str, reward: str) -> None:
+    lo, hi = achievable_rho_range(model, reward)
+    assert lo <= 0.25 and hi >= 0.95
+
+
+def test_levers_move_rho_the_right_way() -> None:
+    low = compile_plan("qwen2.5-1.5b", "sparse", 0.3, 1e17)
+    high = compile_plan("qwen2.5-1.5b", "sparse", 0.92, 1e17)
+    assert low.completions_per_prompt > low.completions_kept  # down-sampling lowers rho
+    assert high.num_iterations > 1 and high.old_logprobs  # reuse raises rho
+
+
+def test_prm_reward_eats_budget() -> None:
+    rule = compile_plan("qwen2.5-1.5b", "sparse", 0.45, 1e17)
+    prm = compile_plan("qwen2.5-1.5b", "prm", 0.45, 1e17)
+    assert prm.flops.reward > 0.2 * prm.flops.total
+    assert prm.total_prompts < rule.total_prompts
+
+
+def test_infeasible_rho_names_nearest() -> None:
+    _lo, hi = achievable_rho_range("tiny-s", "prm")
+    with pytest.raises(InfeasibleError, match="nearest feasible rho") as info:
+        compile_plan("tiny-s", "prm", min(0.99, hi + 0.07), 1e13)
+    assert info.value.nearest == pytest.approx(hi)
+
+
+def test_budget_below_one_group_names_nearest() -> None:
+    with pytest.raises(InfeasibleError, match="nearest feasible budget") as info:
+        compile_plan("qwen2.5-7b", "prm", 0.3, 1e13)
+    assert info.value.field == "budget" and info.value.nearest and info.value.nearest > 1e13
+
+
+def test_options_change_the_plan() -> None:
+    short = compile_plan("qwen2.5-3b", "dense", 0.6, 1e17, CompileOptions(completion_len=128))
+    long = compile_plan("qwen2.5-3b", "dense", 0.6, 1e17, CompileOptions(completion_len=1024))
+    assert short.total_prompts > long.total_prompts
+    ckpt = compile_plan("qwen2.5-3b", "dense", 0.6, 1e17, CompileOptions(gradient_checkpointing=True))
+    assert ckpt.gradient_checkpointing
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    model=st.sampled_from(POLICIES),
+    reward=st.sampled_from(REWARD_SYSTEMS),
+    rho=st.floats(0.02, 0.98),
+    log_budget=st.floats(11.0, 21.0),
+)
+def test_property_random_requests(model: str, reward: str, rho: float, log_budget: float) -> None:
+    budget = 10.0**log_budget
+    try:
+        plan = compile_plan(model, reward, rho, budget)
+    except InfeasibleError as exc:
+        msg = str(exc)
+        assert "\n" not in msg and exc.field in ("rho", "budget") and exc.nearest is not None
+        if exc.field == "rho":
+            lo, hi = achievable_rho_range(model, reward)
+            assert not lo - 0.05 <= rho <= hi + 0.05 or abs(exc.nearest - rho) > 0.05
+        return
+    assert abs(plan.flops.total - budget) <= 0.02 * budget
+    assert abs(plan.rho - rho) <= 0.05
+
+
+def test_breakdown_arithmetic() -> None:
+    a = FlopsBreakdown(1.0, 3.0, 0.0)
+    assert a.total == 4.0 and a.rho == 0.75
+    assert (a + a).scaled(0.5) == a
+    assert FlopsBreakdown().rho == 0.0
