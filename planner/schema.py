@@ -156,9 +156,10 @@ class ProposalSet(BaseModel):
     @model_validator(mode="after")
     def _unique_ids(self) -> ProposalSet:
         seen: set[str] = set()
-        for p in self.proposals:
+        for i, p in enumerate(self.proposals):
             if p.id in seen:
-                raise ValueError(f"duplicate proposal id {p.id!r}")
+                # The error has no field location of its own here: name it in the message.
+                raise ValueError(f"proposals.{i}.id: duplicate proposal id {p.id!r}; ids must be unique")
             seen.add(p.id)
         return self
 
