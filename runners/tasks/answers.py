@@ -1,0 +1,123 @@
+"""Answer extraction and checking for the GPU math tasks (GSM8K, MATH-500, Polaris-53K).
+
+Checking is delegated to ``math-verify`` (Hugging Face): both sides are parsed into
+sympy objects (LaTeX and plain expressions) and compared symbolically, with numeric
+rounding to 6 decimals, so ``\\frac{1}{2}``, ``0.5`` and ``\\boxed{1/2}`` all agree.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+__all__ = [
+    "extract_answer",
+    "extract_boxed",
+    "extract_gsm8k_answer",
+    "gsm8k_worked_result",
+    "last_number",
+    "verify",
+]
+
+_GSM8K_RE = re.compile(r"####\s*(.+?)\s*$", re.MULTILINE)
+_NUMBER_RE = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+# Like _NUMBER_RE, but also reads space-grouped thousands ("118 000") as one number.
+_GROUPED_RE = re.compile(r"-?\d{1,3}(?:[, ]\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?|-?\.\d+")
+_CALC_RE = re.compile(r"<<[^>]*=([^>]*)>>")
+
+
+def extract_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``), braces balanced; None if absent."""
+    starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)]
+    if not starts:
+        return None
+    i, depth = starts[-1], 1
+    while i < len(text):
+        c = text[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return text[starts[-1] : i].strip()
+        i += 1
+    return None  # unbalanced: a truncated completion
+
+
+def extract_gsm8k_answer(solution: str) -> str | None:
+    """The ``#### N`` value of a GSM8K worked solution, thousands separators removed."""
+    found = list(_GSM8K_RE.finditer(solution))
+    if not found:
+        return None
+    return found[-1].group(1).replace(",", "").replace("$", "").strip()
+
+
+def last_number(text: str) -> str | None:
+    """The last number written in ``text`` (commas dropped), None if there is none."""
+    found = _NUMBER_RE.findall(text)
+    return found[-1].replace(",", "") if found else None
+
+
+def gsm8k_worked_result(solution: str) -> str | None:
+    """The result a GSM8K worked solution states last (the text before ``####``).
+
+    On the last line that holds a number: the last calculator annotation ``<<e=N>>``
+    if any, else the first number after the last ``=``, else the last number. GSM8K's
+    worked text sometimes ends with a number that is not the answer ("... out of the 24
+    liters"); the result of the last calculation is what its ``####`` repeats.
+    """
+    body = solution.rsplit("####", 1)[0]
+    for line in reversed(body.strip().split("\n")):
+        calc = _CALC_RE.findall(line)
+        if calc:
+            return calc[-1].strip()
+        eq = line.rfind("=")
+        after = _GROUPED_RE.findall(line[eq + 1 :]) if eq >= 0 else []
+        found = after[:1] or _GROUPED_RE.findall(line)[-1:]
+        if found:
+            return re.sub(r"[, ]", "", found[0])
+    return None
+
+
+def extract_answer(completion: str) -> str | None:
+    """A model's final answer: the last ``\\boxed{}``, else a ``####`` line, else None."""
+    boxed = extract_boxed(completion)
+    if boxed is not None:
+        return boxed
+    return extract_gsm8k_answer(completion)
+
+
+def _parse(text: str) -> list[Any]:
+    from math_verify import parse
+
+    # math-verify's timeouts use SIGALRM, which only works on the main thread.
+    timeout = 5 if threading.current_thread() is threading.main_thread() else None
+    # "\\$" (a dollar sign in MATH answers) reads as a math delimiter to math-verify.
+    s = text.replace("\\$", "").strip()
+    if "\\boxed" in s or "$" in s:
+        return parse(s, parsing_timeout=timeout)  # type: ignore[arg-type]
+    # A bare answer ("18", "\\frac{\\pi}{2}", "(3,\\frac{\\pi}{2})"): box it so the LaTeX
+    # extractor reads it whole; fall back to the plain-expression reading.
+    got = parse(f"\\boxed{{{s}}}", parsing_timeout=timeout)  # type: ignore[arg-type]
+    return got or parse(s, parsing_timeout=timeout)  # type: ignore[arg-type]
+
+
+def verify(pred: str | None, gold: str | None, *, exact_shortcut: bool = True) -> bool:
+    """True iff ``pred`` and ``gold`` denote the same mathematical answer (math-verify).
+
+    Both are answer strings (bare, ``$...$`` or ``\\boxed{}``); None or empty is False.
+    An exact string match (after whitespace strip) is accepted before parsing unless
+    ``exact_shortcut`` is False (tests use that to exercise math-verify itself).
+    """
+    if not pred or not gold:
+        return False
+    if exact_shortcut and pred.strip() == gold.strip():
+        return True
+    from math_verify import verify as mv_verify
+
+    g, p = _parse(gold), _parse(pred)
+    if not g or not p:
+        return False
+    timeout = 5 if threading.current_thread() is threading.main_thread() else None
+    return bool(mv_verify(g, p, timeout_seconds=timeout))

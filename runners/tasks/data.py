@@ -1,0 +1,112 @@
+"""Math prompt sets for the GPU path: GSM8K, MATH-500 and Polaris-53K.
+
+Each loads from the Hugging Face Hub (``datasets.load_dataset``) or from a local JSONL /
+parquet file (or a folder holding ``<split>.jsonl`` / ``<split>.parquet``), and yields
+:class:`MathItem` rows with a gold answer ready for :func:`runners.tasks.answers.verify`.
+Nothing is downloaded unless a Hub id is actually used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from planner.errors import ConfigError
+
+__all__ = ["DATASETS", "INSTRUCTION", "MathItem", "load_math", "to_grpo_rows"]
+
+INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    hub_id: str
+    config: str | None
+    default_split: str
+    question: str  # column holding the problem text
+    gold: str  # "gsm8k" (#### in `answer`) or "answer" (the `answer` column)
+
+
+DATASETS: dict[str, DatasetSpec] = {
+    "gsm8k": DatasetSpec("openai/gsm8k", "main", "test", "question", "gsm8k"),
+    "math500": DatasetSpec("HuggingFaceH4/MATH-500", None, "test", "problem", "answer"),
+    "polaris": DatasetSpec("POLARIS-Project/Polaris-Dataset-53K", None, "train", "problem", "answer"),
+}
+
+
+@dataclass(frozen=True)
+class MathItem:
+    """One problem: its text, the gold answer (a string math-verify can parse) and its source."""
+
+    question: str
+    answer: str
+    source: str
+
+
+def _rows_from_path(path: Path, split: str) -> Iterable[Mapping[str, Any]]:
+    import polars as pl
+
+    if path.is_dir():
+        for ext in ("jsonl", "parquet", "json"):
+            if (path / f"{split}.{ext}").exists():
+                path = path / f"{split}.{ext}"
+                break
+        else:
+            raise ConfigError(f"path: {path} has no {split}.jsonl or {split}.parquet; point at a file")
+    if not path.exists():
+        raise ConfigError(f"path: {path} does not exist; give a JSONL or parquet file")
+    if path.suffix == ".parquet":
+        return pl.read_parquet(path).to_dicts()
+    return pl.read_ndjson(path, infer_schema_length=None).to_dicts()
+
+
+def _rows_from_hub(spec: DatasetSpec, split: str) -> Iterable[Mapping[str, Any]]:
+    from datasets import load_dataset
+
+    return load_dataset(spec.hub_id, spec.config, split=split)  # type: ignore[return-value]
+
+
+def load_math(
+    name: str, *, split: str | None = None, path: str | Path | None = None, limit: int | None = None
+) -> list[MathItem]:
+    """Problems of dataset ``name`` (gsm8k|math500|polaris), from ``path`` or the Hub.
+
+    Gold answers: GSM8K's ``#### N`` value; MATH-500 and Polaris' ``answer`` column.
+    Rows without a usable gold answer are skipped (Polaris has a few).
+    """
+    from runners.tasks.answers import extract_gsm8k_answer
+
+    if name not in DATASETS:
+        raise ConfigError(f"dataset: unknown dataset {name!r}; use one of: {', '.join(DATASETS)}")
+    spec = DATASETS[name]
+    split = split or spec.default_split
+    rows = _rows_from_path(Path(path), split) if path is not None else _rows_from_hub(spec, split)
+    out: list[MathItem] = []
+    for row in rows:
+        question = row.get(spec.question) or row.get("problem") or row.get("question")
+        raw = row.get("answer")
+        gold = extract_gsm8k_answer(str(raw)) if spec.gold == "gsm8k" and raw else raw
+        if not question or gold is None or str(gold).strip() == "":
+            continue
+        out.append(MathItem(str(question), str(gold).strip(), name))
+        if limit is not None and len(out) >= limit:
+            break
+    if not out:
+        raise ConfigError(f"dataset: {name} ({split}) gave no usable rows; check the file's columns")
+    return out
+
+
+def to_grpo_rows(items: Iterable[MathItem], *, chat: bool = True) -> list[dict[str, Any]]:
+    """Rows for ``datasets.Dataset.from_list`` as TRL's GRPOTrainer expects them.
+
+    ``prompt`` is a one-message chat (the instruct models' template is applied by TRL) or
+    plain text; ``answer`` is the column the qwen2.5 rule rewards read.
+    """
+    rows = []
+    for it in items:
+        text = f"{it.question}\n{INSTRUCTION}"
+        prompt: Any = [{"role": "user", "content": text}] if chat else text
+        rows.append({"prompt": prompt, "answer": it.answer})
+    return rows

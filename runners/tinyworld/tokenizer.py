@@ -1,0 +1,73 @@
+"""The tiny world's character-level tokenizer, built with the ``tokenizers`` library.
+
+One token per character of the task alphabet (:data:`ALPHABET`) plus four special tokens.
+Deterministic: the vocabulary is a fixed list, so ids never depend on data or seeds.
+
+Conventions the rest of the tiny world relies on:
+
+* ``tokenizer(text)`` prepends ``<bos>`` (TRL tokenizes non-chat prompts with the default
+  ``add_special_tokens=True``, so pretraining does the same and the two agree);
+* ``<eos>`` ends every completion; generation stops there and TRL masks after it;
+* ``<pad>`` pads (left for generation, right for training); decoding fuses characters
+  back into the original string (no spaces between tokens).
+
+Load a saved copy with ``PreTrainedTokenizerFast.from_pretrained`` (not ``AutoTokenizer``:
+on a folder whose config says qwen2 it silently swaps in ``Qwen2Tokenizer``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
+
+__all__ = ["ALPHABET", "SPECIALS", "VOCAB_SIZE", "build_tokenizer", "char_ids", "special_id"]
+
+SPECIALS: tuple[str, ...] = ("<pad>", "<bos>", "<eos>", "<unk>")
+# Digits, the three operators, '=' for results, ':' after the Q/A tags, newline between
+# steps. Everything the task writes; anything else maps to <unk>.
+ALPHABET: str = "0123456789+-*=:QA\n"
+VOCAB_SIZE: int = len(SPECIALS) + len(ALPHABET)
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    """A fresh character-level ``PreTrainedTokenizerFast`` (vocabulary :data:`VOCAB_SIZE`)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate((*SPECIALS, *ALPHABET))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    # Every character is its own pre-token; [\s\S] also matches the newline (Oniguruma has no (?s)).
+    core.pre_tokenizer = pre_tokenizers.Split(Regex("[\\s\\S]"), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    core.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", vocab["<bos>"])]
+    )
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        pad_token="<pad>",
+        bos_token="<bos>",
+        eos_token="<eos>",
+        unk_token="<unk>",
+        padding_side="left",
+        model_max_length=256,
+    )
+    return tok
+
+
+_IDS: dict[str, int] = {tok: i for i, tok in enumerate((*SPECIALS, *ALPHABET))}
+
+
+def special_id(token: str) -> int:
+    """Id of a special token (``"<pad>"``, ``"<bos>"``, ``"<eos>"``, ``"<unk>"``)."""
+    return _IDS[token]
+
+
+def char_ids(text: str) -> list[int]:
+    """Ids of ``text``, one per character (unknown characters -> ``<unk>``), no specials.
+
+    The same ids ``build_tokenizer()`` produces, without the tokenizer's per-call overhead.
+    """
+    unk = _IDS["<unk>"]
+    return [_IDS.get(c, unk) for c in text]
