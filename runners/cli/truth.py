@@ -1,1 +1,46 @@
-"""runners truth commands."""
+"""``runners truth``: the noise-free frontier of one setting in a simulator world."""
+
+from __future__ import annotations
+
+import typer
+
+from runners.cli.app import command
+
+__all__ = ["truth"]
+
+
+@command(name="truth")
+def truth(
+    model: str = typer.Option(..., "--model", help="policy, e.g. qwen2.5-1.5b"),
+    reward: str = typer.Option(..., "--reward", help="reward system, e.g. sparse or prm"),
+    budget: str = typer.Option(..., "--budget", help="FLOP budget of one run, e.g. 1e16"),
+    world: str = typer.Option("paper", "--world", help="world file or name in configs/worlds"),
+    target: str = typer.Option("native", "--target", help="native | pass1 | judge"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+) -> None:
+    """Print the noise-free frontier on a dense rho grid, and rho*, shares and regime at its argmax."""
+    from planner.cli.app import emit_json, parse_budget
+    from runners.sim.truth import frontier
+
+    f = frontier(world, model, reward, parse_budget(budget), target)
+    if as_json:
+        emit_json(f.to_json())
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{f.world}: {model} / {reward} / {target} at {f.budget:.3g} FLOPs (simulated)")
+    table.add_column("rho", justify="right")
+    table.add_column(target, justify="right")
+    table.add_column("", justify="left")
+    lo, span = float(f.value.min()), float(f.value.max() - f.value.min()) or 1.0
+    for i, (r, v) in enumerate(zip(f.rho, f.value, strict=True)):
+        bar = "#" * round(30 * (v - lo) / span)
+        table.add_row(f"{r:.3f}", f"{v:.4f}", bar + ("  <- rho*" if i == f.star else ""))
+    console = Console(width=100)
+    console.print(table)
+    s = f.shares_star
+    typer.echo(
+        f"rho* = {f.rho_star:.3f}  {target} = {f.value_star:.4f}  regime = {f.regime}  "
+        f"shares: search {s['search']:.3f}, learning {s['learning']:.3f}, reward {s['reward']:.3f}"
+    )

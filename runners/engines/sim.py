@@ -1,0 +1,121 @@
+"""The ``sim`` engine: a proposal in, a simulated ``RunRecord`` out, in microseconds.
+
+The proposal's compiled plan (the same compiler and accountant the ``trl`` engine runs)
+fixes the levers; ``runners.sim.dynamics`` turns them into target metrics; the world file
+(``configs/worlds/*.toml``) holds every constant. In the sim the metered FLOPs equal the
+planned split exactly (no completion-length variation is simulated), so ``card.flops`` is
+``plan.flops``. Every record says ``simulated: true`` and names the world file and hash.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from planner.engine import ProgressFn
+from planner.registry import get_model
+from planner.schema import TARGETS, ComputeCard, Metrics, Proposal, RunPlan, RunRecord, run_id_for
+from runners.sim.dynamics import base_metrics, learn
+from runners.sim.simulate import add_noise
+from runners.sim.world import World, load_world
+
+__all__ = ["SimEngine", "tokens_of_plan"]
+
+
+def tokens_of_plan(plan: RunPlan) -> dict[str, int]:
+    """Tokens by phase that the plan implies (every completion at its expected length).
+
+    prompt_generated = N G P (each completion prefills its prompt), completion_generated =
+    N G C, trained = N K mu (P + C), reward_scored = N G (P + C) when a reward model scores.
+    """
+    n, g, k = plan.total_prompts, plan.completions_per_prompt, plan.completions_kept
+    seq = plan.prompt_len + plan.completion_len
+    return {
+        "prompt_generated": n * g * plan.prompt_len,
+        "completion_generated": n * g * plan.completion_len,
+        "trained": n * k * plan.num_iterations * seq,
+        "reward_scored": n * g * seq if plan.flops.reward > 0 else 0,
+    }
+
+
+class SimEngine:
+    """Simulated GRPO/LoRA runs in the world ``world`` (a path or a name in
+    ``configs/worlds``; default ``paper``). ``truth=True`` returns noise-free metrics."""
+
+    name = "sim"
+
+    def __init__(self, world: str | Path | World | None = None, truth: bool = False,
+                 **opts: Any) -> None:
+        # Unknown options (e.g. a device flag meant for trl) are ignored: the sim needs none.
+        self.world = load_world(world)
+        self.truth = truth
+        self.opts = opts
+
+    def _rng(self, plan: RunPlan, seed: int) -> np.random.Generator:
+        # Noise is a pure function of (what was run, seed): re-running a proposal with the
+        # same seed reproduces it, whatever its id; distinct settings draw independently.
+        key = (f"{plan.model}|{plan.reward}|{plan.total_prompts}|{plan.completions_per_prompt}"
+               f"|{plan.completions_kept}|{plan.num_iterations}")
+        return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(key.encode())])
+
+    def metrics(self, plan: RunPlan, seed: int) -> Metrics:
+        """Target metrics of the plan after training (noise-free when ``truth``)."""
+        vals = learn(self.world, plan.model, plan.reward, np.array([plan.total_prompts]),
+                     np.array([plan.completions_per_prompt]), np.array([plan.completions_kept]),
+                     np.array([plan.num_iterations]))
+        rng = self._rng(plan, seed)
+        out: dict[str, float] = {}
+        for t in TARGETS:
+            v = vals[t] if self.truth else add_noise(self.world, t, vals[t], rng)
+            out[t] = float(v[0])
+        base = base_metrics(self.world, plan.model, plan.reward)
+        return Metrics(**out, **{f"{t}_base": base[t] for t in TARGETS})
+
+    def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
+        t0 = time.perf_counter()
+        plan = proposal.plan
+        metrics = self.metrics(plan, seed)
+        flops = plan.flops
+        if progress is not None:
+            for phase, done in (("search", flops.search), ("reward", flops.search + flops.reward),
+                                ("learning", flops.total)):
+                progress(phase, done, plan.budget, {"simulated": True})
+        wall = time.perf_counter() - t0
+        card = ComputeCard(
+            flops=flops,
+            rho=flops.rho,
+            tokens=tokens_of_plan(plan),
+            wall_s={"total": wall},
+            hardware="simulated",
+            software={"engine": "sim", "world": self.world.name},
+        )
+        return RunRecord(
+            run_id=run_id_for(proposal.id, seed),
+            proposal_id=proposal.id,
+            status="ok",
+            engine=self.name,
+            simulated=True,
+            model=plan.model,
+            model_params=float(get_model(plan.model).num_parameters),
+            reward=plan.reward,
+            budget=plan.budget,
+            rho_planned=plan.rho,
+            seed=seed,
+            plan=plan,
+            card=card,
+            metrics=metrics,
+            wall_s=wall,
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            provenance={
+                "simulated": True,
+                "engine": "sim",
+                "truth": self.truth,
+                "target": proposal.target,
+                **self.world.provenance(),
+            },
+        )

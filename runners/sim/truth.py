@@ -1,0 +1,107 @@
+"""Truth mode: the noise-free frontier of one setting, its argmax rho* and the regime there.
+
+The frontier is defined on the compiler's reachable rho range only (other rho values have
+no plan): every point of the 0.005 lever grid is compiled at the requested budget,
+simulated without noise, and reported at the rho its plan actually achieves (grid points
+that compile to the same plan are merged). The regime is the largest share of C_total at
+rho*, labelled by :func:`planner.regime.regime_labels` (search-heavy / update-heavy /
+reward-heavy), so the truth and the planner label allocations the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from planner.regime import COMPONENTS, LABELS, regime_labels
+from runners.sim.dynamics import learn
+from runners.sim.levers import lever_table, levers_at
+from runners.sim.simulate import check_target
+from runners.sim.world import World, load_world
+
+__all__ = ["Frontier", "frontier"]
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """A noise-free frontier: ``value[i]`` is the target metric of the plan at ``rho[i]``."""
+
+    world: str
+    model: str
+    reward: str
+    target: str
+    budget: float
+    rho: np.ndarray
+    value: np.ndarray
+    shares: np.ndarray  # (n, 3): search, learning, reward shares of C_total
+
+    @property
+    def star(self) -> int:
+        return int(np.argmax(self.value))
+
+    @property
+    def rho_star(self) -> float:
+        return float(self.rho[self.star])
+
+    @property
+    def value_star(self) -> float:
+        return float(self.value[self.star])
+
+    @property
+    def shares_star(self) -> dict[str, float]:
+        return {c: float(s) for c, s in zip(COMPONENTS, self.shares[self.star], strict=True)}
+
+    @property
+    def regime(self) -> str:
+        return LABELS[int(regime_labels(self.shares[self.star : self.star + 1])[0])]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "world": self.world,
+            "model": self.model,
+            "reward": self.reward,
+            "target": self.target,
+            "budget": self.budget,
+            "rho_star": self.rho_star,
+            "value_star": self.value_star,
+            "regime": self.regime,
+            "shares": self.shares_star,
+            "frontier": [[float(r), float(v)] for r, v in zip(self.rho, self.value, strict=True)],
+        }
+
+
+def frontier(
+    world: World | str | Path | None,
+    model: str,
+    reward: str,
+    budget: float,
+    target: str = "native",
+) -> Frontier:
+    """The noise-free frontier of (model, reward, target) at ``budget`` FLOPs.
+
+    Raises :class:`~planner.errors.InfeasibleError` if the budget buys no run at any rho.
+    """
+    from planner.errors import InfeasibleError
+
+    check_target(target)
+    w = load_world(world)
+    table = lever_table(model, reward)
+    lv = levers_at(model, reward, table.grid, np.full(table.grid.shape, float(budget)))
+    ok = np.isfinite(lv.prompts)
+    if not ok.any():
+        raise InfeasibleError(
+            f"budget: {budget:.3g} FLOPs buys no {model}/{reward} run at any rho; "
+            f"raise it above {table.per_prompt.sum(axis=1).min():.3g}",
+            field="budget",
+        )
+    values = learn(w, model, reward, lv.prompts[ok], lv.generated[ok], lv.kept[ok],
+                   lv.iterations[ok])[target]
+    rho, shares = lv.rho[ok], lv.shares[ok]
+    # Several grid points compile to the same plan; keep one point per achieved rho.
+    _, first = np.unique(np.round(rho, 12), return_index=True)
+    order = first[np.argsort(rho[first])]
+    return Frontier(w.name, model, reward, target, float(budget), rho[order], values[order],
+                    shares[order])
