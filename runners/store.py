@@ -1,35 +1,131 @@
-"""The pilot store: one parquet file per record under ``DIR/runs/``.
+"""The pilot store: one parquet file per record, safe under concurrent writers.
 
-Writes go to a hidden temporary name in the same folder and are renamed into place
-(atomic on POSIX), so readers never see half a record and concurrent writers never touch
-each other's files. ``polars.read_parquet("DIR/runs/*.parquet")`` reads the whole
-dataset as one table (hidden temporaries do not match the glob).
+Layout of a data directory ``DIR``::
+
+    DIR/runs/<run_id>.parquet               ok records, one row each (the dataset)
+    DIR/failed/<run_id>.a<attempt>.parquet  failed attempts, kept apart from the dataset
+    DIR/corrupt/<name>                      unreadable files moved aside by a later write
+
+Why it is safe:
+
+- A record is written to a hidden ``.tmp-*.part`` name in the destination folder, fsynced,
+  then *hard-linked* to its final name. ``link`` fails if the name exists, so publishing is
+  atomic and exclusive: readers see a whole file or none, and no writer ever replaces
+  another's record (the first ok record of a run wins; a rerun adds no duplicate).
+- Every row is written with the fixed :data:`ROW_SCHEMA`, so metric columns that are null
+  in one record and numbers in another keep one dtype and
+  ``polars.read_parquet("DIR/runs/*.parquet")`` reads the whole dataset as one table.
+- Reads open each file on its own: a corrupt or truncated file is listed in ``corrupt_``
+  (name and reason) and skipped; the rest of the dataset still loads.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import tempfile
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from planner.errors import ConfigError
 from planner.schema import RunRecord
 
-__all__ = ["CorruptRecord", "PilotStore"]
+__all__ = ["ROW_SCHEMA", "CorruptRecord", "PilotStore", "Scan"]
+
+_F, _I, _S = pl.Float64, pl.Int64, pl.String
+
+# dtype of every column of RunRecord.to_row(); nullable columns included, so every file
+# in runs/ has the same parquet schema whatever its values.
+ROW_SCHEMA: dict[str, Any] = {
+    "schema_version": _I,
+    "run_id": _S,
+    "proposal_id": _S,
+    "status": _S,
+    "engine": _S,
+    "simulated": pl.Boolean,
+    "model": _S,
+    "model_params": _F,
+    "reward": _S,
+    "budget": _F,
+    "rho_planned": _F,
+    "rho": _F,
+    "flops_search": _F,
+    "flops_learning": _F,
+    "flops_reward": _F,
+    "flops_total": _F,
+    "native": _F,
+    "pass1": _F,
+    "judge": _F,
+    "seed": _I,
+    "wall_s": _F,
+    "attempt": _I,
+    "error": _S,
+    "created_at": _S,
+    "plan_json": _S,
+    "card_json": _S,
+    "metrics_json": _S,
+    "provenance_json": _S,
+}
+
+_FAILED_NAME = re.compile(r"^(?P<run>.+)\.a(?P<attempt>\d+)\.parquet$")
 
 
 @dataclass(frozen=True)
 class CorruptRecord:
+    """A file in the store that could not be read as a record (it is skipped, not deleted)."""
+
     path: Path
     reason: str
 
 
+@dataclass(frozen=True)
+class Scan:
+    records: list[RunRecord]
+    corrupt: list[CorruptRecord]
+
+
+def _frame(record: RunRecord) -> pl.DataFrame:
+    row = record.to_row()
+    schema = {k: ROW_SCHEMA.get(k) for k in row}
+    # A column added to RunRecord later and not listed here: let polars infer it, but never
+    # as the Null dtype, which would clash with the same column in other files.
+    for k, dtype in schema.items():
+        if dtype is None:
+            inferred = pl.Series([row[k]]).dtype
+            schema[k] = _S if inferred == pl.Null else inferred
+    return pl.DataFrame([row], schema=schema)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on directories; the rename is still atomic
+    finally:
+        os.close(fd)
+
+
+def _read_one(path: Path) -> list[RunRecord]:
+    """Every row of one file as a record; raises on anything unreadable or invalid."""
+    frame = pl.read_parquet(path)
+    if frame.height == 0:
+        raise ConfigError("empty file (no rows)")
+    return [RunRecord.from_row(row) for row in frame.iter_rows(named=True)]
+
+
 @dataclass
 class PilotStore:
-    """A directory of run records. ``corrupt_`` lists files skipped by the last read."""
+    """A directory of run records. ``corrupt_`` lists the files skipped by the last read."""
 
     root: Path
     corrupt_: list[CorruptRecord] = field(default_factory=list)
@@ -41,57 +137,170 @@ class PilotStore:
     def runs_dir(self) -> Path:
         return self.root / "runs"
 
+    @property
+    def failed_dir(self) -> Path:
+        return self.root / "failed"
+
+    @property
+    def corrupt_dir(self) -> Path:
+        return self.root / "corrupt"
+
     def path_for(self, record: RunRecord) -> Path:
-        suffix = "" if record.status == "ok" else f".failed{record.attempt}"
-        return self.runs_dir / f"{record.run_id}{suffix}.parquet"
+        if record.status == "ok":
+            return self.runs_dir / f"{record.run_id}.parquet"
+        return self.failed_dir / f"{record.run_id}.a{record.attempt}.parquet"
+
+    # -- writing ---------------------------------------------------------------------------
 
     def write(self, record: RunRecord) -> Path:
-        """Write one record atomically; never rewrites another run's file."""
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        final = self.path_for(record)
-        frame = pl.DataFrame([record.to_row()])
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=self.runs_dir)
-        os.close(fd)
+        """Write one record atomically; never rewrites another record. Returns its file."""
+        return self.add(record)[0]
+
+    def add(self, record: RunRecord) -> tuple[Path, bool]:
+        """Write one record; ``(path, created)``. ``created`` is False when an intact ok
+        record of the same run was already there (it is kept, the new one dropped)."""
+        if record.status == "ok":
+            return self._publish(_frame(record), self.path_for(record))
+        # Failed attempts never collide: concurrent writers of the same attempt number
+        # each take the next free number, so every failure is kept.
+        attempt = record.attempt
+        while True:
+            rec = record if attempt == record.attempt else record.model_copy(update={"attempt": attempt})
+            path, created = self._publish(_frame(rec), self.path_for(rec))
+            if created:
+                return path, True
+            attempt += 1
+
+    def _publish(self, frame: pl.DataFrame, final: Path) -> tuple[Path, bool]:
+        folder = final.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=folder)
+        tmp = Path(tmp_name)
         try:
-            frame.write_parquet(tmp)
-            with open(tmp, "rb") as fh:
+            with os.fdopen(fd, "wb") as fh:
+                frame.write_parquet(fh)
+                fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, final)
+            for _ in range(3):
+                if self._link(tmp, final):
+                    _fsync_dir(folder)
+                    return final, True
+                try:
+                    _read_one(final)
+                    return final, False  # an intact record is already there: keep it
+                except FileNotFoundError:
+                    continue  # moved aside by someone else meanwhile; try again
+                except Exception:
+                    self._quarantine(final)  # unreadable: move it aside, then publish ours
+            raise OSError(f"could not publish {final} (it keeps reappearing corrupt)")
         finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        return final
+            tmp.unlink(missing_ok=True)
 
-    def _files(self) -> list[Path]:
-        if not self.runs_dir.is_dir():
+    @staticmethod
+    def _link(tmp: Path, final: Path) -> bool:
+        """Atomically create ``final`` with ``tmp``'s content; False if it already exists."""
+        try:
+            os.link(tmp, final)
+            return True
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+                raise
+        # A filesystem without hard links: rename is still atomic for readers, only the
+        # "never replace" guarantee narrows to this check-then-rename window.
+        if final.exists():
+            return False
+        os.replace(tmp, final)
+        return True
+
+    def _quarantine(self, path: Path) -> None:
+        self.corrupt_dir.mkdir(parents=True, exist_ok=True)
+        dest = self.corrupt_dir / f"{path.name}.{time.time_ns()}"
+        try:
+            os.replace(path, dest)
+        except FileNotFoundError:
+            pass
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _files(self, folder: Path) -> list[Path]:
+        if not folder.is_dir():
             return []
-        return sorted(p for p in self.runs_dir.glob("*.parquet") if not p.name.startswith("."))
+        # The hidden temporaries end in .part, so they never match.
+        return sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
 
-    def table(self) -> pl.DataFrame:
-        """All readable records as one table; corrupt files are skipped and listed in ``corrupt_``."""
-        self.corrupt_ = []
-        frames = []
-        for path in self._files():
-            try:
-                frames.append(pl.read_parquet(path))
-            except Exception as exc:  # truncated or not parquet at all
-                self.corrupt_.append(CorruptRecord(path, str(exc).splitlines()[0][:200]))
-        if not frames:
-            return pl.DataFrame()
-        return pl.concat(frames, how="diagonal_relaxed")
+    def scan(self, *, status: str | None = "ok") -> Scan:
+        """Records with ``status`` ("ok", "failed" or None for both) and the corrupt files."""
+        folders = {"ok": [self.runs_dir], "failed": [self.failed_dir], None: [self.runs_dir, self.failed_dir]}
+        if status not in folders:
+            raise ConfigError(f"status: unknown status {status!r}; use ok, failed or None")
+        out: list[RunRecord] = []
+        corrupt: list[CorruptRecord] = []
+        seen: set[tuple[str, str, int]] = set()
+        for folder in folders[status]:
+            for path in self._files(folder):
+                try:
+                    recs = _read_one(path)
+                except FileNotFoundError:
+                    continue  # moved aside by a concurrent writer
+                except Exception as exc:  # truncated, not parquet, wrong columns, bad values
+                    msg = str(exc).strip().splitlines()
+                    corrupt.append(CorruptRecord(path, (msg[0] if msg else type(exc).__name__)[:200]))
+                    continue
+                for rec in recs:
+                    key = (rec.run_id, rec.status, rec.attempt if rec.status == "failed" else 0)
+                    if key in seen:
+                        continue  # a copy under another name: count the run once
+                    seen.add(key)
+                    out.append(rec)
+        self.corrupt_ = corrupt
+        return Scan(out, corrupt)
 
     def records(self, *, status: str | None = "ok") -> list[RunRecord]:
-        table = self.table()
-        out: list[RunRecord] = []
-        for row in table.iter_rows(named=True):
-            try:
-                rec = RunRecord.from_row(row)
-            except ConfigError as exc:
-                self.corrupt_.append(CorruptRecord(self.runs_dir / f"{row.get('run_id')}", str(exc)))
-                continue
-            if status is None or rec.status == status:
-                out.append(rec)
-        return out
+        return self.scan(status=status).records
 
     def run_ids(self, *, status: str | None = "ok") -> set[str]:
         return {r.run_id for r in self.records(status=status)}
+
+    def table(self, *, status: str | None = "ok") -> pl.DataFrame:
+        """Valid records as one table with the flat columns (see ``ROW_SCHEMA``)."""
+        recs = self.records(status=status)
+        if not recs:
+            return pl.DataFrame(schema=ROW_SCHEMA)
+        return pl.concat([_frame(r) for r in recs], how="diagonal_relaxed")
+
+    def has_ok(self, run_id: str) -> bool:
+        """Whether an intact ok record of ``run_id`` exists (reads only that one file)."""
+        try:
+            return any(r.run_id == run_id for r in _read_one(self.runs_dir / f"{run_id}.parquet"))
+        except Exception:
+            return False
+
+    def failed_attempts(self, run_id: str) -> int:
+        """Highest failed attempt number recorded for ``run_id`` (0 if none), from file names."""
+        best = 0
+        for path in self._files(self.failed_dir):
+            m = _FAILED_NAME.match(path.name)
+            if m and m["run"] == run_id:
+                best = max(best, int(m["attempt"]))
+        return best
+
+    def corrupt(self) -> list[CorruptRecord]:
+        """Unreadable files in runs/ and failed/, plus those already moved to corrupt/."""
+        found = list(self.scan(status=None).corrupt)
+        if self.corrupt_dir.is_dir():
+            found += [
+                CorruptRecord(p, "moved aside: unreadable when a rerun wrote this run")
+                for p in sorted(self.corrupt_dir.iterdir())
+            ]
+        return found
+
+    def fingerprint(self, folders: Iterable[str] = ("runs", "failed")) -> dict[str, tuple[int, int]]:
+        """(size, mtime_ns) of every record file: cheap proof that nothing was touched."""
+        out: dict[str, tuple[int, int]] = {}
+        for name in folders:
+            for p in self._files(self.root / name):
+                st = p.stat()
+                out[f"{name}/{p.name}"] = (st.st_size, st.st_mtime_ns)
+        return out

@@ -1,1 +1,176 @@
-"""runners execute commands."""
+"""``runners execute`` and ``runners status``: run proposals into the pilot store, and list it.
+
+Exit codes: 0 all runs ok, 1 some runs still failed after their retries (their records
+are in ``DIR/failed/``), 2 bad input (nothing was run and no record was touched).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from runners.cli.app import command
+
+DataOpt = Annotated[Path, typer.Option("--data", "-d", help="Pilot store directory.")]
+DEFAULT_DATA = Path("pilot-data")
+
+
+def _parse_option(text: str) -> tuple[str, Any]:
+    from planner.errors import ConfigError
+
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip().isidentifier():
+        raise ConfigError(f"option: {text!r} is not KEY=VALUE; e.g. --option num_workers=2")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw  # plain strings need no quotes
+    return key.strip(), value
+
+
+@command(help="Run the proposals in PROPOSALS (a proposals.json) and record them in --data.")
+def execute(
+    proposals: Annotated[Path, typer.Argument(help="proposals.json from `planner suggest` or `planner plan --out`.")],
+    data: DataOpt = DEFAULT_DATA,
+    engine: Annotated[str, typer.Option(help="trl (real GRPO/LoRA), sim (simulator) or module:Class.")] = "trl",
+    world: Annotated[Path | None, typer.Option(help="Simulator world file (sim engine).")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu or cuda (trl engine; default: the engine's).")] = None,
+    seeds: Annotated[int, typer.Option(help="Seeds per proposal: 0..N-1.")] = 1,
+    backend: Annotated[str, typer.Option(help="local, ray or slurm.")] = "local",
+    workers: Annotated[int, typer.Option(help="Runs at once (local: processes; ray/slurm: tasks in flight).")] = 1,
+    retries: Annotated[int, typer.Option(help="Extra attempts for a failed run.")] = 1,
+    timeout_min: Annotated[float | None, typer.Option(help="Time limit per run, minutes.")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="Engine option KEY=VALUE (repeatable).")] = None,
+    backend_config: Annotated[Path | None, typer.Option(help="TOML with [local]/[ray]/[slurm] settings.")] = None,
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster to connect to (default: start a local Ray).")] = None,
+    partition: Annotated[str | None, typer.Option(help="SLURM partition.")] = None,
+    time_min: Annotated[int | None, typer.Option(help="SLURM job time limit, minutes.")] = None,
+    gpus_per_run: Annotated[int | None, typer.Option(help="GPUs per run (ray/slurm).")] = None,
+    cpus_per_run: Annotated[int | None, typer.Option(help="CPUs per run (ray/slurm).")] = None,
+    mem_gb: Annotated[float | None, typer.Option(help="SLURM memory per run, GB.")] = None,
+    progress: Annotated[bool, typer.Option(help="Live progress table on stderr.")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    from planner.errors import ConfigError
+    from planner.proposals import read_proposals
+
+    # Everything is validated before anything runs: bad input must leave the store untouched.
+    if seeds < 1:
+        raise ConfigError(f"seeds: must be >= 1, got {seeds}")
+    if workers < 1:
+        raise ConfigError(f"workers: must be >= 1, got {workers}")
+    if retries < 0:
+        raise ConfigError(f"retries: must be >= 0, got {retries}")
+    if timeout_min is not None and not (math.isfinite(timeout_min) and timeout_min > 0):
+        raise ConfigError(f"timeout-min: must be a positive number of minutes, got {timeout_min}")
+    if device is not None and device not in ("cpu", "cuda"):
+        raise ConfigError(f"device: {device!r} is not cpu or cuda")
+    if data.exists() and not data.is_dir():
+        raise ConfigError(f"data: {str(data)!r} is a file; give a directory for the pilot store")
+    pset = read_proposals(proposals)
+    options: dict[str, Any] = dict(_parse_option(o) for o in option or [])
+    if world is not None:
+        if not world.is_file():
+            raise ConfigError(f"world: no such file {str(world)!r}")
+        options["world"] = str(world)
+    if device is not None:
+        options["device"] = device
+    backend_opts = _backend_options(
+        backend, backend_config,
+        {"address": ray_address} if backend == "ray" else {},
+        {"partition": partition, "time_min": time_min, "mem_gb": mem_gb} if backend == "slurm" else {},
+        {"gpus_per_run": gpus_per_run, "cpus_per_run": cpus_per_run} if backend != "local" else {},
+    )
+    from runners.execution import execute as run_proposals
+
+    res = run_proposals(
+        pset, data=data, engine=engine, engine_options=options, seeds=seeds, backend=backend,
+        workers=workers, retries=retries, timeout_s=None if timeout_min is None else timeout_min * 60,
+        backend_options=backend_opts, show_progress=progress and not as_json,
+    )
+    summary = res.summary()
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        typer.echo(
+            f"{summary['ok']} ok, {summary['failed']} failed, {summary['skipped']} already done "
+            f"({summary['attempts']} attempts, {summary['wall_s']:.1f} s) -> {data}"
+        )
+        for f in summary["failures"]:
+            typer.echo(f"failed: {f['run_id']} (attempt {f['attempt']}): {f['error']}", err=True)
+        for c in res.corrupt:
+            typer.echo(f"corrupt record skipped: {c}", err=True)
+    if res.failed:
+        raise typer.Exit(1)
+
+
+def _backend_options(name: str, config: Path | None, *flag_sets: dict[str, Any]) -> dict[str, Any]:
+    from planner.errors import ConfigError
+    from runners.backends import BACKENDS
+    from runners.backends.config import load_backend_config
+
+    if name not in BACKENDS:
+        raise ConfigError(f"backend: unknown backend {name!r}; use one of: {', '.join(BACKENDS)}")
+    opts: dict[str, Any] = {}
+    if config is not None:
+        opts.update(getattr(load_backend_config(config), name).model_dump(exclude_unset=True))
+    for flags in flag_sets:
+        opts.update({k: v for k, v in flags.items() if v is not None})
+    return opts
+
+
+@command(help="List the records in a pilot store: ok runs, failed attempts, corrupt files.")
+def status(
+    data: DataOpt = DEFAULT_DATA,
+    attempts: Annotated[bool, typer.Option("--attempts", help="Show every failed attempt, not only runs still failing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    from planner.errors import ConfigError
+    from runners.store import PilotStore
+
+    if not data.is_dir():
+        raise ConfigError(f"data: no pilot store at {str(data)!r}; run `runners execute` first or pass --data")
+    store = PilotStore(data)
+    scan = store.scan(status=None)
+    ok = [r for r in scan.records if r.status == "ok"]
+    done = {r.run_id for r in ok}
+    failed = [r for r in scan.records if r.status == "failed"]
+    if not attempts:  # latest attempt of each run that has no ok record yet
+        latest: dict[str, Any] = {}
+        for r in failed:
+            if r.run_id not in done and (r.run_id not in latest or r.attempt > latest[r.run_id].attempt):
+                latest[r.run_id] = r
+        failed = list(latest.values())
+    rows = sorted(ok, key=lambda r: r.run_id) + sorted(failed, key=lambda r: (r.run_id, r.attempt))
+    corrupt = store.corrupt()
+    if as_json:
+        typer.echo(json.dumps({
+            "records": [r.to_row() | {"plan_json": None, "card_json": None} for r in rows],
+            "corrupt": [{"file": str(c.path), "reason": c.reason} for c in corrupt],
+        }, indent=2, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{data}: {len(ok)} ok, {len(failed)} failed, {len(corrupt)} corrupt")
+    for col in ("run", "status", "try", "model", "reward", "budget", "rho plan", "rho", "FLOPs", "native", "pass1", "judge", "wall", "error"):
+        t.add_column(col, justify="left" if col in ("run", "status", "model", "reward", "error") else "right")
+
+    def f(v: float | None, spec: str = ".3f") -> str:
+        return "" if v is None else format(v, spec)
+
+    for r in rows:
+        m = r.metrics
+        t.add_row(
+            r.run_id, "[green]ok[/]" if r.status == "ok" else "[red]failed[/]", str(r.attempt),
+            r.model, r.reward, f(r.budget, ".2e"), f(r.rho_planned), f(r.card.rho), f(r.card.flops.total, ".2e"),
+            f(m.native), f(m.pass1), f(m.judge), f"{r.wall_s:.0f}s", (r.error or "")[:60],
+        )
+    console = Console(width=200) if not Console().is_terminal else Console()
+    console.print(t)
+    for c in corrupt:
+        console.print(f"[red]corrupt[/] {c.path}: {c.reason}", markup=True, highlight=False)

@@ -1,0 +1,109 @@
+"""Execution backends: where runs execute. One small interface, three implementations.
+
+- ``local``: a pool of worker processes on this machine (one per GPU with ``--device cuda``);
+- ``ray``: Ray tasks (a local Ray, or a cluster with ``--ray-address``);
+- ``slurm``: submitit job arrays.
+
+A backend only moves :class:`~runners.execution.Task` objects to workers that call
+:func:`~runners.execution.run_task`; the workers write records into the store themselves.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from planner.errors import ConfigError
+
+if TYPE_CHECKING:
+    from runners.execution import Outcome, Task
+
+__all__ = ["BACKENDS", "Backend", "Handle", "WorkerLost", "make_backend", "require"]
+
+BACKENDS: tuple[str, ...] = ("local", "ray", "slurm")
+
+
+class WorkerLost(RuntimeError):
+    """The worker died, was cancelled or killed by its scheduler before reporting a result."""
+
+
+@dataclass(eq=False)
+class Handle:
+    """A submitted task. ``ref`` is the backend's own handle (future, ObjectRef, job)."""
+
+    task: Task
+    ref: Any = None
+    timed_out: bool = False
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    def submit(self, tasks: Sequence[Task]) -> list[Handle]:
+        """Queue tasks (all at once, so SLURM can make one job array)."""
+        ...
+
+    def poll(self, handle: Handle) -> bool:
+        """True once ``handle`` finished (successfully or not); never blocks long."""
+        ...
+
+    def result(self, handle: Handle) -> Outcome:
+        """The worker's outcome; raises :class:`WorkerLost` if it died without one."""
+        ...
+
+    def cancel(self, handle: Handle) -> None:
+        """Stop a queued or running task (used for hard time limits)."""
+        ...
+
+    def close(self) -> None:
+        """Release workers; tasks still running are stopped."""
+        ...
+
+
+def require(module: str, extra: str) -> ModuleType:
+    """Import an optional dependency or fail with a one-line, actionable error."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ConfigError(
+            f"backend: --backend {extra} needs the optional package {module!r}; "
+            f"install it with: pip install 'race-planner[{extra}]'"
+        ) from None
+
+
+def make_backend(
+    name: str,
+    *,
+    workers: int = 1,
+    data: str | Path = ".",
+    engine_options: Mapping[str, Any] | None = None,
+    timeout_s: float | None = None,
+    **options: Any,
+) -> Backend:
+    """Build a backend by name. ``options`` are that backend's fields in
+    :mod:`runners.backends.config` (validated there, so bad values name their field)."""
+    from runners.backends.config import validate_options
+
+    if name not in BACKENDS:
+        raise ConfigError(f"backend: unknown backend {name!r}; use one of: {', '.join(BACKENDS)}")
+    if workers < 1:
+        raise ConfigError(f"workers: must be >= 1, got {workers}")
+    opts = validate_options(name, options)
+    cuda = (engine_options or {}).get("device") == "cuda"
+    if name == "local":
+        from runners.backends.local import LocalBackend
+
+        return LocalBackend(workers=workers, cuda=cuda, **opts)
+    if name == "ray":
+        from runners.backends.ray import RayBackend
+
+        return RayBackend(workers=workers, cuda=cuda, **opts)
+    from runners.backends.slurm import SlurmBackend
+
+    opts.setdefault("folder", str(Path(data) / ".submitit"))
+    return SlurmBackend(workers=workers, cuda=cuda, timeout_s=timeout_s, **opts)

@@ -1,0 +1,109 @@
+"""Backend settings: validated from CLI flags and from a ``--backend-config`` TOML file.
+
+The file has one optional table per backend::
+
+    [slurm]
+    partition = "gpu"
+    time_min = 240
+    gpus_per_run = 1
+    mem_gb = 64
+    extra = { slurm_account = "rl", slurm_qos = "high" }
+
+    [ray]
+    address = "ray://head:10001"
+
+Flags win over the file. Any mistake is a one-line ConfigError naming the field.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from planner.errors import ConfigError
+from planner.schema import first_error
+
+__all__ = ["BackendConfig", "LocalOptions", "RayOptions", "SlurmOptions", "load_backend_config", "validate_options"]
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+class LocalOptions(BaseModel):
+    model_config = _STRICT
+    devices: tuple[str, ...] | None = Field(None, description="GPU ids, one worker each")
+    max_tasks_per_worker: int | None = Field(None, ge=1, description="recycle a worker after N runs")
+
+
+class RayOptions(BaseModel):
+    model_config = _STRICT
+    address: str | None = Field(None, description="cluster address; None starts a local Ray")
+    gpus_per_run: float | None = Field(None, ge=0, le=64)
+    cpus_per_run: float = Field(1.0, gt=0, le=1024)
+
+
+class SlurmOptions(BaseModel):
+    model_config = _STRICT
+    partition: str | None = None
+    time_min: int | None = Field(None, ge=1, le=60 * 24 * 30, description="job time limit")
+    gpus_per_run: int | None = Field(None, ge=0, le=64)
+    cpus_per_run: int = Field(1, ge=1, le=1024)
+    mem_gb: float | None = Field(None, gt=0, le=1e5)
+    folder: str | None = Field(None, description="submitit's job and log folder")
+    cluster: str | None = Field(None, description="slurm (default when found), local or debug")
+    extra: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="more submitit parameters, e.g. slurm_account"
+    )
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, v: str | None) -> str | None:
+        if v is not None and v not in ("slurm", "local", "debug"):
+            raise ValueError("must be slurm, local or debug")
+        return v
+
+    @field_validator("extra")
+    @classmethod
+    def _prefixed(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for k in v:
+            if not k.startswith(("slurm_", "local_")):
+                raise ValueError(f"key {k!r} must start with slurm_ (submitit's naming)")
+        return v
+
+
+class BackendConfig(BaseModel):
+    model_config = _STRICT
+    local: LocalOptions = LocalOptions()
+    ray: RayOptions = RayOptions()
+    slurm: SlurmOptions = SlurmOptions()
+
+
+_MODELS: dict[str, type[BaseModel]] = {"local": LocalOptions, "ray": RayOptions, "slurm": SlurmOptions}
+
+
+def validate_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Validate one backend's options; returns only those set (so defaults stay the backend's)."""
+    try:
+        model = _MODELS[name].model_validate(options)
+    except Exception as exc:
+        raise ConfigError(f"backend {name}: {first_error(exc)}") from None
+    return model.model_dump(exclude_unset=True)
+
+
+def load_backend_config(path: str | Path) -> BackendConfig:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"backend-config: no such file {str(path)!r}")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"backend-config: {path} is over {MAX_CONFIG_BYTES} bytes; is it the right file?")
+    try:
+        raw = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"backend-config: {path} is not valid TOML ({first_error(exc)})") from None
+    try:
+        return BackendConfig.model_validate(raw)
+    except Exception as exc:
+        raise ConfigError(f"backend-config: {first_error(exc)}") from None

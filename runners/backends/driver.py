@@ -1,0 +1,166 @@
+"""The driver loop of :func:`runners.execution.execute`: submit, poll, retry, show progress.
+
+Backend-agnostic: it only uses the :class:`~runners.backends.Backend` interface, the store
+and the progress files. It writes a record itself only when a worker died without writing
+one (killed, out of memory, cancelled at its time limit).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from runners.backends import Backend, Handle
+from runners.backends.progress import ProgressFile, RunView, read_progress, render
+from runners.execution import ExecutionResult, Outcome, Task, failed_record
+from runners.store import PilotStore
+
+__all__ = ["Driver"]
+
+_POLL_S = 0.1
+# How long past its time limit a run may go before the driver kills it. The worker's own
+# alarm normally fires first and records a partial card; this is for runs deaf to it.
+HARD_KILL_GRACE_S = 30.0
+
+
+class Driver:
+    def __init__(
+        self,
+        backend: Backend,
+        store: PilotStore,
+        *,
+        retries: int,
+        timeout_s: float | None,
+        result: ExecutionResult,
+        show_progress: bool = True,
+        console: Any | None = None,
+    ) -> None:
+        self.backend, self.store, self.retries, self.timeout_s = backend, store, retries, timeout_s
+        self.result = result
+        self.show_progress, self.console = show_progress, console
+        self.views: dict[str, RunView] = {}
+        self.tries: dict[str, int] = {}
+        self._already_done = 0
+
+    def run(self, tasks: Sequence[Task]) -> None:
+        self._already_done = len(self.result.skipped)  # skipped before any task ran
+        for t in tasks:
+            self.views[t.run_id] = RunView(t.run_id, t.attempt, budget=t.proposal.budget)
+            self.tries[t.run_id] = 0
+            ProgressFile(t.data, t.run_id, t.attempt).clear()  # stale, from a killed worker
+        pending: list[Handle] = list(self.backend.submit(tasks)) if tasks else []
+        self.result.attempts += len(pending)
+        live = self._live()
+        try:
+            while pending:
+                still: list[Handle] = []
+                for h in pending:
+                    if self.backend.poll(h):
+                        retry = self._finish(h)
+                        if retry is not None:
+                            still.extend(self.backend.submit([retry]))
+                            self.result.attempts += 1
+                    else:
+                        self._watch(h)
+                        still.append(h)
+                pending = still
+                if live is not None:
+                    live.update(self._render())
+                if pending:
+                    time.sleep(_POLL_S)
+        finally:
+            if live is not None:
+                live.update(self._render())
+                live.stop()
+
+    # -- per-handle steps ------------------------------------------------------------------
+
+    def _watch(self, h: Handle) -> None:
+        """Refresh the view from the progress file; enforce the hard time limit."""
+        v = self.views[h.task.run_id]
+        p = read_progress(self.store.root, h.task.run_id)
+        if p is None or p.get("attempt") != h.task.attempt:
+            return
+        v.state = "running"
+        v.phase = str(p.get("phase", ""))
+        v.flops = float(p.get("flops") or 0.0)
+        v.started = float(p.get("started") or time.time())
+        v.wall_s = time.time() - v.started
+        info = p.get("info") or {}
+        for key in ("reward", h.task.proposal.target):
+            if isinstance(info.get(key), int | float):
+                v.reward = float(info[key])
+                break
+        # The worker stops itself at the limit (and records a partial card); this is the
+        # backstop for a run stuck where no Python code runs (a hung CUDA kernel, a deadlock).
+        if self.timeout_s and not h.timed_out and v.wall_s > self.timeout_s + max(HARD_KILL_GRACE_S, 0.1 * self.timeout_s):
+            h.timed_out = True
+            self.backend.cancel(h)
+
+    def _finish(self, h: Handle) -> Task | None:
+        """Book the outcome; return the next attempt if this one failed and retries are left."""
+        task = h.task
+        try:
+            out = self.backend.result(h)
+        except Exception as exc:
+            out = self._lost(h, exc)
+        v = self.views[task.run_id]
+        v.state, v.wall_s, v.error = out.status, out.wall_s or v.wall_s, out.error
+        if out.reward is not None:
+            v.reward = out.reward
+        if out.flops:
+            v.flops = out.flops
+        v.phase = "done" if out.status == "ok" else v.phase
+        if out.status == "ok":
+            self.result.ok.append(task.run_id)
+            return None
+        if out.status == "skipped":
+            self.result.skipped.append(task.run_id)
+            return None
+        self.tries[task.run_id] += 1
+        if self.tries[task.run_id] <= self.retries:
+            v.state = "retrying"
+            nxt = max(self.store.failed_attempts(task.run_id), task.attempt) + 1
+            v.attempt = nxt
+            return replace(task, attempt=nxt)
+        self.result.failed.append(out)
+        return None
+
+    def _lost(self, h: Handle, exc: BaseException) -> Outcome:
+        """A worker died without reporting: record the attempt as failed (unless it had
+        already written its ok record just before dying)."""
+        task = h.task
+        if self.store.has_ok(task.run_id):
+            return Outcome(task.run_id, "ok", task.attempt)
+        last = read_progress(self.store.root, task.run_id)
+        if last is not None and last.get("attempt") != task.attempt:
+            last = None
+        kind = "timeout" if h.timed_out else "crash"
+        wall = time.time() - float(last["started"]) if last and last.get("started") else 0.0
+        rec = failed_record(task, str(exc) or type(exc).__name__, kind, wall_s=wall, last_progress=last)
+        self.store.add(rec)
+        ProgressFile(task.data, task.run_id, task.attempt).clear()
+        return Outcome(task.run_id, "failed", task.attempt, rec.error, kind, wall)
+
+    # -- display ---------------------------------------------------------------------------
+
+    def _live(self) -> Any:
+        if not self.show_progress or not self.views:
+            return None
+        from rich.console import Console
+        from rich.live import Live
+
+        console = self.console or Console(stderr=True)
+        live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
+        live.start()
+        return live
+
+    def _render(self) -> Any:
+        counts: dict[str, int] = {}
+        for v in self.views.values():
+            counts[v.state] = counts.get(v.state, 0) + 1
+        counts["skipped"] = counts.get("skipped", 0) + self._already_done
+        total = len(self.views) + self._already_done
+        return render(list(self.views.values()), counts, total)

@@ -1,0 +1,202 @@
+"""The ``local`` backend: a pool of worker processes on this machine.
+
+Not ``concurrent.futures.ProcessPoolExecutor``: when one of its workers dies (the kernel's
+OOM killer, a segfault in a CUDA kernel) the whole pool breaks and every pending task fails
+with it, and a hung run cannot be stopped. Here each worker has its own pipe, so the driver
+knows exactly which run a dead worker was on, records only that one, and starts a
+replacement; a run past its time limit is stopped by killing just its worker.
+
+Workers are spawned (not forked: polars and torch keep threads that fork would copy in a
+locked state). With ``cuda`` each worker owns one GPU through ``CUDA_VISIBLE_DEVICES``, set
+before anything imports torch, so runs never share a device.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import shutil
+import subprocess
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from planner.errors import ConfigError
+from runners.backends import Handle, WorkerLost
+from runners.execution import Outcome, Task
+
+__all__ = ["LocalBackend", "visible_gpus"]
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids this process may use, without importing torch."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def _worker_main(conn: Connection, device: str | None, max_tasks: int | None) -> None:
+    if device is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = device
+    from runners.execution import run_task
+
+    done = 0
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return  # the driver is gone: nothing more will come
+        if task is None:
+            return
+        out: Any
+        try:
+            out = run_task(task)
+        except BaseException as exc:  # run_task records run failures; this is a bug or Ctrl-C
+            out = WorkerLost(f"{type(exc).__name__}: {exc}")
+        try:
+            conn.send(out)
+        except (BrokenPipeError, OSError):
+            return
+        done += 1
+        if max_tasks is not None and done >= max_tasks:
+            return
+
+
+@dataclass(eq=False)
+class _Worker:
+    proc: Any
+    conn: Connection
+    device: str | None
+    handle: Handle | None = None
+
+
+class LocalBackend:
+    """``workers`` processes (capped at one per GPU with ``cuda``)."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        workers: int = 1,
+        *,
+        cuda: bool = False,
+        devices: Sequence[str] | None = None,
+        max_tasks_per_worker: int | None = None,
+    ) -> None:
+        self._devices: list[str | None]
+        if cuda:
+            gpus = list(devices) if devices else visible_gpus()
+            if not gpus:
+                raise ConfigError("device: cuda was asked for but no GPU is visible; use --device cpu")
+            self._devices = list(gpus[:workers]) if workers < len(gpus) else list(gpus)
+        else:
+            self._devices = [None] * workers
+        # A fresh process per run on GPUs by default: all device memory goes back between runs.
+        self._max_tasks = max_tasks_per_worker or (1 if cuda else None)
+        self._ctx = mp.get_context("spawn")
+        self._slots: list[_Worker | None] = [None] * len(self._devices)
+        self._queue: deque[Handle] = deque()
+        self._done: dict[int, Any] = {}
+
+    def submit(self, tasks: Sequence[Task]) -> list[Handle]:
+        handles = [Handle(t) for t in tasks]
+        self._queue.extend(handles)
+        self._pump()
+        return handles
+
+    def poll(self, handle: Handle) -> bool:
+        self._pump()
+        return id(handle) in self._done
+
+    def result(self, handle: Handle) -> Outcome:
+        out = self._done.pop(id(handle))
+        if isinstance(out, BaseException):
+            raise out
+        return out
+
+    def cancel(self, handle: Handle) -> None:
+        if handle in self._queue:
+            self._queue.remove(handle)
+            self._done[id(handle)] = WorkerLost("cancelled before it started")
+            return
+        for i, w in enumerate(self._slots):
+            if w is not None and w.handle is handle:
+                self._kill(w)
+                self._slots[i] = None
+                self._done[id(handle)] = WorkerLost("stopped by the driver (time limit)")
+
+    def close(self) -> None:
+        for i, w in enumerate(self._slots):
+            if w is None:
+                continue
+            if w.handle is None:
+                try:
+                    w.conn.send(None)
+                except OSError:
+                    pass
+                w.proc.join(timeout=5)
+            self._kill(w)  # still busy: the driver is stopping (Ctrl-C or an error)
+            self._slots[i] = None
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _spawn(self, device: str | None) -> _Worker:
+        parent, child = self._ctx.Pipe(duplex=True)
+        proc = self._ctx.Process(
+            target=_worker_main, args=(child, device, self._max_tasks), daemon=False,
+            name=f"race-worker-{device if device is not None else 'cpu'}",
+        )
+        proc.start()
+        child.close()  # so the worker sees EOF, not a hang, if this driver dies
+        return _Worker(proc, parent, device)
+
+    @staticmethod
+    def _kill(w: _Worker) -> None:
+        if w.proc.is_alive():
+            w.proc.kill()
+        w.proc.join(timeout=10)
+        w.conn.close()
+
+    def _pump(self) -> None:
+        """Collect finished results, notice dead workers, hand queued tasks to idle ones."""
+        for i, w in enumerate(self._slots):
+            if w is None:
+                continue
+            if w.handle is not None and w.conn.poll():
+                try:
+                    out = w.conn.recv()
+                except (EOFError, OSError):
+                    out = None
+                if out is not None:
+                    self._done[id(w.handle)] = out
+                    w.handle = None
+            if not w.proc.is_alive():
+                if w.handle is not None:
+                    code = w.proc.exitcode
+                    why = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+                    hint = " (out of memory?)" if code == -9 else ""
+                    self._done[id(w.handle)] = WorkerLost(f"worker process died ({why}){hint}")
+                w.proc.join(timeout=1)
+                w.conn.close()
+                self._slots[i] = None
+        for i, w in enumerate(self._slots):
+            if not self._queue:
+                break
+            if w is None:
+                w = self._slots[i] = self._spawn(self._devices[i])
+            if w.handle is None:
+                h = self._queue.popleft()
+                w.handle = h
+                w.conn.send(h.task)

@@ -1,0 +1,149 @@
+"""Live progress of runs, from the workers to the driver, through the data directory.
+
+Workers may be local processes, Ray tasks or SLURM jobs; the one channel they all share
+with the driver is the data directory (which must be on a shared filesystem for Ray
+clusters and SLURM anyway, since workers write their records there). Each running attempt
+keeps ``DIR/.progress/<run_id>.json`` up to date (atomic replace, throttled); the driver
+reads the files of the runs it has in flight and draws a rich table from them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ProgressFile", "RunView", "read_progress"]
+
+_MIN_INTERVAL_S = 0.5
+
+
+def progress_dir(data: str | Path) -> Path:
+    return Path(data) / ".progress"
+
+
+def _clean(info: dict[str, Any]) -> dict[str, Any]:
+    """Only JSON-safe scalars travel (engines may put tensors or NaN in ``info``)."""
+    out: dict[str, Any] = {}
+    for k, v in info.items():
+        if isinstance(v, bool | int | str) or v is None:
+            out[str(k)] = v
+        elif isinstance(v, float):
+            out[str(k)] = v if math.isfinite(v) else str(v)
+        else:
+            try:
+                f = float(v)
+                out[str(k)] = f if math.isfinite(f) else str(f)
+            except (TypeError, ValueError):
+                continue
+    return out
+
+
+@dataclass
+class ProgressFile:
+    """The worker side: one run attempt's progress file."""
+
+    data: str | Path
+    run_id: str
+    attempt: int
+    started: float = field(default_factory=time.time)
+    _last: float = 0.0
+    _phase: str = ""
+
+    @property
+    def path(self) -> Path:
+        return progress_dir(self.data) / f"{self.run_id}.json"
+
+    def update(self, phase: str, flops: float, budget: float, info: dict[str, Any], *, force: bool = False) -> None:
+        now = time.time()
+        # Throttled so that an engine calling back every step costs nothing measurable;
+        # phase changes always go through.
+        if not force and phase == self._phase and now - self._last < _MIN_INTERVAL_S:
+            return
+        self._last, self._phase = now, phase
+        body = {
+            "run_id": self.run_id,
+            "attempt": self.attempt,
+            "phase": phase,
+            "flops": float(flops) if math.isfinite(float(flops)) else None,
+            "budget": float(budget),
+            "info": _clean(info),
+            "started": self.started,
+            "updated": now,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+        }
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(body))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # progress is a nicety: never fail a run because it cannot be shown
+
+    def clear(self) -> None:
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+@dataclass
+class RunView:
+    """What the driver knows about one in-flight run."""
+
+    run_id: str
+    attempt: int
+    state: str = "queued"  # queued, running, ok, failed, retrying, skipped
+    phase: str = ""
+    flops: float = 0.0
+    budget: float = 0.0
+    reward: float | None = None
+    started: float | None = None
+    wall_s: float = 0.0
+    error: str | None = None
+
+
+def read_progress(data: str | Path, run_id: str) -> dict[str, Any] | None:
+    path = progress_dir(data) / f"{run_id}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None  # not started yet, or being replaced right now
+
+
+def render(views: list[RunView], counts: dict[str, int], total: int) -> Any:
+    """A rich renderable: one line of counts, then the running and most recent runs."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    order = {"running": 0, "retrying": 1, "queued": 3, "failed": 2, "ok": 2, "skipped": 4}
+    shown = sorted(views, key=lambda v: order.get(v.state, 5))[:12]
+    t = Table(expand=False, box=None, pad_edge=False)
+    t.add_column("run", overflow="ellipsis", no_wrap=True, max_width=48)
+    for col, just in (
+        ("try", "right"), ("state", "left"), ("phase", "left"), ("FLOPs", "right"),
+        ("of budget", "right"), ("reward", "right"), ("wall", "right"),
+    ):
+        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    style = {"ok": "green", "failed": "red", "running": "cyan", "retrying": "yellow"}
+    for v in shown:
+        pct = f"{v.flops / v.budget:.0%}" if v.budget else ""
+        reward = "" if v.reward is None else f"{v.reward:.3f}"
+        state = v.state if not v.error else f"{v.state}: {v.error[:40]}"
+        t.add_row(
+            v.run_id, str(v.attempt), Text(state, style=style.get(v.state, "")), v.phase,
+            f"{v.flops:.2e}", pct, reward, f"{v.wall_s:.0f}s",
+        )
+    head = Text(
+        f"{counts.get('ok', 0)} ok, {counts.get('failed', 0)} failed, "
+        f"{counts.get('running', 0)} running, {counts.get('queued', 0)} queued, "
+        f"{counts.get('skipped', 0)} already done, of {total}"
+    )
+    return Group(head, t)

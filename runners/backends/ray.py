@@ -1,0 +1,93 @@
+"""The ``ray`` backend: each run is a Ray task (``num_gpus`` per run with ``cuda``).
+
+Connects to a running cluster with ``address`` (``--ray-address``); otherwise uses the Ray
+already initialised in this process, or starts a local one and stops it on close. On a
+cluster the data directory must be on a filesystem every node sees: workers write records
+there themselves.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from runners.backends import Handle, WorkerLost, require
+from runners.execution import Outcome, Task, run_task
+
+__all__ = ["RayBackend"]
+
+
+class RayBackend:
+    name = "ray"
+
+    def __init__(
+        self,
+        workers: int = 1,
+        *,
+        cuda: bool = False,
+        address: str | None = None,
+        gpus_per_run: float | None = None,
+        cpus_per_run: float = 1.0,
+    ) -> None:
+        self._ray = ray = require("ray", "ray")
+        self._started = False
+        if not ray.is_initialized():
+            # include_dashboard=False: the dashboard costs seconds of start-up and a port.
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+            if address:
+                kwargs["address"] = address
+            ray.init(**kwargs)
+            self._started = True
+        num_gpus = gpus_per_run if gpus_per_run is not None else (1.0 if cuda else 0.0)
+        # max_retries=0: retries are ours (they count attempts and keep failed records).
+        self._remote = ray.remote(num_cpus=cpus_per_run, num_gpus=num_gpus, max_retries=0)(run_task)
+        self._limit = workers  # at most this many runs in flight, whatever the cluster size
+        self._waiting: deque[Handle] = deque()
+        self._running: set[Handle] = set()
+
+    def submit(self, tasks: Sequence[Task]) -> list[Handle]:
+        handles = [Handle(t) for t in tasks]
+        self._waiting.extend(handles)
+        self._fill()
+        return handles
+
+    def _fill(self) -> None:
+        while self._waiting and len(self._running) < self._limit:
+            h = self._waiting.popleft()
+            h.ref = self._remote.remote(h.task)
+            self._running.add(h)
+
+    def poll(self, handle: Handle) -> bool:
+        if handle.ref is None:
+            self._fill()
+            return False
+        ready, _ = self._ray.wait([handle.ref], timeout=0)
+        if ready:
+            self._running.discard(handle)
+            self._fill()
+        return bool(ready)
+
+    def result(self, handle: Handle) -> Outcome:
+        try:
+            out = self._ray.get(handle.ref)
+        except self._ray.exceptions.RayError as exc:  # worker crashed, task cancelled, node lost
+            lines = str(exc).strip().splitlines()
+            raise WorkerLost(f"{type(exc).__name__}: {lines[0] if lines else ''}") from None
+        if isinstance(out, WorkerLost):
+            raise out
+        return out
+
+    def cancel(self, handle: Handle) -> None:
+        if handle.ref is None:
+            self._waiting.remove(handle)
+            handle.ref = self._ray.put(WorkerLost("cancelled before it started"))
+            return
+        self._ray.cancel(handle.ref, force=True)
+
+    def close(self) -> None:
+        for h in list(self._running):
+            self._ray.cancel(h.ref, force=True)
+        self._running.clear()
+        if self._started:
+            self._ray.shutdown()

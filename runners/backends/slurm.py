@@ -1,0 +1,116 @@
+"""The ``slurm`` backend: submitit ``AutoExecutor``; all runs of one submission form a job array.
+
+``cluster="local"`` runs the same jobs as local processes through submitit's local executor
+(what the tests use); ``None`` picks SLURM when ``sbatch`` is found. The data directory must
+be on a filesystem the compute nodes see: jobs write their records there themselves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from runners.backends import Handle, WorkerLost, require
+from runners.execution import Outcome, Task, run_task
+
+__all__ = ["DEFAULT_TIME_MIN", "SlurmBackend"]
+
+DEFAULT_TIME_MIN = 240  # submitit's own default is 5 minutes, far too short for a pilot run
+
+
+class SlurmBackend:
+    name = "slurm"
+
+    def __init__(
+        self,
+        workers: int = 1,
+        *,
+        folder: str | Path,
+        cuda: bool = False,
+        timeout_s: float | None = None,
+        partition: str | None = None,
+        time_min: int | None = None,
+        gpus_per_run: int | None = None,
+        cpus_per_run: int = 1,
+        mem_gb: float | None = None,
+        cluster: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        submitit = require("submitit", "slurm")
+        self._ex = submitit.AutoExecutor(folder=str(Path(folder) / "%j"), cluster=cluster)
+        if time_min is None:
+            # Leave the scheduler a margin over the run's own limit, so that our in-worker
+            # timeout fires first and records a partial card instead of a silent kill.
+            time_min = DEFAULT_TIME_MIN if timeout_s is None else math.ceil(timeout_s * 1.1 / 60) + 5
+        params: dict[str, Any] = {
+            "name": "race-run",
+            "timeout_min": int(time_min),
+            "cpus_per_task": int(cpus_per_run),
+            "gpus_per_node": int(gpus_per_run if gpus_per_run is not None else (1 if cuda else 0)),
+            "slurm_array_parallelism": int(workers),
+        }
+        if mem_gb is not None:
+            params["mem_gb"] = float(mem_gb)
+        if partition:
+            params["slurm_partition"] = partition
+        params.update(extra or {})
+        self._ex.update_parameters(**params)
+        # submitit's local executor ignores array parallelism: throttle to ``workers`` here.
+        self._limit = math.inf if self._ex.cluster == "slurm" else workers
+        self._waiting: deque[Handle] = deque()
+        self._running: set[Handle] = set()
+
+    def submit(self, tasks: Sequence[Task]) -> list[Handle]:
+        handles = [Handle(t) for t in tasks]
+        self._waiting.extend(handles)
+        self._fill()
+        return handles
+
+    def _fill(self) -> None:
+        batch: list[Handle] = []
+        while self._waiting and len(self._running) + len(batch) < self._limit:
+            batch.append(self._waiting.popleft())
+        if not batch:
+            return
+        with self._ex.batch():  # one job array for the lot
+            jobs = [self._ex.submit(run_task, h.task) for h in batch]
+        for h, job in zip(batch, jobs, strict=True):
+            h.ref = job
+            self._running.add(h)
+
+    def poll(self, handle: Handle) -> bool:
+        if handle.ref is None:
+            self._fill()
+            return False
+        if isinstance(handle.ref, WorkerLost) or handle.ref.done():
+            self._running.discard(handle)
+            self._fill()
+            return True
+        return False
+
+    def result(self, handle: Handle) -> Outcome:
+        if isinstance(handle.ref, WorkerLost):
+            raise handle.ref
+        try:
+            return handle.ref.result()
+        except Exception as exc:  # FailedJobError, UncompletedJobError (time limit, preempted)
+            lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+            raise WorkerLost(f"{type(exc).__name__}: {lines[0] if lines else 'job failed'}") from None
+
+    def cancel(self, handle: Handle) -> None:
+        if handle.ref is None:
+            self._waiting.remove(handle)
+            handle.ref = WorkerLost("cancelled before it started")
+            return
+        if not isinstance(handle.ref, WorkerLost):
+            handle.ref.cancel(check=False)
+
+    def close(self) -> None:
+        for h in list(self._running):
+            if not h.ref.done():
+                h.ref.cancel(check=False)
+        self._running.clear()
+        self._waiting.clear()

@@ -1,0 +1,375 @@
+"""Executing proposals: one (proposal, seed) run per task, on a backend, into the pilot store.
+
+The unit of work is a :class:`Task`; :func:`run_task` is what every backend's worker calls.
+It builds the engine, runs it, and writes the record (ok or failed) into the store *itself*,
+so a driver killed at any point loses nothing that finished. :func:`execute` is the driver:
+it skips runs already recorded ok, hands the rest to a backend, draws live progress,
+records workers that died without a word, and retries failed runs.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from planner.engine import Engine, load_engine
+from planner.errors import ConfigError, RaceError
+from planner.schema import (
+    ComputeCard,
+    FlopsSplit,
+    Metrics,
+    Proposal,
+    ProposalSet,
+    RunRecord,
+    first_error,
+    run_id_for,
+)
+from runners.backends.progress import ProgressFile
+from runners.store import PilotStore
+
+__all__ = [
+    "ExecutionResult",
+    "Outcome",
+    "RunFailed",
+    "Task",
+    "execute",
+    "failed_record",
+    "make_engine",
+    "run_task",
+]
+
+FailureKind = Literal["error", "oom", "nan", "timeout", "crash"]
+
+
+class RunFailed(Exception):
+    """Raised by an engine (or the meter) when a run cannot finish.
+
+    ``card`` is the partial compute card metered so far; ``kind`` is one of
+    ``error``, ``oom``, ``nan``, ``timeout``. The run is recorded as ``failed``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        card: ComputeCard | None = None,
+        kind: FailureKind = "error",
+        metrics: Metrics | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.card = card
+        self.kind: FailureKind = kind
+        self.metrics = metrics
+
+
+@dataclass(frozen=True)
+class Task:
+    """One attempt of one run. Plain data, so it pickles to any worker."""
+
+    proposal: Proposal
+    seed: int
+    attempt: int
+    engine: str
+    data: str
+    engine_options: Mapping[str, Any] = field(default_factory=dict)
+    timeout_s: float | None = None
+
+    @property
+    def run_id(self) -> str:
+        return run_id_for(self.proposal.id, self.seed)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a worker reports back (the record itself is already in the store)."""
+
+    run_id: str
+    status: Literal["ok", "failed", "skipped"]
+    attempt: int
+    error: str | None = None
+    kind: str | None = None
+    wall_s: float = 0.0
+    reward: float | None = None
+    flops: float = 0.0
+
+
+# -- the worker side ---------------------------------------------------------------------------
+
+_ENGINES: dict[tuple[str, str], Engine] = {}
+
+
+def make_engine(name: str, options: Mapping[str, Any]) -> Engine:
+    """The engine ``name`` with ``options``; one instance per worker process (engines may
+    cache tokenizers, pretrained bases or worlds between runs)."""
+    key = (name, repr(sorted(options.items())))
+    if key not in _ENGINES:
+        try:
+            _ENGINES[key] = _load(name, options)
+        except RaceError:
+            raise
+        except Exception as exc:  # a bad world file, an option the engine does not take
+            raise ConfigError(f"engine {name}: {first_error(exc)}") from None
+    return _ENGINES[key]
+
+
+def _load(name: str, options: Mapping[str, Any]) -> Engine:
+    """An engine by entry-point name (``sim``, ``trl``) or by ``module:Class`` for engines
+    that live outside this package (a user's own, or a test's)."""
+    if ":" not in name:
+        return load_engine(name, **options)
+    import importlib
+
+    module, _, attr = name.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError):
+        raise ConfigError(f"engine: cannot import {name!r}; give sim, trl or module:Class") from None
+    return cls(**options)
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _is_oom(exc: BaseException) -> bool:
+    # torch.cuda.OutOfMemoryError and friends, without importing torch here.
+    return isinstance(exc, MemoryError) or "OutOfMemory" in type(exc).__name__ or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    )
+
+
+def _partial_card(last: dict[str, Any] | None) -> ComputeCard:
+    """Best card we can build from the last progress report when the engine gave none."""
+    flops = float(last["flops"]) if last and _num(last.get("flops")) else 0.0
+    info = (last or {}).get("info", {})
+    parts = {k: float(info[k]) for k in ("search", "learning", "reward") if _num(info.get(k))}
+    if len(parts) == 3:
+        split = FlopsSplit(**parts, total=sum(parts.values()))
+    else:
+        split = FlopsSplit(search=0.0, learning=0.0, reward=0.0, total=max(flops, 0.0))
+    return ComputeCard(flops=split, rho=split.rho, partial=True, phase=(last or {}).get("phase", ""))
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def failed_record(
+    task: Task,
+    error: str,
+    kind: str,
+    *,
+    card: ComputeCard | None = None,
+    metrics: Metrics | None = None,
+    engine: Engine | None = None,
+    wall_s: float = 0.0,
+    last_progress: dict[str, Any] | None = None,
+) -> RunRecord:
+    """A ``failed`` record for ``task`` with whatever compute was metered before it died."""
+    from planner.registry import get_model
+
+    p = task.proposal
+    return RunRecord(
+        run_id=task.run_id,
+        proposal_id=p.id,
+        status="failed",
+        engine=task.engine,
+        simulated=bool(getattr(engine, "simulated", task.engine == "sim")),
+        model=p.model,
+        model_params=float(get_model(p.model).num_parameters),
+        reward=p.reward,
+        budget=p.budget,
+        rho_planned=p.plan.rho,
+        seed=task.seed,
+        plan=p.plan,
+        card=card or _partial_card(last_progress),
+        metrics=metrics or Metrics(),
+        error=f"{kind}: {_one_line(error)}",
+        attempt=task.attempt,
+        wall_s=wall_s,
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        provenance={"failure_kind": kind, "host": socket.gethostname(),
+                    "phase": (last_progress or {}).get("phase", "")},
+    )
+
+
+def _nonfinite(record: RunRecord) -> str | None:
+    vals = dict(record.metrics.model_dump()) | {"flops_total": record.card.flops.total}
+    bad = [k for k, v in vals.items() if isinstance(v, float) and not math.isfinite(v)]
+    return ", ".join(bad) or None
+
+
+@contextmanager
+def _alarm(seconds: float | None) -> Iterator[None]:
+    """Hard per-run time limit in the worker (SIGALRM), where signals can be used."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def _fire(signum: int, frame: Any) -> None:
+        raise RunFailed(f"run exceeded its time limit of {seconds:.0f} s", kind="timeout")
+
+    old = signal.signal(signal.SIGALRM, _fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def run_task(task: Task) -> Outcome:
+    """Worker entry point: run one attempt and write its record into the store.
+
+    Never raises for a failed run: exceptions, out-of-memory, NaN losses and timeouts become
+    ``failed`` records with their error and partial compute card.
+    """
+    store = PilotStore(Path(task.data))
+    if store.has_ok(task.run_id):
+        return Outcome(task.run_id, "skipped", task.attempt)  # finished by an earlier driver
+    prog = ProgressFile(task.data, task.run_id, task.attempt)
+    last: dict[str, Any] = {}
+    t0 = time.monotonic()
+
+    def progress(phase: str, flops: float, budget: float, info: dict[str, Any]) -> None:
+        last.update(phase=phase, flops=float(flops), info=dict(info))
+        loss = info.get("loss")
+        if loss is not None and _num_like(loss) and not math.isfinite(float(loss)):
+            raise RunFailed(f"loss became {float(loss)} in phase {phase!r}", kind="nan")
+        if not math.isfinite(float(flops)):
+            raise RunFailed(f"metered FLOPs became {flops} in phase {phase!r}", kind="nan")
+        if task.timeout_s and time.monotonic() - t0 > task.timeout_s:
+            raise RunFailed(f"run exceeded its time limit of {task.timeout_s:.0f} s", kind="timeout")
+        prog.update(phase, flops, budget, info)
+
+    engine: Engine | None = None
+    prog.update("starting", 0.0, task.proposal.budget, {}, force=True)
+    try:
+        try:
+            engine = make_engine(task.engine, task.engine_options)
+            with _alarm(task.timeout_s):
+                record = engine.run(task.proposal, task.seed, progress)
+            record = record.model_copy(update={"attempt": task.attempt, "run_id": task.run_id})
+            bad = _nonfinite(record) if record.status == "ok" else None
+            if bad:
+                raise RunFailed(f"non-finite values in {bad}", kind="nan", card=record.card)
+        except RunFailed as exc:
+            record = failed_record(task, str(exc), exc.kind, card=exc.card, metrics=exc.metrics,
+                                   engine=engine, wall_s=time.monotonic() - t0, last_progress=last)
+        except Exception as exc:
+            kind = "oom" if _is_oom(exc) else "error"
+            record = failed_record(task, f"{type(exc).__name__}: {exc}", kind, engine=engine,
+                                   wall_s=time.monotonic() - t0, last_progress=last)
+        store.add(record)
+    finally:
+        prog.clear()
+    kind = (record.provenance or {}).get("failure_kind") if record.status == "failed" else None
+    reward = getattr(record.metrics, task.proposal.target, None)
+    return Outcome(task.run_id, record.status, task.attempt, record.error, kind,
+                   time.monotonic() - t0, reward, record.card.flops.total)
+
+
+def _num_like(v: Any) -> bool:
+    try:
+        float(v)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+# -- the driver side ---------------------------------------------------------------------------
+
+
+@dataclass
+class ExecutionResult:
+    """What one ``execute`` call did. ``failed`` holds runs still failed after all retries."""
+
+    ok: list[str] = field(default_factory=list)
+    failed: list[Outcome] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    attempts: int = 0
+    corrupt: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "ok": len(self.ok), "failed": len(self.failed), "skipped": len(self.skipped),
+            "attempts": self.attempts, "corrupt_files": self.corrupt, "wall_s": round(self.wall_s, 2),
+            "failures": [{"run_id": o.run_id, "attempt": o.attempt, "error": o.error} for o in self.failed],
+        }
+
+
+def execute(
+    proposals: ProposalSet | Sequence[Proposal],
+    *,
+    data: str | Path,
+    engine: str = "sim",
+    engine_options: Mapping[str, Any] | None = None,
+    seeds: int | Sequence[int] = 1,
+    backend: str | Any = "local",
+    workers: int = 1,
+    retries: int = 1,
+    timeout_s: float | None = None,
+    backend_options: Mapping[str, Any] | None = None,
+    show_progress: bool = True,
+    console: Any | None = None,
+) -> ExecutionResult:
+    """Run every (proposal, seed) not yet recorded ok in ``data``; see docs/execution.md.
+
+    ``seeds`` is a count (seeds ``0..N-1``) or explicit seeds. ``backend`` is ``local``,
+    ``ray``, ``slurm`` or a :class:`runners.backends.Backend`. Failed runs are retried up
+    to ``retries`` times in this call; every attempt's record is kept.
+    """
+    from runners.backends import make_backend
+    from runners.backends.driver import Driver
+
+    props = list(proposals.proposals if isinstance(proposals, ProposalSet) else proposals)
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    if not seed_list or any(s < 0 for s in seed_list):
+        raise ConfigError(f"seeds: need at least one non-negative seed, got {seeds!r}")
+    if retries < 0:
+        raise ConfigError(f"retries: must be >= 0, got {retries}")
+    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise ConfigError(f"timeout: must be a positive number of seconds, got {timeout_s}")
+    options = dict(engine_options or {})
+    make_engine(engine, options)  # fail fast on a bad engine, world file or option
+
+    store = PilotStore(Path(data))
+    if store.root.exists() and not store.root.is_dir():
+        raise ConfigError(f"data: {str(store.root)!r} is a file; give a directory for the pilot store")
+    scan = store.scan(status="ok")
+    done = {r.run_id for r in scan.records}
+    result = ExecutionResult(corrupt=[f"{c.path.name}: {c.reason}" for c in scan.corrupt])
+    tasks: list[Task] = []
+    for p in props:
+        for seed in seed_list:
+            rid = run_id_for(p.id, seed)
+            if rid in done:
+                result.skipped.append(rid)
+                continue
+            tasks.append(Task(p, seed, store.failed_attempts(rid) + 1, engine, str(store.root),
+                              options, timeout_s))
+    be = backend if not isinstance(backend, str) else make_backend(
+        backend, workers=workers, data=store.root, engine_options=options, timeout_s=timeout_s,
+        **dict(backend_options or {}),
+    )
+    driver = Driver(be, store, retries=retries, timeout_s=timeout_s, result=result,
+                    show_progress=show_progress, console=console)
+    t0 = time.monotonic()
+    try:
+        driver.run(tasks)
+    finally:
+        if isinstance(backend, str):
+            be.close()
+        result.wall_s = time.monotonic() - t0
+    return result

@@ -1,0 +1,162 @@
+"""The pilot store: atomic, exclusive, schema-stable, corrupt files reported not fatal."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from planner.compiler import compile_plan
+from planner.proposals import make_proposal
+from planner.schema import ComputeCard, FlopsSplit, Metrics, RunRecord, run_id_for
+from runners.store import ROW_SCHEMA, PilotStore
+
+PLAN = compile_plan("tiny-s", "sparse", 0.7, 1e12)
+PROPOSAL = make_proposal(PLAN)
+
+
+def record(i: int, *, status: str = "ok", native: float | None = 0.5, attempt: int = 1,
+           writer: int = 0) -> RunRecord:
+    card = ComputeCard(flops=PLAN.flops, rho=PLAN.flops.rho)
+    return RunRecord(
+        run_id=run_id_for(f"p{i}", 0), proposal_id=f"p{i}", status=status, engine="test",  # type: ignore[arg-type]
+        simulated=True, model="tiny-s", model_params=4.5e5, reward="sparse", budget=1e12,
+        rho_planned=PLAN.rho, seed=0, plan=PLAN, card=card,
+        metrics=Metrics(native=native, pass1=None if i % 2 else 0.25),
+        error=None if status == "ok" else "error: boom", attempt=attempt,
+        provenance={"writer": writer},
+    )
+
+
+def test_row_schema_covers_every_record_column() -> None:
+    # A column added to RunRecord.to_row must get a fixed dtype here, or files could drift.
+    assert set(record(0).to_row()) == set(ROW_SCHEMA)
+
+
+def test_roundtrip_and_polars_glob_with_null_metrics(tmp_path: Path) -> None:
+    store = PilotStore(tmp_path)
+    for i in range(4):
+        store.write(record(i, native=None if i == 1 else 0.1 * i))
+    back = {r.run_id: r for r in store.records()}
+    assert back[run_id_for("p2", 0)] == record(2, native=0.2)
+    assert back[run_id_for("p1", 0)].metrics.native is None
+    # Mixed null / float metric columns across files still read as one dataset.
+    df = pl.read_parquet(str(tmp_path / "runs" / "*.parquet"))
+    assert df.height == 4
+    assert df.schema["native"] == pl.Float64 and df["native"].null_count() == 1
+    assert store.table().height == 4
+
+
+def test_failed_kept_apart_and_first_ok_wins(tmp_path: Path) -> None:
+    store = PilotStore(tmp_path)
+    store.write(record(0, status="failed", attempt=1))
+    store.write(record(0, status="failed", attempt=1))  # same attempt again: kept as a2
+    assert store.failed_attempts(run_id_for("p0", 0)) == 2
+    path, created = store.add(record(0, native=0.3))
+    assert created and path.parent.name == "runs"
+    before = path.stat()
+    again, created2 = store.add(record(0, native=0.9))  # a rerun: no duplicate, no rewrite
+    assert again == path and not created2
+    assert path.stat().st_mtime_ns == before.st_mtime_ns
+    assert [r.metrics.native for r in store.records()] == [0.3]
+    assert sorted(r.attempt for r in store.records(status="failed")) == [1, 2]
+    assert len(store.records(status=None)) == 3
+    # The dataset glob sees only ok records.
+    assert pl.read_parquet(str(tmp_path / "runs" / "*.parquet")).height == 1
+
+
+def test_corrupt_files_reported_by_name_and_skipped(tmp_path: Path) -> None:
+    store = PilotStore(tmp_path)
+    for i in range(3):
+        store.write(record(i))
+    good = store.path_for(record(0)).read_bytes()
+    runs = tmp_path / "runs"
+    (runs / "truncated-s0.parquet").write_bytes(good[: len(good) // 2])
+    (runs / "garbage-s0.parquet").write_bytes(b"not parquet at all")
+    (runs / "empty-s0.parquet").write_bytes(b"")
+    pl.DataFrame({"x": [1]}).write_parquet(runs / "wrongcols-s0.parquet")
+    (runs / ".tmp-123.part").write_bytes(good[:10])  # an in-flight temporary: invisible
+    scan = store.scan()
+    assert len(scan.records) == 3
+    assert sorted(c.path.name for c in scan.corrupt) == [
+        "empty-s0.parquet", "garbage-s0.parquet", "truncated-s0.parquet", "wrongcols-s0.parquet",
+    ]
+    assert all(c.reason for c in scan.corrupt)
+    assert [c.path.name for c in store.corrupt_] == sorted(c.path.name for c in scan.corrupt)
+
+
+def test_rewriting_a_corrupt_record_moves_it_aside(tmp_path: Path) -> None:
+    store = PilotStore(tmp_path)
+    target = store.path_for(record(5))
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"PAR1 truncated")
+    assert store.run_ids() == set()  # a corrupt file does not count as done ...
+    _path, created = store.add(record(5))  # ... so the rerun writes it, keeping the wreck
+    assert created and store.run_ids() == {run_id_for("p5", 0)}
+    moved = store.corrupt()
+    assert len(moved) == 1 and moved[0].path.parent.name == "corrupt"
+    assert moved[0].path.read_bytes() == b"PAR1 truncated"
+
+
+def _writer(root: str, writer: int, n: int, shared: int) -> None:
+    store = PilotStore(Path(root))
+    for i in range(n):
+        store.write(record((writer + 1) * 1000 + i, writer=writer))
+        if i < shared:  # every writer also races the others on the same few run ids
+            store.write(record(i, writer=writer))
+
+
+def test_four_processes_fifty_records_each(tmp_path: Path) -> None:
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), w, 50, 10)) for w in range(4)]
+    for p in procs:
+        p.start()
+    store = PilotStore(tmp_path)
+    partial_reads = 0
+    # Read while they write: a reader must never see a half-written record.
+    while any(p.is_alive() for p in procs):
+        scan = store.scan()
+        assert scan.corrupt == [], scan.corrupt
+        partial_reads += 1
+        time.sleep(0.01)
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0
+    scan = store.scan()
+    assert scan.corrupt == []
+    own = [r for r in scan.records if int(r.proposal_id[1:]) >= 1000]
+    assert len(own) == 200 and len({r.run_id for r in own}) == 200
+    for w in range(4):
+        mine = sorted(int(r.proposal_id[1:]) for r in own if r.provenance["writer"] == w)
+        assert mine == [(w + 1) * 1000 + i for i in range(50)]
+    shared = [r for r in scan.records if int(r.proposal_id[1:]) < 1000]
+    assert len(shared) == 10  # raced ids: exactly one record each, intact
+    assert len(os.listdir(tmp_path / "runs")) == 210  # and no temporaries left behind
+    assert pl.read_parquet(str(tmp_path / "runs" / "*.parquet")).height == 210
+    assert partial_reads > 0
+
+
+@pytest.mark.parametrize("bad", [{"card_json": "{}"}, {"status": "maybe"}, {"budget": -1.0}])
+def test_rows_that_parse_but_are_invalid_are_corrupt(tmp_path: Path, bad: dict) -> None:
+    store = PilotStore(tmp_path)
+    row = record(1).to_row() | bad
+    (tmp_path / "runs").mkdir()
+    pl.DataFrame([row], schema=ROW_SCHEMA).write_parquet(tmp_path / "runs" / "x-s0.parquet")
+    store.write(record(2))
+    scan = store.scan()
+    assert [r.proposal_id for r in scan.records] == ["p2"]
+    assert [c.path.name for c in scan.corrupt] == ["x-s0.parquet"]
+
+
+def test_flops_card_with_extra_fields_round_trips(tmp_path: Path) -> None:
+    store = PilotStore(tmp_path)
+    card = ComputeCard(flops=FlopsSplit(search=1, learning=2, reward=0, total=3), rho=2 / 3,
+                       partial=True, phase="search")
+    rec = record(7, status="failed").model_copy(update={"card": card})
+    store.write(rec)
+    back = store.records(status="failed")[0]
+    assert back.card.model_extra == {"partial": True, "phase": "search"}
