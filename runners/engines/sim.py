@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from planner.engine import ProgressFn
+from planner.errors import ConfigError
 from planner.registry import get_model
 from planner.schema import TARGETS, ComputeCard, Metrics, Proposal, RunPlan, RunRecord, run_id_for
 from runners.sim.dynamics import base_metrics, learn
@@ -25,6 +26,9 @@ from runners.sim.simulate import add_noise
 from runners.sim.world import World, load_world
 
 __all__ = ["SimEngine", "tokens_of_plan"]
+
+# Options other engines take that mean nothing in a simulation (``runners execute --device``).
+_IGNORED_OPTIONS = frozenset({"device"})
 
 
 def tokens_of_plan(plan: RunPlan) -> dict[str, int]:
@@ -51,10 +55,15 @@ class SimEngine:
 
     def __init__(self, world: str | Path | World | None = None, truth: bool = False,
                  **opts: Any) -> None:
-        # Unknown options (e.g. a device flag meant for trl) are ignored: the sim needs none.
+        unknown = sorted(set(opts) - _IGNORED_OPTIONS)
+        if unknown:
+            raise ConfigError(
+                f"engine sim: unknown option {unknown[0]!r}; the sim takes world=FILE and truth=true"
+            )
+        if not isinstance(truth, bool):
+            raise ConfigError(f"engine sim: option 'truth' must be true or false, got {truth!r}")
         self.world = load_world(world)
         self.truth = truth
-        self.opts = opts
 
     def _rng(self, plan: RunPlan, seed: int) -> np.random.Generator:
         # Noise is a pure function of (what was run, seed): re-running a proposal with the

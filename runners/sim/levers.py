@@ -132,13 +132,18 @@ def levers_at(model: str, reward: str, rho: np.ndarray, budget: np.ndarray) -> L
     shares = per_prompt / total[..., None]
     # Where N misses the budget by > 2% the compiler looks further down its ranking.
     miss = np.abs(prompts * total - budget) > BUDGET_TOLERANCE * budget
-    for j in np.flatnonzero(miss):
-        plan = _compiled(model, reward, float(t.grid[i[j]]), float(budget[j]))
-        if plan is None:
-            out_rho[j] = prompts[j] = g[j] = k[j] = mu[j] = np.nan
-            shares[j] = np.nan
-            continue
-        one = levers_of_plan(plan)
-        out_rho[j], prompts[j], g[j] = one.rho[0], one.prompts[0], one.generated[0]
-        k[j], mu[j], shares[j] = one.kept[0], one.iterations[0], one.shares[0]
+    if miss.any():
+        # Few distinct (grid point, budget) pairs miss; compile each once (cached).
+        pairs, inverse = np.unique(np.stack([i[miss], budget[miss]], axis=1), axis=0,
+                                   return_inverse=True)
+        fixed = np.full((len(pairs), 8), np.nan)
+        for row, (gi, b) in enumerate(pairs):
+            plan = _compiled(model, reward, float(t.grid[int(gi)]), float(b))
+            if plan is not None:
+                one = levers_of_plan(plan)
+                fixed[row] = [one.rho[0], one.prompts[0], one.generated[0], one.kept[0],
+                              one.iterations[0], *one.shares[0]]
+        f = fixed[inverse.ravel()]
+        out_rho[miss], prompts[miss], g[miss], k[miss], mu[miss] = f[:, :5].T
+        shares[miss] = f[:, 5:]
     return Levers(out_rho, prompts, g, k, mu, shares)

@@ -1,0 +1,48 @@
+"""Each shipped world has the character it claims (relative to paper.toml)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planner.errors import ConfigError
+from runners.engines.sim import SimEngine
+from runners.sim.truth import frontier
+from runners.sim.world import load_world
+
+M15, B = "qwen2.5-1.5b", 1e16
+
+
+def _mid_spread(world: str, reward: str) -> float:
+    f = frontier(world, M15, reward, B)
+    mid = (f.rho > 0.25) & (f.rho < 0.9)
+    return float(np.ptp(f.value[mid]))
+
+
+@pytest.mark.parametrize("reward", ["sparse", "prm"])
+def test_flat_world_is_flatter(reward: str) -> None:
+    flat, paper = _mid_spread("flat", reward), _mid_spread("paper", reward)
+    assert flat < 0.5 * paper
+    assert flat < 3 * load_world("flat").noise["native"]
+
+
+@pytest.mark.parametrize("reward", ["sparse", "dense", "prm"])
+def test_shifted_world_moves_rho_star_down(reward: str) -> None:
+    shifted = frontier("shifted", M15, reward, B).rho_star
+    paper = frontier("paper", M15, reward, B).rho_star
+    assert shifted < paper - 0.1
+
+
+def test_noisy_world_is_noisier_with_the_same_truth() -> None:
+    noisy, paper = load_world("noisy"), load_world("paper")
+    for t in ("native", "pass1", "judge"):
+        assert noisy.noise[t] >= 3 * paper.noise[t]
+    assert frontier(noisy, M15, "dense", B).rho_star == frontier(paper, M15, "dense", B).rho_star
+
+
+def test_engine_options_are_checked() -> None:
+    SimEngine("paper", device="cuda")  # meaningless in a simulation, accepted
+    with pytest.raises(ConfigError, match="'wrold'"):
+        SimEngine("paper", wrold="x")
+    with pytest.raises(ConfigError, match="truth"):
+        SimEngine("paper", truth="yes")  # type: ignore[arg-type]
