@@ -16,13 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from planner.regime import COMPONENTS, LABELS, regime_labels
 from runners.sim.dynamics import learn
 from runners.sim.levers import lever_table, levers_at
 from runners.sim.simulate import check_target
 from runners.sim.world import World, load_world
 
-__all__ = ["Frontier", "frontier"]
+__all__ = ["COMPONENTS", "Frontier", "frontier"]
+
+COMPONENTS: tuple[str, ...] = ("search", "learning", "reward")  # column order of ``shares``
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ class Frontier:
 
     @property
     def regime(self) -> str:
+        # Imported here: the planner owns the labelling, and nothing else in the sim needs it.
+        from planner.regime import LABELS, regime_labels
+
         return LABELS[int(regime_labels(self.shares[self.star : self.star + 1])[0])]
 
     def to_json(self) -> dict[str, Any]:
