@@ -48,10 +48,11 @@ class FlopsSplit(BaseModel):
     """FLOPs by component (search = rollouts, learning = updates, reward = feedback)."""
 
     model_config = _FROZEN
-    search: float = Field(ge=0)
-    learning: float = Field(ge=0)
-    reward: float = Field(ge=0)
-    total: float = Field(ge=0)
+    # allow_inf_nan=False: an infinite FLOP count in a proposal or card is always corrupt.
+    search: float = Field(ge=0, allow_inf_nan=False)
+    learning: float = Field(ge=0, allow_inf_nan=False)
+    reward: float = Field(ge=0, allow_inf_nan=False)
+    total: float = Field(ge=0, allow_inf_nan=False)
 
     @property
     def rho(self) -> float:
@@ -77,7 +78,7 @@ class RunPlan(BaseModel):
     completions_kept: int = Field(ge=2, description="completions trained on per prompt")
     num_iterations: int = Field(ge=1, description="update passes per rollout batch (TRL mu)")
     old_logprobs: bool = Field(description="an extra forward for old-policy log-probs")
-    beta: float = Field(ge=0, description="KL coefficient; > 0 adds a reference forward")
+    beta: float = Field(ge=0, allow_inf_nan=False, description="KL coefficient; > 0 adds a reference forward")
     gradient_checkpointing: bool
     lm_head_positions: Literal["completion", "all"] = Field(
         description="positions TRL's fused LM head scores: completion tokens (GPU) or all (CPU)"
