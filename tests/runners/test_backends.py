@@ -1,0 +1,122 @@
+"""The three backends run real sim proposals into a real store; optional extras fail cleanly."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from planner.compiler import compile_plan
+from planner.errors import ConfigError
+from planner.proposals import make_proposal
+from planner.schema import run_id_for
+from runners.backends import make_backend
+from runners.execution import execute
+from runners.store import PilotStore
+
+PROPS = [
+    make_proposal(compile_plan(m, r, rho, 1e12))
+    for m, r, rho in [("tiny-s", "sparse", 0.7), ("tiny-s", "prm", 0.6), ("tiny-m", "dense", 0.75), ("tiny-m", "sparse", 0.8)]
+]
+
+
+def check(data: Path, seeds: int = 1) -> PilotStore:
+    store = PilotStore(data)
+    recs = store.records()
+    assert sorted(r.run_id for r in recs) == sorted(run_id_for(p.id, s) for p in PROPS for s in range(seeds))
+    assert all(r.status == "ok" and r.engine == "sim" and r.simulated for r in recs)
+    assert store.records(status="failed") == [] and store.corrupt() == []
+    assert pl.read_parquet(str(data / "runs" / "*.parquet")).height == len(PROPS) * seeds
+    return store
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray")
+    # One small local Ray for the module: start-up is the slow part.
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_backend_runs_four_sim_proposals(local_ray, tmp_path: Path) -> None:
+    res = execute(PROPS, data=tmp_path, engine="sim", backend="ray", workers=2, show_progress=False)
+    assert len(res.ok) == 4 and not res.failed
+    check(tmp_path)
+    assert local_ray.is_initialized()  # a Ray it did not start is left running
+
+
+def test_ray_rerun_skips_and_adds_seed(local_ray, tmp_path: Path) -> None:
+    execute(PROPS[:2], data=tmp_path, engine="sim", backend="ray", workers=2, show_progress=False)
+    res = execute(PROPS, data=tmp_path, engine="sim", backend="ray", workers=2, seeds=2, show_progress=False)
+    assert len(res.skipped) == 2 and len(res.ok) == 6
+    check(tmp_path, seeds=2)
+
+
+def test_slurm_backend_through_submitit_local_executor(tmp_path: Path) -> None:
+    pytest.importorskip("submitit")
+    res = execute(PROPS, data=tmp_path / "d", engine="sim", backend="slurm", workers=4,
+                  backend_options={"cluster": "local", "time_min": 5, "folder": str(tmp_path / "jobs")},
+                  show_progress=False)
+    assert len(res.ok) == 4 and not res.failed
+    check(tmp_path / "d")
+    assert list((tmp_path / "jobs").rglob("*_result.pkl"))  # really went through submitit jobs
+
+
+def test_local_backend_two_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runners.backends.local import LocalBackend
+
+    spawned: list[int] = []
+    real_spawn = LocalBackend._spawn
+
+    def counting_spawn(self: LocalBackend, device: str | None):  # type: ignore[no-untyped-def]
+        w = real_spawn(self, device)
+        spawned.append(w.proc.pid)
+        return w
+
+    monkeypatch.setattr(LocalBackend, "_spawn", counting_spawn)
+    res = execute(PROPS, data=tmp_path, engine="sim", backend="local", workers=2, show_progress=False)
+    assert len(res.ok) == 4 and not res.failed
+    check(tmp_path)
+    assert len(set(spawned)) == 2  # two worker processes shared the four runs
+
+
+def test_missing_optional_extra_is_one_clear_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "submitit", None)  # as if not installed
+    with pytest.raises(ConfigError) as e:
+        make_backend("slurm", data=tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and "submitit" in msg and "race-planner[slurm]" in msg
+
+
+@pytest.mark.parametrize(
+    ("name", "opts", "field"),
+    [
+        ("slurm", {"time_min": 0}, "time_min"),
+        ("slurm", {"cluster": "pbs"}, "cluster"),
+        ("slurm", {"extra": {"account": "x"}}, "extra"),
+        ("ray", {"gpus_per_run": -1}, "gpus_per_run"),
+        ("local", {"nodes": 3}, "nodes"),
+        ("mpi", {}, "backend"),
+    ],
+)
+def test_bad_backend_options_name_their_field(name: str, opts: dict, field: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=field):
+        make_backend(name, data=tmp_path, **opts)
+
+
+def test_cuda_without_gpus_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(ConfigError, match="device"):
+        make_backend("local", engine_options={"device": "cuda"})
+
+
+def test_one_worker_per_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runners.backends.local import LocalBackend
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    be = make_backend("local", workers=4, engine_options={"device": "cuda"})
+    assert isinstance(be, LocalBackend) and be._devices == ["3", "5"]  # capped, one each
+    be.close()

@@ -1,0 +1,84 @@
+"""SIGKILL `runners execute` partway through 20 sim proposals; the rerun finishes the rest.
+
+Sim runs take microseconds, too fast to kill "partway" reliably, so the engine here is the
+real sim engine paced to ~0.15 s a run (the records are exactly the sim's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from planner.compiler import compile_plan
+from planner.engine import ProgressFn
+from planner.proposals import make_proposal, write_proposals
+from planner.schema import Proposal, RunRecord, run_id_for
+from runners.engines.sim import SimEngine
+from runners.store import PilotStore
+
+HERE = Path(__file__).parent
+
+
+class PacedSim(SimEngine):
+    def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
+        for i in range(3):
+            time.sleep(0.05)
+            if progress is not None:
+                progress("search", proposal.budget * i / 3, proposal.budget, {})
+        return super().run(proposal, seed, progress)
+
+
+def proposals(tmp: Path) -> tuple[Path, list[str]]:
+    props = [
+        make_proposal(compile_plan(model, reward, 0.66 + 0.03 * i, 1e12))
+        for model in ("tiny-s", "tiny-m") for reward in ("sparse", "dense") for i in range(5)
+    ]
+    path = write_proposals(tmp / "proposals.json", props)
+    return path, sorted(run_id_for(p.id, 0) for p in props)
+
+
+def runners(args: list[str], **kw: Any) -> subprocess.Popen[str]:
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-c", "from runners.cli import main; main()", *args]
+    return subprocess.Popen(cmd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def test_sigkill_then_rerun_gives_exactly_twenty(tmp_path: Path) -> None:
+    path, expected = proposals(tmp_path)
+    data = tmp_path / "data"
+    args = ["execute", str(path), "--data", str(data), "--engine", "test_execute_kill:PacedSim",
+            "--workers", "2", "--json"]
+    first = runners(args)
+    runs = data / "runs"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and first.poll() is None:
+        if runs.is_dir() and len(list(runs.glob("*.parquet"))) >= 5:
+            break
+        time.sleep(0.01)
+    assert first.poll() is None, first.communicate()
+    os.kill(first.pid, signal.SIGKILL)  # no cleanup of any kind in the driver
+    first.wait()
+    assert first.returncode == -signal.SIGKILL
+    time.sleep(0.5)  # orphaned workers finish the run in hand, write it, then exit
+    at_kill = PilotStore(data).run_ids()
+    assert 5 <= len(at_kill) < 20, len(at_kill)
+
+    second = runners(args)
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    summary = json.loads(out)
+    assert summary["skipped"] >= len(at_kill) and summary["ok"] + summary["skipped"] == 20
+
+    store = PilotStore(data)
+    scan = store.scan(status=None)
+    assert scan.corrupt == []
+    ok = [r for r in scan.records if r.status == "ok"]
+    assert sorted(r.run_id for r in ok) == expected  # exactly 20, no duplicates
+    assert len(list(runs.glob("*.parquet"))) == 20
+    assert at_kill <= {r.run_id for r in ok}
