@@ -347,6 +347,7 @@ def execute(
     store = PilotStore(Path(data))
     if store.root.exists() and not store.root.is_dir():
         raise ConfigError(f"data: {str(store.root)!r} is a file; give a directory for the pilot store")
+    store.sweep_temporaries()
     scan = store.scan(status="ok")
     done = {r.run_id for r in scan.records}
     result = ExecutionResult(corrupt=[f"{c.path.name}: {c.reason}" for c in scan.corrupt])

@@ -222,6 +222,23 @@ class PilotStore:
         except FileNotFoundError:
             pass
 
+    def sweep_temporaries(self, older_than_s: float = 3600.0) -> int:
+        """Delete hidden temporaries a killed writer left behind. Only old ones: a young one
+        may belong to a writer that is still running. They are invisible to readers anyway."""
+        removed = 0
+        cutoff = time.time() - older_than_s
+        for folder in (self.runs_dir, self.failed_dir):
+            if not folder.is_dir():
+                continue
+            for p in folder.glob(".tmp-*.part"):
+                try:
+                    if p.stat().st_mtime < cutoff:
+                        p.unlink()
+                        removed += 1
+                except FileNotFoundError:
+                    continue
+        return removed
+
     # -- reading ---------------------------------------------------------------------------
 
     def _files(self, folder: Path) -> list[Path]:

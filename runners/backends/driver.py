@@ -43,6 +43,7 @@ class Driver:
         self.views: dict[str, RunView] = {}
         self.tries: dict[str, int] = {}
         self._already_done = 0
+        self._width = 120
 
     def run(self, tasks: Sequence[Task]) -> None:
         self._already_done = len(self.result.skipped)  # skipped before any task ran
@@ -153,6 +154,9 @@ class Driver:
         from rich.live import Live
 
         console = self.console or Console(stderr=True)
+        if self.console is None and not console.is_terminal:
+            console = Console(stderr=True, width=160)  # logs and CI: no terminal to fit
+        self._width = console.width
         live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
         live.start()
         return live
@@ -163,4 +167,4 @@ class Driver:
             counts[v.state] = counts.get(v.state, 0) + 1
         counts["skipped"] = counts.get("skipped", 0) + self._already_done
         total = len(self.views) + self._already_done
-        return render(list(self.views.values()), counts, total)
+        return render(list(self.views.values()), counts, total, self._width)

@@ -80,6 +80,7 @@ class _Worker:
     conn: Connection
     device: str | None
     handle: Handle | None = None
+    runs: int = 0
 
 
 class LocalBackend:
@@ -182,6 +183,15 @@ class LocalBackend:
                 if out is not None:
                     self._done[id(w.handle)] = out
                     w.handle = None
+                    w.runs += 1
+            retiring = self._max_tasks is not None and w.runs >= self._max_tasks
+            if retiring and w.handle is None:
+                # It exits by itself after this many runs: never hand it another task (it
+                # would die holding it), wait for it to go and start a fresh one.
+                w.proc.join(timeout=30)
+                self._kill(w)
+                self._slots[i] = None
+                continue
             if not w.proc.is_alive():
                 if w.handle is not None:
                     code = w.proc.exitcode

@@ -117,7 +117,7 @@ def read_progress(data: str | Path, run_id: str) -> dict[str, Any] | None:
         return None  # not started yet, or being replaced right now
 
 
-def render(views: list[RunView], counts: dict[str, int], total: int) -> Any:
+def render(views: list[RunView], counts: dict[str, int], total: int, width: int = 120) -> Any:
     """A rich renderable: one line of counts, then the running and most recent runs."""
     from rich.console import Group
     from rich.table import Table
@@ -126,7 +126,8 @@ def render(views: list[RunView], counts: dict[str, int], total: int) -> Any:
     order = {"running": 0, "retrying": 1, "queued": 3, "failed": 2, "ok": 2, "skipped": 4}
     shown = sorted(views, key=lambda v: order.get(v.state, 5))[:12]
     t = Table(expand=False, box=None, pad_edge=False)
-    t.add_column("run", overflow="ellipsis", no_wrap=True, max_width=48)
+    # The other columns need ~70 characters; the run id takes what is left (ids are long).
+    t.add_column("run", overflow="ellipsis", no_wrap=True, max_width=max(16, min(60, width - 72)))
     for col, just in (
         ("try", "right"), ("state", "left"), ("phase", "left"), ("FLOPs", "right"),
         ("of budget", "right"), ("reward", "right"), ("wall", "right"),

@@ -120,3 +120,15 @@ def test_one_worker_per_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     be = make_backend("local", workers=4, engine_options={"device": "cuda"})
     assert isinstance(be, LocalBackend) and be._devices == ["3", "5"]  # capped, one each
     be.close()
+
+
+def test_fresh_process_per_run_never_loses_a_task(tmp_path: Path) -> None:
+    # GPU mode recycles each worker after one run; the driver once handed the next task to
+    # a worker that was about to exit, and that run was recorded as a crash.
+    from runners.backends.local import LocalBackend
+
+    be = LocalBackend(1, max_tasks_per_worker=1)
+    res = execute(PROPS, data=tmp_path, engine="sim", backend=be, retries=0, show_progress=False)
+    be.close()
+    assert len(res.ok) == 4 and not res.failed
+    check(tmp_path)

@@ -160,3 +160,14 @@ def test_flops_card_with_extra_fields_round_trips(tmp_path: Path) -> None:
     store.write(rec)
     back = store.records(status="failed")[0]
     assert back.card.model_extra == {"partial": True, "phase": "search"}
+
+
+def test_sweep_removes_only_old_temporaries(tmp_path: Path) -> None:
+    store = PilotStore(tmp_path)
+    store.write(record(1))
+    old, young = tmp_path / "runs" / ".tmp-old.part", tmp_path / "runs" / ".tmp-young.part"
+    old.write_bytes(b"x")
+    young.write_bytes(b"y")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    assert store.sweep_temporaries(3600) == 1
+    assert not old.exists() and young.exists() and len(store.records()) == 1

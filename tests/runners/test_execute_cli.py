@@ -1,0 +1,97 @@
+"""`runners execute` / `runners status` through typer's CliRunner, end to end with the sim."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app as planner_app
+from planner.engine import ProgressFn
+from planner.schema import Proposal, RunRecord
+from runners.cli import app
+from runners.engines.sim import SimEngine
+from runners.store import PilotStore
+
+RUNNER = CliRunner()
+
+
+class BrokenSim(SimEngine):
+    def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
+        if seed == 1:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return super().run(proposal, seed, progress)
+
+
+@pytest.fixture(scope="module")
+def proposals(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cli") / "p.json"
+    res = RUNNER.invoke(planner_app, ["plan", "--model", "tiny-s", "--reward", "sparse", "--rho", "0.7",
+                                      "--budget", "1e12", "--out", str(path)])
+    assert res.exit_code == 0, res.output
+    return path
+
+
+def test_execute_rerun_and_status(proposals: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim", "--seeds", "2"])
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.startswith("2 ok, 0 failed, 0 already done")
+    assert "of budget" in res.stderr and "100%" in res.stderr  # the live table's last frame
+    before = PilotStore(data).fingerprint()
+
+    again = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim",
+                                "--seeds", "3", "--json"])
+    assert again.exit_code == 0, again.stderr
+    assert json.loads(again.stdout) | {"wall_s": 0} == {
+        "ok": 1, "failed": 0, "skipped": 2, "attempts": 1, "corrupt_files": [], "wall_s": 0, "failures": [],
+    }
+    after = PilotStore(data).fingerprint()
+    assert {k: v for k, v in after.items() if k in before} == before and len(after) == 3
+
+    (data / "runs" / "half-s0.parquet").write_bytes(b"PAR1\x00\x00")
+    st = RUNNER.invoke(app, ["status", "--data", str(data)])
+    assert st.exit_code == 0, st.stderr
+    assert "3 ok, 0 failed, 1 corrupt" in st.stdout
+    assert st.stdout.count("tiny-s.sparse.r0.700") == 3 and "half-s0.parquet" in st.stdout
+    js = json.loads(RUNNER.invoke(app, ["status", "--data", str(data), "--json"]).stdout)
+    assert len(js["records"]) == 3 and js["corrupt"][0]["file"].endswith("half-s0.parquet")
+
+
+def test_failed_runs_exit_1_and_show_in_status(proposals: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    engine = f"{__name__}:BrokenSim"
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", engine,
+                              "--seeds", "2", "--retries", "1", "--no-progress"])
+    assert res.exit_code == 1
+    assert res.stdout.startswith("1 ok, 1 failed")
+    assert "failed: " in res.stderr and "illegal memory access" in res.stderr
+    st = RUNNER.invoke(app, ["status", "--data", str(data)])
+    assert "1 ok, 1 failed, 0 corrupt" in st.stdout  # the latest attempt of the failing run
+    st_all = RUNNER.invoke(app, ["status", "--data", str(data), "--attempts"])
+    assert "1 ok, 2 failed" in st_all.stdout
+
+
+def test_status_without_store_is_a_one_line_error(tmp_path: Path) -> None:
+    res = RUNNER.invoke(app, ["status", "--data", str(tmp_path / "nope")])
+    assert res.exit_code == 2 and res.stderr.startswith("error: data:") and res.stderr.count("\n") == 1
+
+
+def test_help_is_instant_and_imports_nothing_heavy() -> None:
+    code = (
+        "import sys, time; t = time.perf_counter()\n"
+        "from runners.cli import app\n"
+        "from typer.testing import CliRunner\n"
+        "r = CliRunner().invoke(app, ['execute', '--help'])\n"
+        "assert r.exit_code == 0 and '--backend' in r.stdout, r.stdout\n"
+        "heavy = [m for m in ('torch', 'ray', 'submitit', 'polars', 'transformers') if m in sys.modules]\n"
+        "print(heavy, time.perf_counter() - t)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    heavy, seconds = out.rsplit(" ", 1)
+    assert heavy == "[]", heavy
+    assert float(seconds) < 3.0  # a loaded 2-core box; typically well under 1 s
