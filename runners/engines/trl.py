@@ -1,0 +1,171 @@
+"""The ``trl`` engine: a real GRPO + LoRA run with TRL's ``GRPOTrainer`` and peft.
+
+Proposal in (its plan already compiled), ``RunRecord`` out. The plan's knobs map onto TRL:
+
+====================  ==========================================================
+plan                  TRL / this engine
+====================  ==========================================================
+completions_per_prompt  ``num_generations`` (G completions generated per prompt)
+completions_kept      K <= G kept per group by max-variance down-sampling
+num_iterations        ``num_iterations`` (update passes per rollout batch)
+prompts_per_round     prompts per generation batch (one optimizer step per pass)
+beta                  ``beta`` (> 0: a reference log-prob forward)
+gradient_checkpointing  ``gradient_checkpointing``
+lora_*                peft ``LoraConfig`` (rank, alpha, target modules)
+budget                :class:`runners.meter.BudgetGuard` -- the run stops, and its last
+                      round shrinks, so the *metered* total lands on the budget
+====================  ==========================================================
+
+The targets are measured on fixed samples before and after training (``*_base`` and
+after). The compute card holds metered FLOPs (search/learning/reward), rho, tokens and
+wall time by phase. A crash raises :class:`runners.execution.RunFailed` carrying the
+partial card; a NaN loss is a crash of kind ``nan``.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from planner.accountant import LoRA
+from planner.engine import ProgressFn
+from planner.errors import ConfigError
+from planner.registry import get_model, get_reward, scorer_for
+from planner.schema import ComputeCard, FlopsSplit, Proposal, RunRecord, run_id_for
+
+__all__ = ["TrlEngine"]
+
+_OPTIONS = {
+    "learning_rate": "optimizer learning rate (default 5e-4 tiny, 2e-5 qwen2.5)",
+    "policy_path": "folder or Hub id of the base policy (default: tiny-world cache / registry hub_id)",
+    "scorer_path": "folder or Hub id of the PRM (default: tiny-world cache / registry hub_id)",
+    "dataset": "prompt set for qwen2.5 policies: polaris (default) or gsm8k",
+    "data_path": "local JSONL/parquet of the prompt set (default: the Hub)",
+    "eval_samples": "problems per target evaluation (default 256; 64 with quick)",
+    "micro_batches": "micro-batches per generation batch (TRL steps_per_generation; default 1)",
+    "use_vllm": "generate with vLLM in colocate mode (CUDA, only if vllm is importable)",
+    "threads": "torch CPU threads (default: leave as is)",
+}
+
+
+class TrlEngine:
+    """Real GRPO/LoRA runs. ``device`` cpu|cuda; ``quick`` uses the reduced tiny-world
+    pretraining and smaller evaluations (tests); ``cache_dir`` holds pretrained tiny models."""
+
+    name = "trl"
+    simulated = False
+
+    def __init__(self, device: str = "cpu", quick: bool = False, cache_dir: str | Path | None = None,
+                 **opts: Any) -> None:
+        unknown = sorted(set(opts) - set(_OPTIONS))
+        if unknown:
+            known = ", ".join(sorted(_OPTIONS))
+            raise ConfigError(f"engine trl: unknown option {unknown[0]!r}; known options: {known}")
+        if not (device == "cpu" or device.startswith("cuda")):
+            raise ConfigError(f"engine trl: device must be cpu or cuda[:N], got {device!r}")
+        if opts.get("use_vllm"):
+            import importlib.util
+
+            if importlib.util.find_spec("vllm") is None:
+                raise ConfigError("engine trl: use_vllm needs the vllm package; pip install vllm")
+            if device == "cpu":
+                raise ConfigError("engine trl: use_vllm needs device=cuda")
+        self.device = device
+        self.quick = bool(quick)
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.opts = opts
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
+        from runners.grpo.run import RunState, execute_plan
+
+        t0 = time.perf_counter()
+        plan = proposal.plan
+        arch = get_model(plan.model)
+        state = RunState(
+            policy=arch,
+            lora=LoRA(plan.lora_rank, tuple(plan.lora_targets)),
+            scorer=scorer_for(get_reward(plan.reward), arch),
+        )
+        try:
+            metrics, provenance = execute_plan(self, proposal, seed, state, progress)
+        except Exception as exc:
+            _raise_failed(exc, self._card(state, time.perf_counter() - t0))
+        wall = time.perf_counter() - t0
+        card = self._card(state, wall)
+        return RunRecord(
+            run_id=run_id_for(proposal.id, seed),
+            proposal_id=proposal.id,
+            status="ok",
+            engine=self.name,
+            simulated=False,
+            model=plan.model,
+            model_params=float(arch.num_parameters),
+            reward=plan.reward,
+            budget=plan.budget,
+            rho_planned=plan.rho,
+            seed=seed,
+            plan=plan,
+            card=card,
+            metrics=metrics,
+            wall_s=wall,
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            provenance={"simulated": False, "engine": self.name, "device": self.device,
+                        "quick": self.quick, "target": proposal.target, **provenance},
+        )
+
+    def _card(self, state: Any, wall: float) -> ComputeCard:
+        b = state.meter.breakdown()
+        walls = {k: round(v, 4) for k, v in state.meter.wall.items()}
+        walls["eval"] = round(state.eval_wall, 4)
+        walls["total"] = round(wall, 4)
+        return ComputeCard(
+            flops=FlopsSplit(**b.as_dict()),
+            rho=b.rho,
+            tokens=dict(state.meter.tokens),
+            wall_s=walls,
+            hardware=_hardware(self.device),
+            software=_software(),
+            passes=dict(state.meter.passes),
+            rounds=list(state.rounds),
+            stop_reason=state.stop_reason,
+            planned=state.planned,
+        )
+
+
+def _raise_failed(exc: BaseException, card: ComputeCard) -> None:
+    try:
+        from runners.execution import RunFailed
+    except ImportError:  # pragma: no cover - execution ships with runners
+        raise exc from None
+    if isinstance(exc, RunFailed):
+        if exc.card is None:
+            exc.card = card
+        raise exc
+    kind = "oom" if "out of memory" in str(exc).lower() else "error"
+    raise RunFailed(f"{type(exc).__name__}: {exc}", card=card, kind=kind) from exc
+
+
+def _hardware(device: str) -> str:
+    import os
+
+    if device.startswith("cuda"):
+        import torch
+
+        return f"{torch.cuda.get_device_name(torch.device(device))} (cuda)"
+    return f"{platform.processor() or platform.machine()} ({os.cpu_count()} cpus)"
+
+
+def _software() -> dict[str, str]:
+    import peft
+    import torch
+    import transformers
+    import trl
+
+    return {"engine": "trl", "python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "trl": trl.__version__, "peft": peft.__version__}
+

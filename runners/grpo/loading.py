@@ -1,0 +1,130 @@
+"""Policies, tokenizers and prompt sets for GRPO runs, on the CPU (tiny world) or a GPU (Qwen2.5).
+
+* tiny family: the pretrained tiny-world policy (``runners.tinyworld.pretrain.ensure_policy``)
+  or a given folder, the character tokenizer, tiny-world training prompts;
+* qwen2.5 family: a Hub id or local folder (``policy_path``), its own tokenizer, prompts
+  from ``runners.tasks`` (Polaris-53K or GSM8K-train, Hub or a local JSONL/parquet).
+
+Models load with eager attention on CPU (FLOP-countable: the fused CPU SDPA kernel has no
+FlopCounterMode formula) and in bf16 with SDPA on CUDA.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from planner.architecture import Architecture
+from planner.errors import ConfigError
+
+__all__ = ["load_policy", "load_tokenizer", "random_policy", "train_rows"]
+
+
+def _qwen2_config(arch: Architecture, **extra: Any) -> Any:
+    from transformers import Qwen2Config
+
+    return Qwen2Config(
+        vocab_size=arch.vocab_size,
+        hidden_size=arch.hidden_size,
+        intermediate_size=arch.intermediate_size,
+        num_hidden_layers=arch.num_hidden_layers,
+        num_attention_heads=arch.num_attention_heads,
+        num_key_value_heads=arch.num_key_value_heads,
+        max_position_embeddings=arch.max_position_embeddings,
+        tie_word_embeddings=arch.tie_word_embeddings,
+        **extra,
+    )
+
+
+def random_policy(arch: Architecture, folder: str | Path, *, seed: int = 0, tokenizer: Any = None) -> Path:
+    """Save a random-initialised Qwen2 causal LM shaped like ``arch`` (and ``tokenizer``) to ``folder``.
+
+    For tests and the GPU-path benchmark: FLOPs depend on shapes, not weights.
+    """
+    import torch
+    from transformers import Qwen2ForCausalLM
+
+    extra: dict[str, Any] = {}
+    if tokenizer is not None:
+        extra = {"pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id,
+                 "bos_token_id": tokenizer.bos_token_id}
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(_qwen2_config(arch, **extra))
+    folder = Path(folder)
+    model.save_pretrained(folder)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(folder)
+    return folder
+
+
+def load_tokenizer(arch: Architecture, path: str | Path | None) -> Any:
+    """The policy's tokenizer; left padding (TRL generates from left-padded prompts)."""
+    if arch.family == "tiny":
+        # Never AutoTokenizer on a qwen2 folder: it swaps in Qwen2Tokenizer.
+        from runners.tinyworld.tokenizer import build_tokenizer
+
+        tok = build_tokenizer()
+    else:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(path or arch.hub_id))
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    return tok
+
+
+def resolve_policy_path(arch: Architecture, policy_path: str | Path | None, *, quick: bool,
+                        cache_dir: str | Path | None) -> str:
+    """Where the base policy's weights come from: an explicit path, the tiny-world cache, or the Hub."""
+    if policy_path:
+        return str(policy_path)
+    if arch.family == "tiny":
+        from runners.tinyworld.pretrain import ensure_policy
+
+        kwargs: dict[str, Any] = {"quick": quick}
+        if cache_dir is not None:
+            kwargs["cache_dir"] = Path(cache_dir)
+        return str(ensure_policy(arch.name, **kwargs))
+    if not arch.hub_id:
+        raise ConfigError(f"policy_path: {arch.name!r} has no hub_id; pass policy_path=FOLDER")
+    return arch.hub_id
+
+
+def load_policy(path: str, arch: Architecture, tokenizer: Any, *, device: str) -> Any:
+    """The causal LM at ``path`` on ``device``; checks it has the registry's shape."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    cuda = device.startswith("cuda")
+    model = AutoModelForCausalLM.from_pretrained(
+        path,
+        dtype=torch.bfloat16 if cuda else torch.float32,
+        attn_implementation="sdpa" if cuda else "eager",
+    )
+    cfg = model.config
+    got = (cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size)
+    want = (arch.hidden_size, arch.num_hidden_layers, arch.vocab_size)
+    if got != want:
+        # The meter converts tokens with the registry's shapes: a mismatch would mis-bill.
+        raise ConfigError(
+            f"policy_path: {path} has (hidden, layers, vocab) = {got} but {arch.name} is {want}; "
+            f"point at a checkpoint of {arch.name}"
+        )
+    gen = model.generation_config
+    gen.pad_token_id = tokenizer.pad_token_id
+    gen.eos_token_id = tokenizer.eos_token_id
+    return model.to(device)
+
+
+def train_rows(arch: Architecture, n: int, seed: int, *, dataset: str = "polaris",
+               data_path: str | Path | None = None) -> list[dict[str, Any]]:
+    """``n`` training prompts as TRL rows (``{"prompt": ...}`` plus the gold answer for math)."""
+    if arch.family == "tiny":
+        from runners.tinyworld.task import make_problems
+
+        return [{"prompt": p.prompt} for p in make_problems("train", n, seed)]
+    from runners.tasks import load_math, to_grpo_rows
+
+    items = load_math(dataset, split="train", path=data_path, limit=n)
+    return to_grpo_rows(items, chat=True)

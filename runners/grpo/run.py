@@ -1,0 +1,222 @@
+"""One GRPO/LoRA run from a compiled plan: load, evaluate, train under the budget guard, evaluate.
+
+The engine (:mod:`runners.engines.trl`) owns the record; this module owns the steps and
+keeps a :class:`RunState` current, so a crash at any point still leaves a partial card.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformers.trainer_callback import TrainerCallback
+
+from planner.accountant import LoRA
+from planner.architecture import Architecture
+from planner.engine import ProgressFn
+from planner.errors import ConfigError
+from planner.schema import Metrics, Proposal, RunPlan
+from runners.meter import BudgetGuard, FlopMeter, FlopMeterCallback
+
+__all__ = ["EVAL_SEED", "RunState", "execute_plan", "grpo_config"]
+
+# Every run is evaluated on the same problems and sampling stream (base and after), so
+# differences between runs are differences between policies, not between test sets.
+EVAL_SEED = 20260
+# The guard normally stops the run; this cap only bounds a run whose rounds turn out far
+# cheaper than planned (e.g. every completion ends early).
+MAX_STEPS_FACTOR = 4
+
+
+@dataclass
+class RunState:
+    """What a run has done so far (read by the engine for the card, also after a crash)."""
+
+    policy: Architecture
+    lora: LoRA
+    scorer: Architecture | None
+    meter: FlopMeter = field(init=False)
+    eval_wall: float = 0.0
+    rounds: list[int] = field(default_factory=list)
+    stop_reason: str | None = None
+    planned: dict[str, float] | None = None
+
+    def __post_init__(self) -> None:
+        self.meter = FlopMeter(self.policy, lora=self.lora, scorer=self.scorer)
+
+
+def grpo_config(plan: RunPlan, *, device: str, seed: int, learning_rate: float, micro_batches: int = 1,
+                use_vllm: bool = False, output_dir: str | None = None) -> Any:
+    """TRL ``GRPOConfig`` for ``plan``: one optimizer step per pass over a generation batch of
+    ``prompts_per_round * G`` completions, so old log-probs run exactly when mu > 1."""
+    from trl import GRPOConfig
+
+    g, k = plan.completions_per_prompt, plan.completions_kept
+    rows = plan.prompts_per_round * g
+    steps = int(micro_batches)
+    if steps < 1 or rows % steps or (plan.prompts_per_round * k) % steps:
+        raise ConfigError(
+            f"micro_batches: {steps} must divide both the generated ({rows}) and kept "
+            f"({plan.prompts_per_round * k}) completions of a round"
+        )
+    cuda = device.startswith("cuda")
+    return GRPOConfig(
+        output_dir=output_dir or tempfile.mkdtemp(prefix="race-trl-"),
+        per_device_train_batch_size=rows // steps,
+        steps_per_generation=steps,
+        gradient_accumulation_steps=steps,
+        num_generations=g,
+        num_iterations=plan.num_iterations,
+        beta=plan.beta,
+        max_completion_length=plan.max_completion_length,
+        temperature=1.0,
+        learning_rate=learning_rate,
+        # The guard decides when the run ends, so a schedule tied to max_steps would decay
+        # against a fictitious horizon: constant rate, no warmup.
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        max_steps=MAX_STEPS_FACTOR * plan.rounds * plan.num_iterations + 8,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        seed=seed,
+        data_seed=seed,
+        bf16=cuda,
+        use_cpu=not cuda,
+        activation_checkpointing=plan.gradient_checkpointing,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        log_completions=False,
+        use_vllm=use_vllm,
+        vllm_mode="colocate",
+    )
+
+
+def _evaluate(model: Any, tokenizer: Any, rewards: Any, n: int, family: str) -> dict[str, float]:
+    from runners.tinyworld.evaluate import evaluate_targets
+
+    model.eval()
+    out = evaluate_targets(model, tokenizer, rewards, n, EVAL_SEED)
+    return {k: float(v) for k, v in dict(out).items() if k in ("native", "pass1", "judge")}
+
+
+def _lora_weights(model: Any) -> dict[str, Any]:
+    return {n: p.detach().float().clone() for n, p in model.named_parameters() if "lora_" in n}
+
+
+class _Watch(TrainerCallback):
+    """Progress reports and NaN detection (a plain TrainerCallback)."""
+
+    def __init__(self, state: RunState, trainer_ref: list[Any], budget: float, progress: ProgressFn | None):
+        self.state, self.trainer_ref, self.budget, self.progress = state, trainer_ref, budget, progress
+        self.loss: float | None = None
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+        from runners.execution import RunFailed
+
+        for key in ("loss", "grad_norm"):
+            v = (logs or {}).get(key)
+            if v is not None and not math.isfinite(float(v)):
+                raise RunFailed(f"{key} became {float(v)} at step {state.global_step}", kind="nan")
+        if logs and "loss" in logs:
+            self.loss = float(logs["loss"])
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        if self.progress is None:
+            return
+        trainer = self.trainer_ref[0]
+        means = trainer.generated_reward_means
+        info = {"step": state.global_step, "rounds": len(self.state.rounds), "rho": self.state.meter.breakdown().rho,
+                "reward": means[-1] if means else None, "loss": self.loss}
+        self.progress("train", self.state.meter.total, self.budget, info)
+
+
+def execute_plan(engine: Any, proposal: Proposal, seed: int, state: RunState,
+                 progress: ProgressFn | None) -> tuple[Metrics, dict[str, Any]]:
+    """Run ``proposal`` with ``seed``; returns (metrics, provenance). Updates ``state`` as it goes."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import set_seed
+
+    from runners.grpo.loading import load_policy, load_tokenizer, resolve_policy_path, train_rows
+    from runners.grpo.trainer import RaceGRPOTrainer
+    from runners.rewards import build_reward_system
+
+    plan, opts, device = proposal.plan, engine.opts, engine.device
+    arch = state.policy
+    state.planned = plan.flops.model_dump()
+    if opts.get("threads"):
+        torch.set_num_threads(int(opts["threads"]))
+    set_seed(seed)
+    path = resolve_policy_path(arch, opts.get("policy_path"), quick=engine.quick, cache_dir=engine.cache_dir)
+    tok = load_tokenizer(arch, path)
+    model = load_policy(path, arch, tok, device=device)
+    scorer_path = opts.get("scorer_path")
+    if scorer_path is None and state.scorer is not None and arch.family == "tiny":
+        from runners.tinyworld.pretrain import ensure_prm
+
+        # Same recipe (quick or full) and cache as the policy.
+        scorer_path = ensure_prm(state.scorer.name, quick=engine.quick, cache_dir=engine.cache_dir)  # type: ignore[arg-type]
+    rewards = build_reward_system(plan.reward, arch.family, device=device, scorer_path=scorer_path)
+    n_eval = int(opts.get("eval_samples", 64 if engine.quick else 256))
+
+    def evaluate(m: Any, phase: str) -> dict[str, float]:
+        t0 = time.perf_counter()
+        if progress is not None:
+            progress(phase, state.meter.total, plan.budget, {})
+        out = _evaluate(m, tok, rewards, n_eval, arch.family)
+        rewards.reset()  # evaluation scoring is not billed to the run
+        state.eval_wall += time.perf_counter() - t0
+        return out
+
+    base = evaluate(model, "eval_base")
+    meter = state.meter
+    guard = BudgetGuard(
+        meter, plan.budget, steps_per_round=plan.num_iterations, groups_per_round=plan.prompts_per_round,
+        group_cost=plan.flops_per_prompt.total, partial_rounds=True,
+    )
+    state.rounds = guard.rounds
+    lr = float(opts.get("learning_rate", 5e-4 if arch.family == "tiny" else 2e-5))
+    config = grpo_config(plan, device=device, seed=seed, learning_rate=lr,
+                         micro_batches=int(opts.get("micro_batches", 1)), use_vllm=bool(opts.get("use_vllm")))
+    n_rows = MAX_STEPS_FACTOR * plan.total_prompts + plan.prompts_per_round
+    data = Dataset.from_list(train_rows(arch, n_rows, seed, dataset=opts.get("dataset", "polaris"),
+                                        data_path=opts.get("data_path")))
+    trainer_ref: list[Any] = []
+    watch = _Watch(state, trainer_ref, plan.budget, progress)
+    trainer = RaceGRPOTrainer(
+        model=model, reward_funcs=rewards.funcs, args=config, train_dataset=data, processing_class=tok,
+        peft_config=LoraConfig(r=plan.lora_rank, lora_alpha=plan.lora_alpha, target_modules=list(plan.lora_targets),
+                               lora_dropout=0.0, task_type="CAUSAL_LM"),
+        completions_kept=plan.completions_kept, round_sizer=guard.groups_for_round, meter=meter,
+        callbacks=[guard, watch],
+    )
+    trainer_ref.append(trainer)
+    FlopMeterCallback.attach(trainer, meter=meter)
+    if rewards.scorer is not None:
+        meter.watch_scorer(rewards.scorer)
+    before = _lora_weights(trainer.model)
+    try:
+        trainer.train()
+    finally:
+        meter.detach()
+    state.stop_reason = guard.stop_reason or "max_steps"
+    after_w = _lora_weights(trainer.model)
+    delta = math.sqrt(sum(float((after_w[n] - w).pow(2).sum()) for n, w in before.items()))
+    after = evaluate(trainer.model, "eval")
+    metrics = Metrics(**after, **{f"{k}_base": v for k, v in base.items()})
+    provenance = {
+        "policy": path,
+        "scorer": getattr(rewards, "scorer_name", None),
+        "adapter_delta_norm": delta,
+        "optimizer_steps": int(trainer.state.global_step),
+        "learning_rate": lr,
+        "eval_samples": n_eval,
+        "eval_seed": EVAL_SEED,
+        "reward_means": [round(x, 4) for x in trainer.generated_reward_means],
+    }
+    return metrics, provenance

@@ -1,0 +1,166 @@
+"""The FLOP meter against the ground truth: ``FlopCounterMode`` wrapped around the same real
+GRPO training runs (tiny random Qwen2 policies, eager attention), the public callback's
+log keys, and the budget guard.
+
+FlopCounterMode has no formula for in-place ``addmm_``, which TRL's chunked LM head uses
+for the hidden-state gradient on CPU; it would count that real GEMM as 0, so the tests
+register the formula (``2 m k n``, like ``addmm``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from planner.accountant import LoRA  # noqa: E402
+from planner.registry import get_model  # noqa: E402
+from runners.meter import LOG_KEYS, BudgetGuard, FlopMeter, FlopMeterCallback  # noqa: E402
+
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def _addmm_(self_shape: Any, a_shape: Any, b_shape: Any, out_shape: Any = None, **_: Any) -> int:
+    return 2 * a_shape[0] * a_shape[1] * b_shape[1]
+
+
+def counted(fn: Any) -> int:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False, custom_mapping={torch.ops.aten.addmm_: _addmm_}) as fc:
+        fn()
+    return int(fc.get_total_flops())
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A random-initialised tiny-s policy and tiny-prm-s scorer saved to folders."""
+    torch.set_num_threads(1)
+    from runners.grpo.loading import random_policy
+    from runners.rewards.prm import ProcessRewardModel, prm_config
+    from runners.tinyworld.tokenizer import build_tokenizer
+
+    root = tmp_path_factory.mktemp("meter")
+    policy = random_policy(get_model("tiny-s"), root / "policy", tokenizer=build_tokenizer())
+    torch.manual_seed(1)
+    prm = ProcessRewardModel(prm_config(get_model("tiny-prm-s")))
+    prm.save_pretrained(root / "prm")
+    return {"policy": policy, "prm": root / "prm", "root": root}
+
+
+def _setup(world: dict[str, Any], tmp: Path, **config: Any) -> tuple[Any, Any, Any]:
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from runners.grpo.loading import load_policy, load_tokenizer
+    from runners.tinyworld.task import make_problems
+
+    arch = get_model("tiny-s")
+    tok = load_tokenizer(arch, world["policy"])
+    model = load_policy(str(world["policy"]), arch, tok, device="cpu")
+    base = {"output_dir": str(tmp), "max_completion_length": 12, "bf16": False, "use_cpu": True,
+            "report_to": [], "save_strategy": "no", "disable_tqdm": True, "logging_steps": 1,
+            "activation_checkpointing": False, "learning_rate": 1e-3, "seed": 0}
+    args = GRPOConfig(**{**base, **config})
+    data = Dataset.from_list([{"prompt": p.prompt} for p in make_problems("train", 32, 0)])
+    return model, tok, (args, data)
+
+
+def test_meter_matches_flopcounter_on_a_downsampled_prm_run(world: dict[str, Any], tmp_path: Path) -> None:
+    """G=8 generated, K=4 kept, mu=2 (old log-probs), PRM rewards: all three phases."""
+    from peft import LoraConfig
+
+    from runners.grpo.trainer import RaceGRPOTrainer
+    from runners.rewards import build_reward_system
+
+    model, tok, (args, data) = _setup(world, tmp_path, per_device_train_batch_size=16, num_generations=8,
+                                      num_iterations=2, max_steps=4)
+    rewards = build_reward_system("proxy-prm", "tiny", scorer_path=world["prm"])
+    meter = FlopMeter(get_model("tiny-s"), lora=LoRA(4, tuple(TARGETS)), scorer=get_model("tiny-prm-s"))
+    trainer = RaceGRPOTrainer(
+        model=model, reward_funcs=rewards.funcs, args=args, train_dataset=data, processing_class=tok,
+        peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS), completions_kept=4, meter=meter,
+    )
+    FlopMeterCallback.attach(trainer, meter=meter)
+    meter.watch_scorer(rewards.scorer)
+    truth = counted(trainer.train)
+    b = meter.breakdown()
+    assert min(b.search, b.learning, b.reward) > 0
+    assert meter.passes == {"generate": meter.passes["generate"], "score": 2, "old_logprobs": 2, "train": 4}
+    assert meter.tokens["reward_scored"] == rewards.scored_tokens()  # hooks see what the PRM ran
+    assert meter.tokens["trained"] == 4 * 8 * (meter.tokens["trained"] // 32)  # 2 prompts x K=4 rows
+    print(f"downsampled PRM run: meter {meter.total:.6g} vs FlopCounterMode {truth:.6g}")
+    assert abs(meter.total / truth - 1) < 0.03, (meter.total, truth)
+    assert abs(meter.total / truth - 1) < 1e-3  # in fact exact up to rotary tables
+
+
+def test_callback_on_a_stock_trainer_logs_the_allocation(world: dict[str, Any], tmp_path: Path) -> None:
+    """Drop-in on TRL's own GRPOTrainer: beta > 0 (reference forward), activation checkpointing."""
+    from peft import LoraConfig
+    from trl import GRPOTrainer
+
+    from runners.rewards import build_reward_system
+
+    model, tok, (args, data) = _setup(world, tmp_path, per_device_train_batch_size=8, num_generations=4,
+                                      beta=0.04, activation_checkpointing=True, max_steps=2)
+    trainer = GRPOTrainer(model=model, reward_funcs=build_reward_system("dense", "tiny").funcs, args=args,
+                          train_dataset=data, processing_class=tok,
+                          peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS))
+    cb = FlopMeterCallback.attach(trainer)
+    assert trainer.callback_handler.callbacks[0] is cb  # ahead of W&B / TensorBoard
+    truth = counted(trainer.train)
+    meter = cb.meter
+    assert meter is not None and meter.lora == LoRA(4, tuple(TARGETS))
+    assert meter.passes["ref_logprobs"] == 2 and meter.flops["reward"] == 0.0
+    print(f"stock trainer, beta, checkpointing: meter {meter.total:.6g} vs FlopCounterMode {truth:.6g}")
+    assert abs(meter.total / truth - 1) < 0.03, (meter.total, truth)
+    steps = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(steps) == 2
+    for h in steps:
+        assert set(LOG_KEYS) <= set(h)
+        assert h["flops/total"] == pytest.approx(h["flops/search"] + h["flops/learning"] + h["flops/reward"])
+        assert h["rho"] == pytest.approx(h["flops/learning"] / h["flops/total"])
+    assert steps[0]["flops/total"] < steps[1]["flops/total"] == pytest.approx(meter.total)
+    assert meter.wall["search"] > 0 and meter.wall["learning"] > 0
+
+
+def test_full_finetuning_is_metered_too(world: dict[str, Any], tmp_path: Path) -> None:
+    from trl import GRPOTrainer
+
+    from runners.rewards import build_reward_system
+
+    model, tok, (args, data) = _setup(world, tmp_path, per_device_train_batch_size=4, num_generations=4, max_steps=1)
+    trainer = GRPOTrainer(model=model, reward_funcs=build_reward_system("sparse", "tiny").funcs, args=args,
+                          train_dataset=data, processing_class=tok)
+    cb = FlopMeterCallback.attach(trainer)
+    truth = counted(trainer.train)
+    assert cb.meter is not None and cb.meter.lora is None
+    print(f"full fine-tuning: meter {cb.meter.total:.6g} vs FlopCounterMode {truth:.6g}")
+    assert abs(cb.meter.total / truth - 1) < 0.03, (cb.meter.total, truth)
+
+
+def test_budget_guard_stops_a_stock_trainer_at_the_nearest_step(world: dict[str, Any], tmp_path: Path) -> None:
+    from peft import LoraConfig
+    from trl import GRPOTrainer
+
+    from runners.rewards import build_reward_system
+
+    model, tok, (args, data) = _setup(world, tmp_path, per_device_train_batch_size=8, num_generations=4, max_steps=30)
+    meter = FlopMeter(get_model("tiny-s"), lora=LoRA(4, ("q_proj", "v_proj")))
+    budget = 1.2e9
+    guard = BudgetGuard(meter, budget)
+    trainer = GRPOTrainer(model=model, reward_funcs=build_reward_system("sparse", "tiny").funcs, args=args,
+                          train_dataset=data, processing_class=tok, callbacks=[guard],
+                          peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    steps: list[float] = []
+    FlopMeterCallback.attach(trainer, meter=meter, progress=lambda m, s: steps.append(m.total))
+    trainer.train()
+    assert guard.stop_reason == "budget" and 1 < trainer.state.global_step < 30
+    costs = [b - a for a, b in zip([0.0, *steps], steps, strict=False)]
+    # Stopped at the step boundary closest to the budget (step costs vary with lengths).
+    assert abs(meter.total - budget) <= 0.5 * max(costs) + 1e-6 * budget
+    with pytest.raises(ValueError, match="budget"):
+        BudgetGuard(meter, float("nan"))
