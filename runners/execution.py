@@ -152,7 +152,8 @@ def _partial_card(last: dict[str, Any] | None) -> ComputeCard:
     """Best card we can build from the last progress report when the engine gave none."""
     flops = float(last["flops"]) if last and _num(last.get("flops")) else 0.0
     info = (last or {}).get("info", {})
-    parts = {k: float(info[k]) for k in ("search", "learning", "reward") if _num(info.get(k))}
+    # flops_* keys (the store's column names): "reward" alone is the reward *metric* so far.
+    parts = {k: float(info[f"flops_{k}"]) for k in ("search", "learning", "reward") if _num(info.get(f"flops_{k}"))}
     if len(parts) == 3:
         split = FlopsSplit(**parts, total=sum(parts.values()))
     else:

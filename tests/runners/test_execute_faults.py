@@ -49,8 +49,9 @@ class FaultySim(SimEngine):
             card = ComputeCard(flops=FlopsSplit(search=2e11, learning=1e11, reward=0, total=3e11), rho=1 / 3)
             raise RunFailed("loss diverged", card=card, kind="nan")
         if fault == "nan":
-            progress("search", 2e11, b, {"search": 2e11, "learning": 0.0, "reward": 0.0})
-            progress("learning", 4e11, b, {"search": 2e11, "learning": 2e11, "reward": 0.0, "loss": float("nan")})
+            split = {"flops_search": 2e11, "flops_learning": 0.0, "flops_reward": 0.0, "reward": 0.4}
+            progress("search", 2e11, b, split)
+            progress("learning", 4e11, b, split | {"flops_learning": 2e11, "loss": float("nan")})
         if fault == "oom":
             raise OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         if fault == "hang":  # Python keeps running: the in-worker alarm stops it
