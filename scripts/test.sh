@@ -6,4 +6,11 @@ cd "$(dirname "$0")/.."
 python3 -m pip install -q torch==2.13.0
 python3 -m pip install -q -c constraints.txt -e '.[dev]'
 python3 -m ruff check .
+# Headless Chromium for the report's browser test (tests/planner/test_browser.py): Debian's
+# package, installed once. Skipped when already installed, without apt-get or root; a failed
+# install only warns (that test then skips and says why).
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 \
+    || echo "warning: could not install chromium; the browser test will skip" >&2
+fi
 python3 -m pytest -q -p no:cacheprovider "$@"

@@ -1,1 +1,43 @@
-"""planner report commands."""
+"""``planner report``: the regime-classification report of a campaign."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from planner.cli.app import command
+
+__all__ = ["report"]
+
+
+@command(name="report")
+def report(
+    data: Annotated[Path, typer.Option("--data", help="Campaign directory (the pilot store).")],
+    out: Annotated[Path, typer.Option("--out", help="Directory for report.md, report.html, "
+                                                   "regimes.json and figures/.")],
+    target: Annotated[str | None, typer.Option(
+        "--target", help="Primary target: native | pass1 | judge (default: the race's, else native)."
+    )] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
+) -> None:
+    """Write the regime-classification report of the runs in --data: report.md, a self-contained report.html, regimes.json and figures (PNG and SVG)."""
+    from planner.errors import ConfigError
+    from planner.report import build_report
+    from planner.schema import TARGETS
+
+    if target is None:
+        from planner.report.data import read_race
+
+        race, _ = read_race(data)
+        target = str(race.get("target", "native")) if race else "native"
+    if target not in TARGETS:
+        raise ConfigError(f"target: unknown target {target!r}; use one of: {', '.join(TARGETS)}")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"out: {str(out)!r} is a file; pass a directory for the report")
+    res = build_report(data, out, target=target, progress=not quiet)
+    typer.echo(res.message)
+    typer.echo(f"report: {res.html}")
+    typer.echo(f"        {res.markdown}")
+    typer.echo(f"        {res.regimes} ({len(res.figures) // 2} figures in {out / 'figures'})")

@@ -1,1 +1,44 @@
-"""runners card commands."""
+"""``runners card RUN_ID``: print one run's compute card."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from runners.cli.app import command
+
+__all__ = ["card"]
+
+
+@command(name="card")
+def card(
+    run_id: Annotated[str, typer.Argument(help="Run id (see the report's card table or DIR/runs/).")],
+    data: Annotated[Path, typer.Option("--data", help="Campaign directory (the pilot store).")],
+) -> None:
+    """Print the compute card of one run: FLOPs by component, rho, tokens and wall time by
+    phase, hardware and software."""
+    import difflib
+
+    from rich.console import Console
+
+    from planner.errors import ConfigError
+    from planner.report.cards import rich_card
+    from runners.store import PilotStore
+
+    if not data.is_dir():
+        raise ConfigError(f"data: no such directory {str(data)!r}; pass the --data of a campaign")
+    records = PilotStore(data).records(status=None)
+    matches = [r for r in records if r.run_id == run_id]
+    if not matches:
+        close = difflib.get_close_matches(run_id, sorted({r.run_id for r in records}), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"{len(records)} run(s) are there; see DIR/runs/"
+        raise ConfigError(f"run_id: no run {run_id!r} in {data}; {hint}")
+    # The ok record is the run's result; without one, the latest failed attempt explains it.
+    ok = [r for r in matches if r.status == "ok"]
+    rec = ok[0] if ok else max(matches, key=lambda r: r.attempt)
+    Console().print(rich_card(rec))
+    if len(matches) > 1:
+        Console(stderr=True).print(f"({len(matches)} records of this run: "
+                                   f"{sum(r.status != 'ok' for r in matches)} failed attempt(s))")

@@ -1,0 +1,128 @@
+"""``build_report``: a campaign directory in, the report files out.
+
+Writes into ``out``: ``report.md``, ``report.html`` (self-contained), ``regimes.json``
+and ``figures/<name>.png|.svg``. Long steps (surrogate fits, figures) show a ``rich``
+progress display on stderr when ``progress`` is on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planner.schema import TARGETS
+
+__all__ = ["ReportResult", "build_report"]
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    out: Path
+    markdown: Path
+    html: Path
+    regimes: Path
+    figures: list[Path] = field(default_factory=list)  # PNG and SVG
+    status: str = "ok"  # ok | empty | all-failed | no-fit
+    message: str = ""
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    # A reader (or a browser reloading the page) never sees a half-written report.
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Any]:
+    """A rich Progress on stderr, or a stand-in with the same two methods when disabled."""
+    if not enabled:
+        class _Quiet:
+            def add_task(self, *_a: Any, **_k: Any) -> int:
+                return 0
+
+            def update(self, *_a: Any, **_k: Any) -> None:
+                return None
+
+        yield _Quiet()
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=False) as prog:
+        yield prog
+
+
+def build_report(
+    data_dir: str | Path,
+    out: str | Path,
+    *,
+    target: str = "native",
+    targets: Sequence[str] = TARGETS,
+    progress: bool = False,
+) -> ReportResult:
+    """Build the regime-classification report of the campaign in ``data_dir`` into ``out``.
+
+    Never fails on an empty or all-failed dataset: the files are written and say so.
+    Raises :class:`~planner.errors.ConfigError` for a missing data directory or an
+    unknown target.
+    """
+    from planner.errors import ConfigError
+    from planner.report.data import assemble
+    from planner.report.document import blocks, regimes_json, status_line, status_of
+    from planner.report.figures import all_figures, n_figures, save
+    from planner.report.render import FigureRef, to_html, to_markdown
+
+    # Bad input fails before any progress display starts: one clean error line.
+    if target not in targets or any(t not in TARGETS for t in targets):
+        raise ConfigError(f"target: unknown target {target!r}; use one of: {', '.join(TARGETS)}")
+    if not Path(data_dir).is_dir():
+        raise ConfigError(f"data: no such directory {str(data_dir)!r}; pass the --data of a campaign")
+    out = Path(out)
+    with _progress(progress) as prog:
+        steps = 2 + 2 * len(targets)
+        task = prog.add_task("report", total=steps)
+        done = 0
+
+        def step(msg: str) -> None:
+            nonlocal done
+            prog.update(task, description=msg, completed=min(done, steps))
+            done += 1
+
+        data = assemble(data_dir, target, targets=targets, step=step)
+        prog.update(task, description="data ready", completed=steps)
+
+        import matplotlib
+
+        matplotlib.use("Agg", force=True)  # no display needed; no pyplot state is used either
+        ftask = prog.add_task("figures", total=max(1, n_figures(data)))
+        specs = all_figures(data, tick=lambda: prog.update(ftask, advance=1))
+        prog.update(ftask, description="saving figures")
+        fig_dir = out / "figures"
+        out.mkdir(parents=True, exist_ok=True)
+        figs: dict[str, list[FigureRef]] = {}
+        paths: list[Path] = []
+        for spec in specs:
+            png, svg, raw = save(spec, fig_dir)
+            paths += [png, svg]
+            figs.setdefault(spec.section, []).append(
+                FigureRef(spec.name, spec.title, spec.caption, raw,
+                          png.relative_to(out).as_posix(), svg.relative_to(out).as_posix())
+            )
+        prog.update(ftask, description="figures", completed=max(1, n_figures(data)))
+
+        doc = blocks(data, figs)
+        md, page, reg = out / "report.md", out / "report.html", out / "regimes.json"
+        _atomic_write(md, to_markdown(doc))
+        _atomic_write(page, to_html(doc, f"RACE regime report: {data.data_dir.name or data.data_dir}"))
+        _atomic_write(reg, json.dumps(regimes_json(data), indent=2, default=str) + "\n")
+    return ReportResult(out, md, page, reg, paths, status_of(data), status_line(data))

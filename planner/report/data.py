@@ -1,0 +1,374 @@
+"""Report data: records from the pilot store, one surrogate fit per target, frontiers and
+regime calls per setting, leave-one-out diagnostics and cross-target disagreement.
+
+Everything the figures and renderers show is computed here once, so the markdown, the
+HTML and ``regimes.json`` agree. The surrogate (``surrogate.FrontierSurrogate``) and the
+regime logic (``planner.regime``) are used through their public APIs; this module only
+decides *which* settings to evaluate and on which rho grid. Heavy imports (torch via
+``surrogate``) stay inside functions.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.errors import ConfigError
+from planner.regime import RegimeCall, classify, shares_for_rho
+from planner.schema import TARGETS, RunRecord
+
+__all__ = [
+    "Disagreement",
+    "Frontier",
+    "ReportData",
+    "Setting",
+    "TargetFit",
+    "assemble",
+    "disagreements",
+    "load_records",
+]
+
+GRID_POINTS = 61
+N_SAMPLES = 256
+LEVEL = 0.9
+
+StepFn = Callable[[str], None]
+
+
+@dataclass(frozen=True, order=True)
+class Setting:
+    """(policy model, reward system, budget); the target is carried next to it."""
+
+    model: str
+    reward: str
+    budget: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} / {self.reward} / {self.budget:.2g}"
+
+    @property
+    def slug(self) -> str:
+        """File-name-safe id (figure names)."""
+        raw = f"{self.model}-{self.reward}-b{self.budget:.1e}".replace("+", "")
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", raw)
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """One setting's frontier under one target: posterior mean/std on a rho grid and the
+    regime call from joint posterior samples."""
+
+    setting: Setting
+    target: str
+    grid: NDArray[np.float64]
+    mean: NDArray[np.float64]
+    std: NDArray[np.float64]
+    call: RegimeCall
+    reward_fraction: float  # reward / (search + reward) of the non-learning FLOPs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.setting.model,
+            "reward": self.setting.reward,
+            "budget": self.setting.budget,
+            "target": self.target,
+            **self.call.to_dict(),
+            "predicted_at_rho_star": float(self.mean[int(np.argmax(self.mean))]),
+        }
+
+
+@dataclass
+class TargetFit:
+    """The surrogate of one target, or why there is none (``error``)."""
+
+    target: str
+    n_obs: int = 0
+    frontiers: dict[Setting, Frontier] = field(default_factory=dict)
+    loo: Any = None  # surrogate.LOOResult
+    fit_seconds: float = 0.0
+    error: str | None = None
+    loo_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """rho* of one setting under every fitted target, and the target pairs whose credible
+    intervals do not overlap (they disagree by more than the uncertainty)."""
+
+    setting: Setting
+    calls: dict[str, RegimeCall]
+    flagged: tuple[tuple[str, str], ...]
+
+    @property
+    def regimes_differ(self) -> bool:
+        return len({c.regime for c in self.calls.values()}) > 1
+
+
+@dataclass
+class ReportData:
+    data_dir: Path
+    target: str
+    ok: list[RunRecord]
+    failed: list[RunRecord]
+    corrupt: list[tuple[str, str]]
+    settings: list[Setting] = field(default_factory=list)
+    fits: dict[str, TargetFit] = field(default_factory=dict)
+    race: dict[str, Any] | None = None  # DIR/regimes.json of `planner race`, when there is one
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def records(self) -> list[RunRecord]:
+        return [*self.ok, *self.failed]
+
+    @property
+    def primary(self) -> TargetFit | None:
+        return self.fits.get(self.target)
+
+    @property
+    def engines(self) -> list[str]:
+        return sorted({r.engine for r in self.records})
+
+    @property
+    def engine_text(self) -> str:
+        """'simulated', 'real' or 'mixed', with engine names: stated on every figure."""
+        sims = {r.simulated for r in self.records}
+        kind = "none" if not sims else "mixed real + SIMULATED" if len(sims) > 1 else (
+            "SIMULATED" if sims == {True} else "real"
+        )
+        return f"{kind} ({', '.join(self.engines) or 'no engine'})"
+
+    @property
+    def source_text(self) -> str:
+        return f"{self.data_dir} ({len(self.ok)} ok runs, {len(self.failed)} failed)"
+
+    @property
+    def empty(self) -> bool:
+        return not self.records
+
+    @property
+    def all_failed(self) -> bool:
+        return bool(self.failed) and not self.ok
+
+
+def load_records(data_dir: Path) -> tuple[list[RunRecord], list[RunRecord], list[tuple[str, str]]]:
+    """ok records, failed attempts and corrupt files (name, reason) of a pilot store."""
+    from planner.engine import open_store
+
+    if not data_dir.is_dir():
+        raise ConfigError(f"data: no such directory {str(data_dir)!r}; pass the --data of a campaign")
+    store = open_store(data_dir)
+    ok = store.records(status="ok")
+    corrupt = [(str(c.path), c.reason) for c in getattr(store, "corrupt_", [])]
+    failed = store.records(status="failed")
+    corrupt += [(str(c.path), c.reason) for c in getattr(store, "corrupt_", [])]
+    key = lambda r: (r.model, r.reward, r.budget, r.rho_planned, r.seed, r.run_id, r.attempt)  # noqa: E731
+    return sorted(ok, key=key), sorted(failed, key=key), corrupt
+
+
+def settings_of(records: Iterable[RunRecord]) -> list[Setting]:
+    return sorted({Setting(r.model, r.reward, float(r.budget)) for r in records})
+
+
+def read_race(data_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """``DIR/regimes.json`` written by ``planner race`` (None if absent) and a note if unreadable."""
+    import json
+
+    path = data_dir / "regimes.json"
+    if not path.is_file():
+        return None, None
+    try:
+        doc = json.loads(path.read_text())
+        budget = float(doc["budget"])
+        pairs = [(str(e["model"]), str(e["reward"])) for e in doc.get("settings", [])]
+    except Exception as exc:  # a hand-edited or half-written file must not sink the report
+        return None, f"{path} is not a readable race summary ({str(exc)[:120]}); ignored"
+    if not math.isfinite(budget) or budget <= 0 or not pairs:
+        return None, f"{path} names no target budget or settings; ignored"
+    return doc, None
+
+
+def _fallback_grid(runs: Sequence[RunRecord]) -> NDArray[np.float64]:
+    """Observed rho range, padded: for a model that is not in the registry (a real run
+    from a config path) the compiler cannot say which rhos the levers reach."""
+    rhos = [r.card.rho for r in runs] or [0.5]
+    return np.linspace(max(min(rhos) - 0.05, 0.01), min(max(rhos) + 0.05, 0.99), GRID_POINTS)
+
+
+def _metered_fraction(runs: Sequence[RunRecord]) -> float:
+    s = sum(r.card.flops.search for r in runs)
+    w = sum(r.card.flops.reward for r in runs)
+    return w / (s + w) if s + w > 0 else 0.0
+
+
+def _frontier(model: Any, setting: Setting, target: str, runs: Sequence[RunRecord]) -> Frontier:
+    """The frontier and regime call, computed exactly as ``planner race`` does
+    (:mod:`planner.frontier`: same rho grid, shares, sample count and seed), so the report
+    and the race's own regimes.json agree on the same fit."""
+    from planner import frontier as pf
+
+    m, r, b = setting.model, setting.reward, setting.budget
+    try:
+        grid = pf.rho_grid(m, r)
+        frac = pf.reward_fraction(m, r)
+        call = pf.classify_setting(model, m, r, b, grid=grid, n_samples=N_SAMPLES, seed=0, level=LEVEL)
+    except ConfigError:  # not a registry model: grid and shares from what was metered
+        grid, frac = _fallback_grid(runs), _metered_fraction(runs)
+        samples = model.sample_frontier(m, r, b, grid, n_samples=N_SAMPLES, seed=0)
+        mean, _ = model.frontier(m, r, b, grid)
+        call = classify(samples, grid, shares_for_rho(grid, frac), mean=mean, level=LEVEL)
+    mean, std = model.frontier(m, r, b, grid)
+    return Frontier(setting, target, grid, np.asarray(mean), np.asarray(std), call, frac)
+
+
+def _fit(target: str, ok: Sequence[RunRecord], race: dict[str, Any] | None) -> tuple[Any, TargetFit]:
+    import time
+
+    from surrogate import FrontierSurrogate
+
+    fit = TargetFit(target)
+    fit.n_obs = sum(1 for r in ok if getattr(r.metrics, target) is not None)
+    t0 = time.perf_counter()
+    try:
+        # The race fits its budget axis over (pilot / 10, target); the same range here
+        # keeps the report's calls those of the race.
+        span = (float(race["pilot_budget"]) / 10, float(race["budget"])) if race and race.get("pilot_budget") else None
+        model = FrontierSurrogate(
+            target,
+            rewards=sorted({r.reward for r in ok}),
+            models={r.model: r.model_params for r in ok},
+            budget_range=span,
+        ).fit(ok)
+    except Exception as exc:  # NotFittedError, numerical failures: report, don't crash
+        fit.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return None, fit
+    fit.fit_seconds = time.perf_counter() - t0
+    try:
+        fit.loo = model.loo_cv()
+    except Exception as exc:  # a diagnostic: its failure leaves one panel out, not the report
+        fit.loo_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return model, fit
+
+
+def assemble(
+    data_dir: str | Path,
+    target: str = "native",
+    *,
+    targets: Sequence[str] = TARGETS,
+    step: StepFn | None = None,
+) -> ReportData:
+    """Load a campaign and compute everything the report shows.
+
+    Fits one surrogate per target in ``targets`` (the primary ``target`` first); a target
+    with fewer than two measurements gets a ``TargetFit`` with ``error`` set instead.
+    ``step(description)`` is called before each long step (progress display).
+    """
+    if target not in TARGETS:
+        raise ConfigError(f"target: unknown target {target!r}; use one of: {', '.join(TARGETS)}")
+    say = step or (lambda _msg: None)
+    root = Path(data_dir)
+    say("loading records")
+    ok, failed, corrupt = load_records(root)
+    race, note = read_race(root)
+    data = ReportData(root, target, ok, failed, corrupt, settings=settings_of(ok), race=race)
+    if note:
+        data.notes.append(note)
+    if race is not None:
+        # The decision the race made is at its target budget, where there may be no runs
+        # at all (pilots are cheaper): evaluate those settings too.
+        extra = {Setting(e["model"], e["reward"], float(race["budget"])) for e in race["settings"]}
+        data.settings = sorted(set(data.settings) | extra)
+    if not ok:
+        return data
+    by_setting = {s: [r for r in ok if Setting(r.model, r.reward, float(r.budget)) == s] for s in data.settings}
+    known = {(r.model, r.reward) for r in ok}
+    order = [target, *(t for t in targets if t != target)]
+    import warnings
+
+    with warnings.catch_warnings(), _one_thread():
+        # Cholesky jitter notices are routine for GPs on few points; they are not for the
+        # reader of a report (a fit that truly fails is reported in its TargetFit).
+        warnings.simplefilter("ignore")
+        _fit_all(data, order, {s: v for s, v in by_setting.items() if (s.model, s.reward) in known}, say)
+    return data
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run torch single-threaded, then restore. The GP's matrices are tens of rows: extra
+    threads buy nothing, and on a shared 2-core machine their spinning made each fit ~10x
+    slower (measured: 12 s vs 1.2 s for one fit on 16 points)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _fit_all(data: ReportData, order: Sequence[str], by_setting: dict[Setting, list[RunRecord]],
+             say: StepFn) -> None:
+    for t in order:
+        say(f"fitting the {t} surrogate")
+        model, fit = _fit(t, data.ok, data.race)
+        data.fits[t] = fit
+        if model is None:
+            continue
+        say(f"{t} frontiers")
+        measured = {(r.model, r.reward) for r in data.ok if getattr(r.metrics, t) is not None}
+        for s, runs in by_setting.items():
+            if (s.model, s.reward) in measured:
+                fit.frontiers[s] = _frontier(model, s, t, runs)
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def disagreements(data: ReportData) -> list[Disagreement]:
+    """Per setting, rho* under each fitted target and the pairs whose intervals are disjoint."""
+    out = []
+    for s in data.settings:
+        calls = {t: f.frontiers[s].call for t, f in data.fits.items() if s in f.frontiers}
+        if len(calls) < 2:
+            continue
+        ordered = [t for t in TARGETS if t in calls]
+        flagged = tuple(
+            (a, b) for a, b in combinations(ordered, 2) if not _overlap(calls[a].rho_star_ci, calls[b].rho_star_ci)
+        )
+        out.append(Disagreement(s, {t: calls[t] for t in ordered}, flagged))
+    return out
+
+
+def observed(runs: Iterable[RunRecord], target: str) -> list[tuple[float, float, float, list[float]]]:
+    """Seed replicates grouped by planned rho: (mean metered rho, mean y, spread, ys)."""
+    groups: dict[float, list[RunRecord]] = {}
+    for r in runs:
+        if getattr(r.metrics, target) is not None:
+            groups.setdefault(round(r.rho_planned, 4), []).append(r)
+    out = []
+    for _, g in sorted(groups.items()):
+        ys = [float(getattr(r.metrics, target)) for r in g]
+        spread = (max(ys) - min(ys)) / 2 if len(ys) > 1 else 0.0
+        rho = float(np.mean([r.card.rho for r in g]))
+        out.append((rho, float(np.mean(ys)), spread, ys))
+    return out
+
+
+def finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)

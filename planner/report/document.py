@@ -1,0 +1,233 @@
+"""What the report says: report data + saved figures -> blocks and ``regimes.json``.
+
+The wording of the status lines matters: an empty or all-failed campaign produces a
+report that says so in its first lines, not a stack trace and not an empty page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from planner.report.cards import CARD_COLUMNS, card_rows
+from planner.report.data import ReportData, Setting, disagreements
+from planner.report.render import Block, FigureRef
+
+__all__ = ["blocks", "regimes_json", "status_line"]
+
+SCHEMA_VERSION = 1
+
+
+def status_of(data: ReportData) -> str:
+    if data.empty:
+        return "empty"
+    if data.all_failed:
+        return "all-failed"
+    fit = data.primary
+    if fit is None or not fit.ok:
+        return "no-fit"
+    return "ok"
+
+
+def status_line(data: ReportData) -> str:
+    """One plain sentence on what the data supports (first line of the report)."""
+    st = status_of(data)
+    if st == "empty":
+        extra = f" ({len(data.corrupt)} unreadable file(s) were skipped)" if data.corrupt else ""
+        return (f"No runs found in {data.data_dir}{extra}: there is nothing to report yet. "
+                "Run proposals with `runners execute` or `planner race` into this directory first.")
+    if st == "all-failed":
+        return (f"All {len(data.failed)} run(s) in {data.data_dir} failed: no frontier can be fitted "
+                "and no regime can be called. The failed runs and their errors are listed below.")
+    if st == "no-fit":
+        why = data.primary.error if data.primary else "not fitted"
+        return (f"The {data.target} surrogate could not be fitted ({why}); frontiers and regime calls "
+                "are missing. Run more pilots measuring this target.")
+    n = len(data.primary.frontiers) if data.primary else 0
+    return (f"{len(data.ok)} successful and {len(data.failed)} failed run(s) in {data.data_dir}; "
+            f"{n} setting(s) called under the {data.target} target.")
+
+
+def _fmt_ci(ci: Sequence[float]) -> str:
+    return f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+def _figs(figs: dict[str, list[FigureRef]], section: str) -> list[Block]:
+    return [Block("figure", figure=f) for f in figs.get(section, [])]
+
+
+def _race(data: ReportData) -> list[Block]:
+    """The race's own summary (DIR/regimes.json) beside the report's recomputed calls."""
+    race = data.race
+    if race is None:
+        return []
+    out = [Block("h2", "Race"), Block("p", (
+        f"`planner race` ({race.get('strategy', '?')} strategy) decided the {race.get('target', '?')} regime "
+        f"at {float(race['budget']):.3g} FLOPs from pilots at {float(race.get('pilot_budget') or 0):.3g}; "
+        f"it stopped after {race.get('rounds', '?')} round(s) and {race.get('runs', '?')} run(s) "
+        f"({float(race.get('flops_spent') or 0):.3g} FLOPs): {race.get('stop_reason', '?')} "
+        f"(confidence threshold {race.get('confidence', '?')})."))]
+    fit = data.fits.get(str(race.get("target")))
+    rows = []
+    for e in race.get("settings", []):
+        s = Setting(str(e["model"]), str(e["reward"]), float(race["budget"]))
+        mine = fit.frontiers.get(s) if fit else None
+        ci = e.get("rho_star_ci") or [float("nan")] * 2
+        p = (e.get("probabilities") or {}).get(e.get("regime"), float("nan"))
+        rows.append([s.model, s.reward, f"{e.get('rho_star', float('nan')):.2f}", _fmt_ci(ci),
+                     str(e.get("regime")), f"{p:.2f}", "yes" if e.get("confident") else "no",
+                     f"{mine.call.rho_star:.2f} {_fmt_ci(mine.call.rho_star_ci)} {mine.call.regime}"
+                     if mine else "n/a"])
+    out.append(Block("table", headers=["model", "reward", "race rho*", "90% interval", "regime", "P",
+                                       "confident", "report (same data, refitted)"], rows=rows,
+                     flags=[r[6] == "no" for r in rows]))
+    return out
+
+
+def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    out = [Block("h1", "RACE regime report")]
+    st = status_of(data)
+    out.append(Block("warn" if st != "ok" else "note", status_line(data)))
+    out.append(Block("p", f"Data: {data.source_text}. Engine: {data.engine_text}. "
+                          f"Primary target: {data.target}. Generated {now} by `planner report`."))
+    if any(r.simulated for r in data.records):
+        out.append(Block("warn", "Results from the sim engine are SIMULATED: they measure the planner "
+                                 "against a known world, not a real training run."))
+    if data.corrupt:
+        out.append(Block("warn", f"{len(data.corrupt)} unreadable record file(s) were skipped (listed at the end)."))
+    out += [Block("note", n) for n in data.notes]
+    out += _race(data)
+
+    fit = data.primary
+    if fit is not None and fit.frontiers:
+        out.append(Block("h2", "Regime calls"))
+        out.append(Block("p", f"Per setting under the {data.target} target: rho* is the argmax of the "
+                              "posterior-mean frontier, its interval the 90% credible interval of the "
+                              "argmax over posterior sample paths, and the regime the most probable "
+                              "label over those paths (P: its share). With a flat frontier rho* can "
+                              "sit outside the interval: the data do not pin the argmax down."))
+        rows = []
+        for s, f in fit.frontiers.items():
+            n = sum(1 for r in data.ok if (r.model, r.reward, float(r.budget)) == (s.model, s.reward, s.budget))
+            c = f.call
+            rows.append([s.model, s.reward, f"{s.budget:.2g}", str(n), f"{c.rho_star:.2f}",
+                         _fmt_ci(c.rho_star_ci), c.regime, f"{c.confidence:.2f}",
+                         f"{f.mean.max():.3f}"])
+        out.append(Block("table", headers=["model", "reward", "budget", "runs", "rho*", "90% interval",
+                                           "regime", "P(regime)", f"predicted {data.target} at rho*"],
+                         rows=rows))
+        out.append(Block("h2", "Frontiers"))
+        out += _figs(figs, "frontiers")
+        out.append(Block("h2", "rho* against model size"))
+        out += _figs(figs, "size")
+
+    dis = disagreements(data)
+    if dis:
+        out.append(Block("h2", "Target disagreement"))
+        out.append(Block("p", "rho* of each setting under native (training reward), pass1 (downstream "
+                              "pass@1) and judge (process judge). A setting is flagged when two targets' "
+                              "90% intervals do not overlap: they disagree by more than the uncertainty."))
+        out += _figs(figs, "targets")
+        targets = list(dis[0].calls) if dis else []
+        rows, flags = [], []
+        for d in dis:
+            cells = [f"{c.rho_star:.2f} {_fmt_ci(c.rho_star_ci)} {c.regime}" for c in d.calls.values()]
+            flag = "; ".join(f"{a} vs {b}" for a, b in d.flagged) or ("regimes differ" if d.regimes_differ else "")
+            rows.append([d.setting.label, *cells, flag or "agree"])
+            flags.append(bool(d.flagged))
+        headers = ["setting", *(f"{t}: rho* [90%] regime" for t in targets), "disagreement"]
+        # settings missing a target (not measured) get blank cells rather than misaligned ones
+        rows = [r + [""] * (len(headers) - len(r)) for r in rows]
+        out.append(Block("table", headers=headers, rows=rows, flags=flags))
+
+    unfitted = [f for f in data.fits.values() if not f.ok]
+    for f in unfitted:
+        out.append(Block("note", f"No {f.target} surrogate: {f.error}"))
+
+    if not data.empty:
+        out.append(Block("h2", "FLOP split of every run"))
+        out += _figs(figs, "split")
+
+    fitted = [f for f in data.fits.values() if f.ok]
+    if fitted:
+        out.append(Block("h2", "Surrogate diagnostics"))
+        out += _figs(figs, "diagnostics")
+        rows = []
+        for f in fitted:
+            loo = f.loo
+            rows.append([f.target, str(f.n_obs), str(loo.n) if loo else "-",
+                         f"{loo.coverage90:.0%}" if loo else "-", f"{loo.rmse:.3g}" if loo else "-",
+                         f"{loo.loglik:.2f}" if loo else (f.loo_error or "-"), f"{f.fit_seconds:.1f} s"])
+        out.append(Block("table", headers=["target", "runs", "LOO points", "90% coverage", "RMSE",
+                                           "log lik / point", "fit time"], rows=rows))
+
+    if data.failed:
+        out.append(Block("h2", "Failed runs"))
+        out.append(Block("table", headers=["run", "model", "reward", "rho", "budget", "attempt", "error"],
+                         rows=[[r.run_id, r.model, r.reward, f"{r.rho_planned:.2f}", f"{r.budget:.2g}",
+                                str(r.attempt), r.error or "(no message)"] for r in data.failed]))
+    if data.corrupt:
+        out.append(Block("h2", "Unreadable record files"))
+        out.append(Block("table", headers=["file", "reason"], rows=[list(c) for c in data.corrupt]))
+
+    if data.records:
+        out.append(Block("h2", "Compute cards"))
+        out.append(Block("p", "One card per record: total metered FLOPs, the search / learning / reward "
+                              "split as shares of it, rho, tokens and wall time by phase, hardware and "
+                              "software. `runners card RUN_ID --data DIR` prints one in full."))
+        cards = card_rows(data.records)
+        out.append(Block("table", headers=list(CARD_COLUMNS),
+                         rows=[[c[k] for k in CARD_COLUMNS] for c in cards],
+                         flags=[not c["status"].startswith("ok") for c in cards]))
+    return out
+
+
+def _loo(f: Any) -> dict[str, Any] | None:
+    if f.loo is None:
+        return None
+    return {"n": f.loo.n, "coverage90": f.loo.coverage90, "rmse": f.loo.rmse, "loglik": f.loo.loglik}
+
+
+def regimes_json(data: ReportData) -> dict[str, Any]:
+    """Machine-readable regime calls (``regimes.json`` next to the report)."""
+    sims = {r.simulated for r in data.records}
+    fit = data.primary
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "generated_by": "planner report",
+        "status": status_of(data),
+        "message": status_line(data),
+        "data": str(data.data_dir),
+        "engine": data.engine_text,
+        "simulated": None if not sims else (sims == {True} if len(sims) == 1 else "mixed"),
+        "target": data.target,
+        "runs": {"ok": len(data.ok), "failed": len(data.failed), "corrupt": len(data.corrupt)},
+        "settings": [f.to_dict() for f in fit.frontiers.values()] if fit else [],
+        "by_target": {
+            t: {
+                "fitted": f.ok,
+                "error": f.error,
+                "n_obs": f.n_obs,
+                "loo": _loo(f),
+                "settings": [fr.to_dict() for fr in f.frontiers.values()],
+            }
+            for t, f in data.fits.items()
+        },
+        "disagreements": [
+            {
+                "model": d.setting.model,
+                "reward": d.setting.reward,
+                "budget": d.setting.budget,
+                "rho_star": {t: c.rho_star for t, c in d.calls.items()},
+                "rho_star_ci": {t: list(c.rho_star_ci) for t, c in d.calls.items()},
+                "regime": {t: c.regime for t, c in d.calls.items()},
+                "flagged": [list(p) for p in d.flagged],
+            }
+            for d in disagreements(data)
+        ],
+        "race": data.race,
+        "notes": data.notes,
+        "failed_runs": [{"run_id": r.run_id, "attempt": r.attempt, "error": r.error} for r in data.failed],
+    }

@@ -1,0 +1,279 @@
+"""The report's figures (matplotlib, Agg, no pyplot global state).
+
+Each builder returns :class:`FigureSpec` objects; :func:`save` writes PNG and SVG and
+returns the PNG bytes the HTML embeds. Every figure carries a footer naming the engine
+(real or SIMULATED) and the data it came from, so a figure copied out of the report still
+says what it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from planner.regime import LABELS, regime_labels, shares_for_rho
+from planner.report.data import Frontier, ReportData, Setting, disagreements, observed
+
+__all__ = ["FigureSpec", "all_figures", "save"]
+
+COLORS = {"search": "#4C72B0", "learning": "#DD8452", "reward": "#55A868"}
+TARGET_COLORS = {"native": "#4C72B0", "pass1": "#C44E52", "judge": "#8172B3"}
+MAX_SPLIT_RUNS = 120
+Z50, Z90 = 0.6744897501960817, 1.6448536269514722
+
+
+@dataclass
+class FigureSpec:
+    name: str  # file stem under figures/
+    title: str
+    caption: str
+    fig: Any  # matplotlib.figure.Figure
+    section: str = ""
+
+
+def _figure(w: float, h: float) -> Any:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(w, h), dpi=110, layout="constrained")
+
+
+def _footer(fig: Any, data: ReportData, target: str | None = None) -> str:
+    text = f"engine: {data.engine_text} | data: {data.source_text}"
+    if target:
+        text += f" | target: {target}"
+    fig.supxlabel(text, fontsize=7, color="#555555")
+    return text
+
+
+def save(spec: FigureSpec, folder: Path) -> tuple[Path, Path, bytes]:
+    """Write ``name.png`` and ``name.svg``; return both paths and the PNG bytes.
+
+    Metadata that names matplotlib's web site or a date is dropped: the HTML must hold no
+    web address, and reruns on the same data should give byte-identical files.
+    """
+    import io
+
+    import matplotlib
+
+    folder.mkdir(parents=True, exist_ok=True)
+    png, svg = folder / f"{spec.name}.png", folder / f"{spec.name}.svg"
+    buf = io.BytesIO()
+    spec.fig.savefig(buf, format="png", metadata={"Software": None})
+    png.write_bytes(buf.getvalue())
+    # Text stays text in the SVG (searchable, and the engine/data footer is greppable);
+    # a fixed hash salt gives stable element ids across reruns.
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "race-report"}):
+        spec.fig.savefig(svg, format="svg", metadata={"Creator": None, "Date": None, "Format": None, "Type": None})
+    return png, svg, buf.getvalue()
+
+
+# ----------------------------------------------------------------------------- frontier
+def frontier_figure(data: ReportData, fr: Frontier) -> FigureSpec:
+    fig = _figure(7.2, 4.4)
+    ax = fig.add_subplot()
+    g, m, sd = fr.grid, fr.mean, fr.std
+    ax.fill_between(g, m - Z90 * sd, m + Z90 * sd, color="#4C72B0", alpha=0.15, lw=0, label="90% band")
+    ax.fill_between(g, m - Z50 * sd, m + Z50 * sd, color="#4C72B0", alpha=0.30, lw=0, label="50% band")
+    ax.plot(g, m, color="#1f3b73", lw=2, label="posterior mean")
+    runs = [r for r in data.ok if Setting(r.model, r.reward, float(r.budget)) == fr.setting]
+    if not runs:
+        ax.text(0.5, 0.5, "no runs at this budget:\nextrapolated from pilots at other budgets",
+                transform=ax.transAxes, ha="center", va="center", fontsize=9, color="#8a5a00")
+    for i, (rho, y, spread, ys) in enumerate(observed(runs, fr.target)):
+        ax.scatter([rho] * len(ys), ys, s=12, color="black", alpha=0.45, zorder=3,
+                   label="runs (each seed)" if i == 0 else None)
+        ax.errorbar([rho], [y], yerr=[spread], fmt="o", ms=6, color="black", mfc="white", capsize=4,
+                    zorder=4, label="seed mean +- half-range" if i == 0 else None)
+    c = fr.call
+    ax.axvspan(*c.rho_star_ci, color="#DD8452", alpha=0.15, lw=0,
+               label=f"rho* {int(c.level * 100)}% interval [{c.rho_star_ci[0]:.2f}, {c.rho_star_ci[1]:.2f}]")
+    ax.axvline(c.rho_star, color="#DD8452", lw=2, ls="--", label=f"rho* = {c.rho_star:.2f}")
+    # Regime boundaries on the grid: where the largest component of the allocation changes.
+    labels = regime_labels(shares_for_rho(g, fr.reward_fraction))
+    for j in np.flatnonzero(np.diff(labels)):
+        ax.axvline(g[j + 1], color="#888888", lw=1, ls=":")
+        ax.text(g[j + 1], 1.0, f" {LABELS[labels[j + 1]]} ->", transform=ax.get_xaxis_transform(),
+                fontsize=7, color="#666666", va="top")
+    probs = "\n".join(f"P({k}) = {v:.2f}" for k, v in c.probabilities.items() if v > 0 or k == c.regime)
+    ax.text(0.02, 0.03, f"regime: {c.regime}\n{probs}", transform=ax.transAxes, fontsize=8,
+            va="bottom", bbox={"boxstyle": "round", "fc": "white", "ec": "#999999", "alpha": 0.9})
+    ax.set_xlabel("rho = learning FLOPs / total FLOPs")
+    ax.set_ylabel(f"{fr.target} (after training)")
+    ax.set_title(f"Frontier: {fr.setting.label} (model / reward / budget)", fontsize=10)
+    ax.legend(fontsize=7, loc="upper right", framealpha=0.9)
+    ax.grid(alpha=0.3)
+    foot = _footer(fig, data, fr.target)
+    cap = (f"Frontier of {fr.setting.label} under {fr.target}: posterior mean with 50% and 90% bands, "
+           f"observed runs with their seed spread, rho* = {c.rho_star:.2f} "
+           f"[{c.rho_star_ci[0]:.2f}, {c.rho_star_ci[1]:.2f}], regime {c.regime} "
+           f"(P = {c.confidence:.2f}).{'' if runs else ' No runs at this budget: extrapolated.'} {foot}.")
+    return FigureSpec(f"frontier-{fr.target}-{fr.setting.slug}", fr.setting.label, cap, fig, "frontiers")
+
+
+# ----------------------------------------------------------------------------- FLOP split
+def split_figure(data: ReportData) -> FigureSpec:
+    recs = data.records[:MAX_SPLIT_RUNS]
+    n = len(recs)
+    fig = _figure(8.0, max(2.5, 0.32 * n + 1.4))
+    ax = fig.add_subplot()
+    y = np.arange(n)
+    for row, r in enumerate(recs):
+        for kind, flops, off, alpha, hatch in (("planned", r.plan.flops, -0.2, 0.45, "//"),
+                                               ("metered", r.card.flops, 0.2, 1.0, None)):
+            left = 0.0
+            for comp in ("search", "learning", "reward"):
+                w = getattr(flops, comp) / r.budget
+                ax.barh(y[row] + off, w, height=0.38, left=left, color=COLORS[comp], alpha=alpha,
+                        hatch=hatch, edgecolor="white", lw=0.3,
+                        label=f"{comp} ({kind})" if row == 0 else None)
+                left += w
+    ax.axvline(1.0, color="black", lw=1, ls="--")
+    ax.set_ylim(n - 0.5, -0.5)  # top row first, no blank margin
+    names = [f"{r.model}/{r.reward} rho {r.rho_planned:.2f} s{r.seed}" + (" FAILED" if r.status != "ok" else "")
+             for r in recs]
+    ax.set_yticks(y, names, fontsize=7)
+    for tick, r in zip(ax.get_yticklabels(), recs, strict=True):
+        if r.status != "ok":
+            tick.set_color("#C44E52")
+    ax.set_xlabel("share of the run's FLOP budget (upper bar planned, lower bar metered)")
+    fig.suptitle("FLOP split of every run: planned vs metered, stacked by component", fontsize=10)
+    fig.legend(fontsize=7, ncol=3, loc="outside upper center")
+    ax.grid(axis="x", alpha=0.3)
+    foot = _footer(fig, data)
+    more = f" Only the first {MAX_SPLIT_RUNS} of {len(data.records)} runs are drawn." if len(data.records) > n else ""
+    cap = ("Planned (hatched) and metered (solid) FLOPs of every run as shares of its budget, stacked "
+           f"search / learning / reward; failed runs in red.{more} {foot}.")
+    return FigureSpec("flop-split", "FLOP split per run", cap, fig, "split")
+
+
+# ----------------------------------------------------------------------------- rho* vs size
+def size_figure(data: ReportData) -> FigureSpec | None:
+    fit = data.primary
+    if fit is None or not fit.frontiers:
+        return None
+    budgets = sorted({s.budget for s in fit.frontiers})[-4:]
+    fig = _figure(4.2 * len(budgets) + 1.0, 4.0)
+    axes = fig.subplots(1, len(budgets), squeeze=False, sharey=True)[0]
+    params = {r.model: r.model_params for r in data.ok}
+    rewards = sorted({s.reward for s in fit.frontiers})
+    for ax, b in zip(axes, budgets, strict=True):
+        for k, rw in enumerate(rewards):
+            frs = sorted((f for s, f in fit.frontiers.items() if s.reward == rw and s.budget == b),
+                         key=lambda f: params[f.setting.model])
+            if not frs:
+                continue
+            x = np.array([params[f.setting.model] for f in frs]) * (1 + 0.03 * (k - len(rewards) / 2))
+            ys = np.array([f.call.rho_star for f in frs])
+            err = np.array([[y - f.call.rho_star_ci[0], f.call.rho_star_ci[1] - y] for f, y in zip(frs, ys, strict=True)]).T
+            ax.errorbar(x, ys, yerr=np.clip(err, 0, None), fmt="-o", capsize=3, label=rw)
+        ax.axhline(0.5, color="#888888", lw=1, ls=":")
+        ax.set_xscale("log")
+        # Ticks at the policies themselves: "3.1B" says more than 3 x 10^9.
+        sizes = sorted({(params[s.model], s.model) for s in fit.frontiers if s.budget == b})
+        ax.set_xticks([p for p, _ in sizes], [f"{m}\n{p / 1e9:.3g}B" if p >= 1e8 else f"{m}\n{p / 1e6:.3g}M"
+                                               for p, m in sizes], fontsize=7)
+        ax.minorticks_off()
+        ax.set_xlabel("policy (parameters)")
+        ax.set_title(f"budget {b:.2g} FLOPs", fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(f"rho* under {data.target} (90% interval)")
+    axes[-1].legend(fontsize=7, title="reward", title_fontsize=7)
+    fig.suptitle("rho* against model size for each reward system", fontsize=10)
+    foot = _footer(fig, data, data.target)
+    cap = ("rho* (argmax of the posterior-mean frontier) against policy size, one line per reward "
+           f"system, with 90% intervals; the dotted line is rho = 0.5. {foot}.")
+    return FigureSpec("rho-star-vs-size", "rho* vs model size", cap, fig, "size")
+
+
+# ----------------------------------------------------------------------------- targets
+def disagreement_figure(data: ReportData) -> FigureSpec | None:
+    rows = disagreements(data)
+    if not rows:
+        return None
+    fig = _figure(max(6.0, 0.9 * len(rows) + 2.0), 4.6)
+    ax = fig.add_subplot()
+    targets = [t for t in TARGET_COLORS if any(t in d.calls for d in rows)]
+    for k, t in enumerate(targets):
+        xs, ys, lo, hi = [], [], [], []
+        for i, d in enumerate(rows):
+            if t in d.calls:
+                c = d.calls[t]
+                xs.append(i + (k - (len(targets) - 1) / 2) * 0.22)
+                ys.append(c.rho_star)
+                lo.append(max(0.0, c.rho_star - c.rho_star_ci[0]))
+                hi.append(max(0.0, c.rho_star_ci[1] - c.rho_star))
+        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, color=TARGET_COLORS[t], label=t)
+    ax.set_xticks(range(len(rows)), [d.setting.label for d in rows], rotation=35, ha="right", fontsize=7)
+    for tick, d in zip(ax.get_xticklabels(), rows, strict=True):
+        if d.flagged:
+            tick.set_color("#C44E52")
+            tick.set_fontweight("bold")
+    ax.axhline(0.5, color="#888888", lw=1, ls=":")
+    ax.set_ylabel("rho* (90% interval)")
+    ax.set_title("Target disagreement: rho* under native, pass1 and judge (red: intervals disjoint)", fontsize=10)
+    ax.legend(fontsize=7, title="target", title_fontsize=7)
+    ax.grid(alpha=0.3)
+    foot = _footer(fig, data)
+    cap = ("rho* of each setting under each evaluation target with 90% intervals; settings in red "
+           f"have a pair of targets whose intervals do not overlap. {foot}.")
+    return FigureSpec("target-disagreement", "Target disagreement", cap, fig, "targets")
+
+
+# ----------------------------------------------------------------------------- diagnostics
+def loo_figure(data: ReportData) -> FigureSpec | None:
+    fits = [f for f in data.fits.values() if f.loo is not None and f.loo.n > 0]
+    if not fits:
+        return None
+    fig = _figure(3.8 * len(fits) + 0.6, 4.0)
+    axes = fig.subplots(1, len(fits), squeeze=False)[0]
+    for ax, f in zip(axes, fits, strict=True):
+        loo = f.loo
+        inside = np.abs(loo.observed - loo.mean) <= Z90 * loo.std
+        ax.errorbar(loo.observed[inside], loo.mean[inside], yerr=Z90 * loo.std[inside], fmt="o", ms=4,
+                    capsize=2, color="#4C72B0", label="inside 90% interval")
+        if (~inside).any():
+            ax.errorbar(loo.observed[~inside], loo.mean[~inside], yerr=Z90 * loo.std[~inside], fmt="o",
+                        ms=4, capsize=2, color="#C44E52", label="outside")
+        lim = [float(min(loo.observed.min(), loo.mean.min())), float(max(loo.observed.max(), loo.mean.max()))]
+        ax.plot(lim, lim, color="#888888", lw=1, ls="--")
+        ax.set_xlabel("observed")
+        ax.set_ylabel("LOO predicted (90% interval)")
+        ax.set_title(f"{f.target}: coverage {loo.coverage90:.0%} of {loo.n}, RMSE {loo.rmse:.3g}", fontsize=9)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    fig.suptitle("Surrogate diagnostics: leave-one-out predicted vs observed", fontsize=10)
+    foot = _footer(fig, data)
+    cap = ("Leave-one-out predictions of each target's surrogate (replicate groups are one point) "
+           f"against the observed values, with 90% predictive intervals and their coverage. {foot}.")
+    return FigureSpec("loo-diagnostics", "Surrogate diagnostics", cap, fig, "diagnostics")
+
+
+def all_figures(data: ReportData, tick: Any = None) -> list[FigureSpec]:
+    """Every figure the data supports (none for an empty dataset); ``tick()`` per figure."""
+    step = tick or (lambda: None)
+    out: list[FigureSpec] = []
+    if data.empty:
+        return out
+    out.append(split_figure(data))
+    step()
+    fit = data.primary
+    if fit is not None:
+        for s in data.settings:
+            if s in fit.frontiers:
+                out.append(frontier_figure(data, fit.frontiers[s]))
+                step()
+    for build in (size_figure, disagreement_figure, loo_figure):
+        spec = build(data)
+        if spec is not None:
+            out.append(spec)
+        step()
+    return out
+
+
+def n_figures(data: ReportData) -> int:
+    """Upper bound of :func:`all_figures`' ticks (progress total)."""
+    fit = data.primary
+    return 0 if data.empty else 4 + (len(fit.frontiers) if fit else 0)

@@ -1,0 +1,175 @@
+"""``planner report`` on a sim campaign: every file, self-contained HTML, honest labels,
+regimes.json, and the empty / all-failed cases.
+
+The campaign and its report are built once (``test_report_support.built_report``); the
+GP fits behind them are the slow part.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from test_report_support import (
+    FAILED_ERROR,
+    MODELS,
+    REWARDS,
+    TARGET_BUDGET,
+    built_report,
+    make_campaign,
+)
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.report import build_report
+from planner.report.data import read_race
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+FIXED_FIGURES = ("flop-split", "rho-star-vs-size", "target-disagreement", "loo-diagnostics")
+
+
+@pytest.fixture(scope="module")
+def built():
+    return built_report()
+
+
+def _figure_stems(out: Path) -> set[str]:
+    return {p.stem for p in (out / "figures").iterdir()}
+
+
+def test_report_writes_every_file(built) -> None:
+    out = built.out
+    for name in ("report.md", "report.html", "regimes.json"):
+        assert (out / name).stat().st_size > 500, name
+    stems = _figure_stems(out)
+    for stem in FIXED_FIGURES:
+        assert stem in stems
+    # one frontier per (model, reward) at the pilot budget and at the race's target budget
+    frontiers = {s for s in stems if s.startswith("frontier-native-")}
+    assert len(frontiers) == len(MODELS) * len(REWARDS) * 2
+    for stem in stems:
+        png, svg = out / "figures" / f"{stem}.png", out / "figures" / f"{stem}.svg"
+        assert png.read_bytes()[:8] == PNG_MAGIC
+        root = ET.parse(svg).getroot()  # well-formed XML
+        assert root.tag.endswith("svg")
+    assert sorted(built.result.figures) == sorted((out / "figures").iterdir())
+
+
+def test_html_is_self_contained(built) -> None:
+    html = (built.out / "report.html").read_text()
+    assert "http://" not in html and "https://" not in html
+    n_figures = len(_figure_stems(built.out))
+    imgs = re.findall(r"<img [^>]*>", html)
+    assert len(imgs) == n_figures
+    assert all('src="data:image/png;base64,' in i for i in imgs)
+    # nothing else is loaded: no src/href but data: URLs and in-page anchors
+    for ref in re.findall(r'(?:src|href)="([^"]*)"', html):
+        assert ref.startswith(("data:", "#")), ref
+    # the failed run's error (which holds a web address) is shown, defused
+    assert "pytorch.org" in html and "https:&#47;&#47;pytorch.org" in html
+
+
+def test_every_figure_states_engine_and_data(built) -> None:
+    data_dir = str(built.data)
+    html = (built.out / "report.html").read_text()
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", html, flags=re.S)
+    assert len(captions) == len(_figure_stems(built.out))
+    for cap in captions:
+        assert "SIMULATED" in cap and data_dir in cap
+    for svg in (built.out / "figures").glob("*.svg"):
+        text = svg.read_text()
+        assert "SIMULATED" in text and data_dir in text, svg.name
+
+
+def test_regimes_json(built) -> None:
+    doc = json.loads((built.out / "regimes.json").read_text())
+    assert doc["status"] == "ok" and doc["simulated"] is True and doc["target"] == "native"
+    assert doc["runs"] == {"ok": 30, "failed": 2, "corrupt": 0}
+    assert len(doc["settings"]) == len(MODELS) * len(REWARDS) * 2
+    for s in doc["settings"]:
+        lo, hi = s["rho_star_ci"]
+        assert 0 < lo <= hi < 1 and 0 < s["rho_star"] < 1
+        assert sum(s["probabilities"].values()) == pytest.approx(1.0)
+        assert s["regime"] == max(s["probabilities"], key=s["probabilities"].get)
+    assert set(doc["by_target"]) == {"native", "pass1", "judge"}
+    for t, body in doc["by_target"].items():
+        assert body["fitted"], t
+        assert 0.0 <= body["loo"]["coverage90"] <= 1.0 and body["loo"]["n"] >= 8
+    assert len(doc["disagreements"]) == len(doc["settings"])
+    for d in doc["disagreements"]:
+        for a, b in d["flagged"]:  # flagged pairs really have disjoint intervals
+            (la, ha), (lb, hb) = d["rho_star_ci"][a], d["rho_star_ci"][b]
+            assert ha < lb or hb < la
+    assert {f["run_id"] for f in doc["failed_runs"]} == {r for r in _failed_ids(built)}
+    assert doc["race"]["strategy"] == "ours"
+
+
+def _failed_ids(built) -> set[str]:
+    from planner.engine import open_store
+
+    return {r.run_id for r in open_store(built.data).records(status="failed")}
+
+
+def test_markdown_sections(built) -> None:
+    md = (built.out / "report.md").read_text()
+    for heading in ("## Race", "## Regime calls", "## Frontiers", "## rho* against model size",
+                    "## Target disagreement", "## FLOP split of every run", "## Surrogate diagnostics",
+                    "## Failed runs", "## Compute cards"):
+        assert heading in md, heading
+    failed = md.split("## Failed runs")[1].split("##")[0]
+    for run_id in _failed_ids(built):
+        assert run_id in failed
+    assert FAILED_ERROR.split(";")[0] in failed
+    cards = md.split("## Compute cards")[1]
+    assert len([ln for ln in cards.splitlines() if ln.startswith("| ")]) == 1 + 32  # header + every record
+    # settings at the race's target budget have no runs there: said so, not hidden
+    assert f"{TARGET_BUDGET:.2g}" in md and "extrapolated" in md
+    # every figure is referenced with a file that exists
+    for rel in re.findall(r"\]\((figures/[^)]+)\)", md):
+        assert (built.out / rel).is_file(), rel
+
+
+def test_report_cli_on_empty_dataset(tmp_path: Path) -> None:
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    res = CliRunner().invoke(app, ["report", "--data", str(data), "--out", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert "No runs found" in res.output
+    md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
+    assert "No runs found" in md and "No runs found" in html
+    assert "http://" not in html and "https://" not in html
+    assert json.loads((out / "regimes.json").read_text())["status"] == "empty"
+    assert not (out / "figures").exists() or not any((out / "figures").iterdir())
+
+
+def test_report_on_all_failed_dataset(tmp_path: Path) -> None:
+    data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=2,
+                         seeds=(0,), only_failed=True)
+    res = build_report(data, tmp_path / "out")
+    assert res.status == "all-failed"
+    md = res.markdown.read_text()
+    assert "All 2 run(s)" in md and "failed" in md and "## Failed runs" in md and "## Compute cards" in md
+    doc = json.loads(res.regimes.read_text())
+    assert doc["status"] == "all-failed" and doc["settings"] == [] and len(doc["failed_runs"]) == 2
+    # the FLOP split of the failed runs is still drawn (their cards are what is left)
+    assert {p.name for p in res.figures} == {"flop-split.png", "flop-split.svg"}
+
+
+def test_report_cli_bad_input(tmp_path: Path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(app, ["report", "--data", str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and "data:" in res.output
+    (tmp_path / "d").mkdir()
+    res = runner.invoke(app, ["report", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "o"),
+                              "--target", "pass2"])
+    assert res.exit_code == 2 and "target:" in res.output and "pass1" in res.output
+
+
+def test_unreadable_race_summary_is_a_note(tmp_path: Path) -> None:
+    (tmp_path / "regimes.json").write_text("{not json")
+    doc, note = read_race(tmp_path)
+    assert doc is None and note and "ignored" in note
+    assert read_race(tmp_path / "missing") == (None, None)

@@ -1,0 +1,64 @@
+"""Compute cards: the fields every card shows, ``runners card`` and its errors."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from test_report_support import FAILED_ERROR, make_campaign
+from typer.testing import CliRunner
+
+from planner.engine import open_store
+from planner.report.cards import CARD_COLUMNS, card_fields
+from runners.cli import app
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # sim runs take microseconds; no surrogate is fitted here
+    return make_campaign(tmp_path_factory.mktemp("cards") / "data", models=("qwen2.5-1.5b",),
+                         rewards=("prm",), n_rho=3, seeds=(0,), n_failed=1)
+
+
+def test_card_fields_match_the_record(campaign: Path) -> None:
+    rec = open_store(campaign).records(status="ok")[0]
+    f = card_fields(rec)
+    assert set(CARD_COLUMNS) <= set(f)
+    assert f["run"] == rec.run_id and f["rho"] == f"{rec.card.rho:.3f}"
+    assert float(f["total"]) == pytest.approx(rec.card.flops.total, rel=1e-2)
+    shares = [int(x.rstrip("%")) for x in f["split"].split(" / ")]
+    assert len(shares) == 3 and abs(sum(shares) - 100) <= 2
+    assert shares[2] > 0  # a PRM run spends FLOPs on reward
+    assert "SIMULATED" in f["engine"] and f["hardware"] == "simulated"
+    for phase in rec.card.tokens:
+        assert phase in f["tokens"]
+    assert "world" in f["software"] and "total" in f["wall"]
+
+
+def test_runners_card_prints_one(campaign: Path) -> None:
+    rec = open_store(campaign).records(status="ok")[0]
+    res = CliRunner().invoke(app, ["card", rec.run_id, "--data", str(campaign)], env={"COLUMNS": "160"})
+    assert res.exit_code == 0, res.output
+    for needle in (rec.run_id, "SIMULATED", "search", "learning", "reward", "rho", "tokens",
+                   "wall time", "hardware", "software", f"{rec.card.flops.total:.3g}"):
+        assert needle in res.output, needle
+
+
+def test_runners_card_failed_run_shows_error_literally(campaign: Path) -> None:
+    failed = open_store(campaign).records(status="failed")[0]
+    res = CliRunner().invoke(app, ["card", failed.run_id, "--data", str(campaign)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    flat = re.sub(r"\s+", " ", res.output)
+    assert "failed (attempt 1)" in flat and "[details]" in flat  # rich markup not eaten
+    assert FAILED_ERROR.split(";")[0] in flat
+
+
+def test_runners_card_unknown_run(campaign: Path) -> None:
+    rec = open_store(campaign).records(status="ok")[0]
+    res = CliRunner().invoke(app, ["card", rec.run_id[:-1] + "9", "--data", str(campaign)])
+    assert res.exit_code == 2
+    assert res.output.count("\n") == 1 and res.output.startswith("error: run_id:")
+    assert "did you mean" in res.output
+    res = CliRunner().invoke(app, ["card", "x", "--data", str(campaign / "missing")])
+    assert res.exit_code == 2 and "data:" in res.output
