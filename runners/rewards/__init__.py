@@ -132,9 +132,11 @@ def build_reward_system(
             return [min(s) for s in steps]
 
     else:
-        from transformers import AutoTokenizer
+        from transformers import PreTrainedTokenizerFast
 
-        tok = AutoTokenizer.from_pretrained(str(scorer_path))
+        # tokenizer.json is the whole tokenizer; AutoTokenizer would swap in Qwen2Tokenizer
+        # (its own pre-tokenizer) whenever config.json says qwen2.
+        tok = PreTrainedTokenizerFast.from_pretrained(str(scorer_path))
 
         def score(prompts: Sequence[Any], completions: Sequence[Any], **_: Any) -> list[float]:
             steps = prm.qwen_step_scores(

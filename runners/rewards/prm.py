@@ -102,10 +102,12 @@ def load_prm(path: str | Path, arch: Architecture, *, device: str = "cpu") -> Pr
     """Load a PRM saved in the body+``score`` layout (ours, Qwen2.5-Math-PRM, Skywork).
 
     ``path`` is a local folder or a Hub id (resolved by ``from_pretrained``; the tests
-    only ever pass local folders). The head shape comes from the registry ``arch``.
+    only ever pass local folders). The head shape is the checkpoint's own ``score_head``
+    (ours save it) or else the registry ``arch``'s (the Hub PRMs' configs lack it).
     """
     cfg = Qwen2Config.from_pretrained(str(path))
-    cfg.score_head = list(arch.score_head or (1,))
+    if not getattr(cfg, "score_head", None):
+        cfg.score_head = list(arch.score_head or (1,))
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     model = ProcessRewardModel.from_pretrained(
         str(path), config=cfg, dtype=dtype, attn_implementation="eager", key_mapping=KEY_MAPPING

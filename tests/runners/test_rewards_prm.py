@@ -1,0 +1,72 @@
+"""PRM reward systems on the qwen2.5 code path, with local tiny random-init models (no downloads)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from runners.rewards import build_reward_system
+from runners.rewards.prm import ProcessRewardModel, load_prm
+from runners.tinyworld.tokenizer import build_tokenizer
+
+
+def _tiny_prm(folder: Path, head: list[int], *, sep: bool = True) -> ProcessRewardModel:
+    from transformers import Qwen2Config
+
+    cfg = Qwen2Config(vocab_size=23, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512)
+    cfg.score_head = head
+    torch.manual_seed(0)
+    model = ProcessRewardModel(cfg)
+    model.save_pretrained(folder)
+    tok = build_tokenizer()
+    if sep:  # Qwen2.5-Math-PRM marks step ends with <extra_0>
+        tok.add_special_tokens({"additional_special_tokens": ["<extra_0>"]})
+    tok.save_pretrained(folder)
+    return model
+
+
+@pytest.mark.parametrize(("name", "head"), [("prm", [32, 2]), ("proxy-prm", [1])])
+def test_qwen_prm_reward_scores_steps_and_meters(tmp_path: Path, name: str, head: list[int]) -> None:
+    _tiny_prm(tmp_path, head)
+    rs = build_reward_system(name, "qwen2.5", scorer_path=tmp_path)
+    comps = ["1+1=2\n\n2*3=6\n\nA:6", "3=3", ""]
+    out = rs.funcs[0](["Q:1+1*3"] * 3, comps, answer=["6"] * 3)
+    assert len(out) == 3 and all(0.0 < s < 1.0 for s in out)
+    assert rs.scored and rs.scored[0][0] == 3 and rs.calls[0][0] == 3
+    # The reduction is the minimum over steps: appending a step can only lower the score.
+    longer = rs.funcs[0](["Q:1+1*3"], [comps[0] + "\n\n9-9=0"], answer=["6"])[0]
+    assert longer <= out[0] + 1e-6
+
+
+def test_step_scores_are_read_at_separators(tmp_path: Path) -> None:
+    from runners.rewards.prm import qwen_step_scores
+
+    model = _tiny_prm(tmp_path, [32, 2])
+    from transformers import PreTrainedTokenizerFast
+
+    tok = PreTrainedTokenizerFast.from_pretrained(tmp_path)
+    steps = qwen_step_scores(model, tok, ["Q:1"], ["a\n\nb\n\nc"], scored := [])
+    assert len(steps[0]) == 3 and scored == [(1, len("Q:1\n") + 3 * 2)]  # 4 prompt tokens + 3 x (step, SEP)
+
+
+def test_skywork_value_head_keys_are_mapped(tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    from planner.registry import get_model
+
+    ours = _tiny_prm(tmp_path, [1])
+    weights = load_file(tmp_path / "model.safetensors")
+    renamed = {k.replace("score.", "v_head.summary."): v for k, v in weights.items()}
+    save_file(renamed, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    loaded = load_prm(tmp_path, get_model("skywork-prm-1.5b"))
+    assert torch.equal(loaded.score.weight, ours.score.weight)
+
+
+def test_missing_scorer_for_family_is_a_config_error(tmp_path: Path) -> None:
+    from planner.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="family"):
+        build_reward_system("prm", "gpt")
