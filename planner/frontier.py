@@ -1,0 +1,139 @@
+"""Frontiers of settings: rho grids, planned allocation shares, credible bands, regime calls.
+
+The glue between the surrogate (which knows nothing of the compiler) and the pure regime
+logic (:mod:`planner.regime`). A *setting* here is (model, reward); the target metric
+lives in the surrogate and the budget is an argument.
+
+Heavy imports (torch via ``surrogate``) happen only when a surrogate is passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.compiler import CompileOptions, achievable_rho_range, per_completion
+from planner.regime import RegimeCall, classify, shares_for_rho
+from planner.registry import get_model, get_reward
+
+__all__ = [
+    "FrontierBand",
+    "Setting",
+    "allocation_shares",
+    "classify_setting",
+    "frontier_band",
+    "reward_fraction",
+    "rho_grid",
+]
+
+_Z = {0.5: 0.6744897501960817, 0.9: 1.6448536269514722}  # central-interval normal quantiles
+
+
+class Setting(NamedTuple):
+    """(policy model, reward system); the planner's unit of decision."""
+
+    model: str
+    reward: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.model}/{self.reward}"
+
+
+@lru_cache(maxsize=256)
+def reward_fraction(model: str, reward: str, opts: CompileOptions | None = None) -> float:
+    """reward / (search + reward) FLOPs of any plan of (model, reward).
+
+    Both are paid per *generated* completion (the compiler's per-prompt split is
+    ``G * generate`` and ``G * score``), so the fraction is the same at every rho and budget.
+    """
+    arch = get_model(model)
+    unit = per_completion(arch, get_reward(reward), (opts or CompileOptions()).resolve(arch))
+    return unit.score / (unit.generate + unit.score)
+
+
+def rho_grid(model: str, reward: str, n: int = 61, opts: CompileOptions | None = None) -> NDArray[np.float64]:
+    """``n`` evenly spaced rho values ``(n,)`` spanning the levers' reachable range."""
+    lo, hi = achievable_rho_range(model, reward, opts)
+    return np.linspace(lo, hi, n)
+
+
+def allocation_shares(
+    model: str, reward: str, rho: NDArray[np.float64], opts: CompileOptions | None = None
+) -> NDArray[np.float64]:
+    """Planned (search, learning, reward) shares ``(G, 3)`` at each rho ``(G,)``."""
+    return shares_for_rho(rho, reward_fraction(model, reward, opts))
+
+
+@dataclass(frozen=True)
+class FrontierBand:
+    """Posterior of one frontier on a rho grid: mean, std and pointwise central credible
+    bands of the *expected* metric (observation noise excluded). Arrays are ``(G,)``."""
+
+    model: str
+    reward: str
+    target: str
+    budget: float
+    rho: NDArray[np.float64]
+    mean: NDArray[np.float64]
+    std: NDArray[np.float64]
+
+    def band(self, level: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """(lo, hi) of the central ``level`` band (0.5 or 0.9)."""
+        z = _Z[level]
+        return self.mean - z * self.std, self.mean + z * self.std
+
+    def to_dict(self) -> dict[str, Any]:
+        lo50, hi50 = self.band(0.5)
+        lo90, hi90 = self.band(0.9)
+        return {
+            "model": self.model,
+            "reward": self.reward,
+            "target": self.target,
+            "budget": self.budget,
+            "rho": self.rho.tolist(),
+            "mean": self.mean.tolist(),
+            "std": self.std.tolist(),
+            "lo50": lo50.tolist(),
+            "hi50": hi50.tolist(),
+            "lo90": lo90.tolist(),
+            "hi90": hi90.tolist(),
+        }
+
+
+def frontier_band(
+    surrogate: Any,
+    model: str,
+    reward: str,
+    budget: float,
+    grid: NDArray[np.float64] | None = None,
+    opts: CompileOptions | None = None,
+) -> FrontierBand:
+    """The fitted surrogate's frontier of (model, reward) at ``budget`` with its bands."""
+    g = rho_grid(model, reward, opts=opts) if grid is None else np.asarray(grid, dtype=float)
+    mean, std = surrogate.frontier(model, reward, budget, g)
+    return FrontierBand(model, reward, surrogate.target, float(budget), g, mean, std)
+
+
+def classify_setting(
+    surrogate: Any,
+    model: str,
+    reward: str,
+    budget: float,
+    *,
+    grid: NDArray[np.float64] | None = None,
+    n_samples: int = 256,
+    seed: int = 0,
+    level: float = 0.9,
+    opts: CompileOptions | None = None,
+) -> RegimeCall:
+    """rho*, its ``level`` credible interval and regime probabilities of one setting at
+    ``budget``, from ``n_samples`` joint posterior sample paths of the fitted surrogate."""
+    g = rho_grid(model, reward, opts=opts) if grid is None else np.asarray(grid, dtype=float)
+    samples = surrogate.sample_frontier(model, reward, budget, g, n_samples=n_samples, seed=seed)
+    mean, _ = surrogate.frontier(model, reward, budget, g)
+    return classify(samples, g, allocation_shares(model, reward, g, opts), mean=mean, level=level)

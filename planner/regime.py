@@ -1,0 +1,167 @@
+"""Regime logic: rho*, its credible interval and regime probabilities from posterior samples.
+
+Pure functions on arrays (numpy only; no surrogate, no compiler), so they are tested on
+hand-built posteriors with known answers. The planner feeds them
+
+* ``samples``: joint posterior sample paths of one setting's frontier on a rho grid,
+  shape ``(..., S, G)`` (``S`` samples, ``G`` grid points, optional leading batch dims);
+* ``rho_grid``: shape ``(G,)``, increasing;
+* ``shares``: the planned allocation at each grid point, shape ``(G, 3)`` with columns
+  ``(search, learning, reward)`` (see :data:`COMPONENTS`), rows summing to 1.
+
+A sample's argmax over the grid is that sample's rho*; the largest component of the
+allocation at that rho is its regime label (DESIGN.md, "Words"). The regime's probability
+is the share of samples carrying its label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+__all__ = [
+    "COMPONENTS",
+    "LABELS",
+    "RegimeCall",
+    "classify",
+    "regime_entropy",
+    "regime_labels",
+    "regime_probabilities",
+    "rho_star_interval",
+    "sample_argmax",
+    "shares_for_rho",
+]
+
+COMPONENTS: tuple[str, ...] = ("search", "learning", "reward")
+# LABELS[i] is the regime whose largest component is COMPONENTS[i].
+LABELS: tuple[str, ...] = ("search-heavy", "update-heavy", "reward-heavy")
+
+
+@dataclass(frozen=True)
+class RegimeCall:
+    """The regime call of one setting.
+
+    ``rho_star`` is the argmax of the posterior-mean frontier (the recommendation);
+    ``rho_star_ci`` the central ``level`` interval of the sample argmaxes; ``regime`` the
+    most probable label and ``probabilities`` every label's posterior probability.
+    """
+
+    rho_star: float
+    rho_star_ci: tuple[float, float]
+    regime: str
+    probabilities: dict[str, float]
+    level: float = 0.9
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def confidence(self) -> float:
+        """Probability of the called regime (the loop stops when it reaches the target)."""
+        return self.probabilities[self.regime]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rho_star": self.rho_star,
+            "rho_star_ci": list(self.rho_star_ci),
+            "regime": self.regime,
+            "probabilities": dict(self.probabilities),
+            "level": self.level,
+            **self.extra,
+        }
+
+
+def shares_for_rho(rho: ArrayLike, reward_fraction: ArrayLike) -> NDArray[np.float64]:
+    """Allocation shares ``(G, 3)`` at update fractions ``rho`` ``(G,)``.
+
+    ``reward_fraction`` (scalar or ``(G,)``) is reward / (search + reward) of the non-learning
+    FLOPs. The compiler's levers scale search and reward together (both are per generated
+    completion), so for one setting this fraction is nearly constant in rho.
+    """
+    r = np.asarray(rho, dtype=float)
+    f = np.broadcast_to(np.asarray(reward_fraction, dtype=float), r.shape)
+    rest = 1.0 - r
+    return np.stack([rest * (1.0 - f), r, rest * f], axis=-1)
+
+
+def regime_labels(shares: ArrayLike) -> NDArray[np.int64]:
+    """Label index (into :data:`LABELS`) of each allocation: ``(G, 3) -> (G,)``.
+
+    Ties go to the earlier component (search before learning before reward), so a split
+    exactly at 50/50 is not called update-heavy: "update-heavy iff rho* > 0.5".
+    """
+    s = np.asarray(shares, dtype=float)
+    if s.ndim != 2 or s.shape[-1] != 3:
+        raise ValueError(f"shares must have shape (G, 3), got {s.shape}")
+    return np.argmax(s, axis=-1)
+
+
+def sample_argmax(samples: ArrayLike) -> NDArray[np.int64]:
+    """Grid index of each sample path's maximum: ``(..., S, G) -> (..., S)``."""
+    return np.argmax(np.asarray(samples, dtype=float), axis=-1)
+
+
+def regime_probabilities(samples: ArrayLike, shares: ArrayLike) -> NDArray[np.float64]:
+    """Posterior probability of each label: ``(..., S, G), (G, 3) -> (..., 3)``."""
+    labels = regime_labels(shares)
+    idx = labels[sample_argmax(samples)]  # (..., S)
+    onehot = idx[..., None] == np.arange(len(LABELS))
+    return onehot.mean(axis=-2)
+
+
+def regime_entropy(probabilities: ArrayLike) -> NDArray[np.float64]:
+    """Entropy in bits of label probabilities ``(..., 3) -> (...)`` (0 when certain)."""
+    p = np.asarray(probabilities, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, -p * np.log2(np.where(p > 0, p, 1.0)), 0.0)
+    return terms.sum(axis=-1)
+
+
+def rho_star_interval(
+    samples: ArrayLike, rho_grid: ArrayLike, level: float = 0.9
+) -> tuple[float, float]:
+    """Central ``level`` credible interval of rho* from sample argmaxes ``(S, G)``."""
+    grid = np.asarray(rho_grid, dtype=float)
+    stars = grid[sample_argmax(samples)]
+    a = (1.0 - level) / 2.0
+    lo, hi = np.quantile(stars, [a, 1.0 - a], method="inverted_cdf")
+    return float(lo), float(hi)
+
+
+def classify(
+    samples: ArrayLike,
+    rho_grid: ArrayLike,
+    shares: ArrayLike,
+    *,
+    mean: ArrayLike | None = None,
+    level: float = 0.9,
+) -> RegimeCall:
+    """The regime call of one setting from ``S`` joint sample paths on its rho grid.
+
+    Args:
+        samples: ``(S, G)`` posterior sample paths of the frontier.
+        rho_grid: ``(G,)`` rho values of the grid.
+        shares: ``(G, 3)`` allocation shares (search, learning, reward) at each grid rho.
+        mean: ``(G,)`` posterior mean; its argmax is ``rho_star``. Without it, the median
+            of the sample argmaxes is used.
+        level: credible level of ``rho_star_ci``.
+    """
+    s = np.asarray(samples, dtype=float)
+    grid = np.asarray(rho_grid, dtype=float)
+    if s.ndim != 2 or s.shape[1] != grid.shape[0]:
+        raise ValueError(f"samples must be (S, {grid.shape[0]}), got {s.shape}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    probs = regime_probabilities(s, shares)
+    if mean is not None:
+        rho_star = float(grid[int(np.argmax(np.asarray(mean, dtype=float)))])
+    else:
+        rho_star = float(np.quantile(grid[sample_argmax(s)], 0.5, method="inverted_cdf"))
+    return RegimeCall(
+        rho_star=rho_star,
+        rho_star_ci=rho_star_interval(s, grid, level),
+        regime=LABELS[int(np.argmax(probs))],
+        probabilities={lab: float(p) for lab, p in zip(LABELS, probs, strict=True)},
+        level=level,
+    )

@@ -1,0 +1,174 @@
+"""From pilot records to training arrays: features, targets and replicate noise.
+
+Records are read by duck typing (``surrogate`` imports neither ``planner`` nor
+``runners``): either objects with the attributes of ``planner.schema.RunRecord``
+(``model``, ``model_params``, ``reward``, ``budget``, ``rho_planned``, ``seed``, ``status``,
+``card.rho``, ``card.flops.total``, ``metrics.<target>``) or flat mappings with the
+columns of ``RunRecord.to_row()`` (``rho``, ``flops_total``, ``native``, ...).
+
+The feature vector of a run is ``x = (log10 policy params, reward index, rho, log10 FLOPs)``
+(:data:`FEATURES`); rho and FLOPs are the *metered* values where the record has them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "FEATURES",
+    "RHO",
+    "B",
+    "C",
+    "Observation",
+    "TrainingData",
+    "Z",
+    "extract",
+    "group_replicates",
+]
+
+FEATURES: tuple[str, ...] = ("log10_params", "reward", "rho", "log10_budget")
+Z, C, RHO, B = 0, 1, 2, 3  # column indices of FEATURES
+
+# Pseudo-observations with which a reward system's replicate variance shrinks to the pooled
+# one: a reward with a single replicated pair should not fix its own noise level.
+_SHRINK_DOF = 4.0
+# Below this many replicate degrees of freedom the pooled variance is too noisy to fix the
+# likelihood's noise; the GP then infers a homoskedastic noise level instead.
+_MIN_DOF = 3
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One successful run's target value and where it was measured."""
+
+    model: str
+    model_params: float
+    reward: str
+    rho: float  # metered update fraction
+    rho_planned: float
+    budget: float  # nominal FLOP budget (identifies replicates)
+    flops: float  # metered total FLOPs (the budget feature)
+    seed: int
+    y: float
+
+
+def _get(rec: Any, name: str, default: Any = None) -> Any:
+    if isinstance(rec, Mapping):
+        return rec.get(name, default)
+    return getattr(rec, name, default)
+
+
+def _observation(rec: Any, target: str) -> Observation | None:
+    if _get(rec, "status", "ok") != "ok":
+        return None
+    if isinstance(rec, Mapping):
+        y, rho, flops = rec.get(target), rec.get("rho"), rec.get("flops_total")
+    else:
+        y = getattr(rec.metrics, target, None)
+        rho, flops = rec.card.rho, rec.card.flops.total
+    if y is None or not math.isfinite(float(y)):
+        return None
+    budget = float(_get(rec, "budget"))
+    rho_planned = float(_get(rec, "rho_planned", rho))
+    return Observation(
+        model=str(_get(rec, "model")),
+        model_params=float(_get(rec, "model_params")),
+        reward=str(_get(rec, "reward")),
+        rho=float(rho if rho is not None else rho_planned),
+        rho_planned=rho_planned,
+        budget=budget,
+        flops=float(flops) if flops else budget,
+        seed=int(_get(rec, "seed", 0)),
+        y=float(y),
+    )
+
+
+def extract(records: Iterable[Any], target: str) -> list[Observation]:
+    """Successful runs that measured ``target``; everything else is skipped."""
+    out = []
+    for rec in records:
+        obs = _observation(rec, target)
+        if obs is not None:
+            out.append(obs)
+    return out
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """Arrays the GP trains on.
+
+    Attributes:
+        X: ``(n, 4)`` features (:data:`FEATURES`), the reward column an index into ``rewards``.
+        y: ``(n,)`` targets (replicate means where runs were averaged).
+        yvar: ``(n,)`` observation-noise variance of each ``y``, or None to infer it.
+        counts: ``(n,)`` runs behind each row.
+        rewards: the category order of the reward column.
+        noise_dof: replicate degrees of freedom behind ``yvar`` (0 when inferred).
+    """
+
+    X: NDArray[np.float64]
+    y: NDArray[np.float64]
+    yvar: NDArray[np.float64] | None
+    counts: NDArray[np.int64]
+    rewards: tuple[str, ...]
+    noise_dof: int = 0
+
+
+def _feature(o: Observation, rewards: Sequence[str], rho: float, flops: float) -> list[float]:
+    return [math.log10(o.model_params), float(rewards.index(o.reward)), rho, math.log10(flops)]
+
+
+def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> TrainingData:
+    """Average seed replicates and estimate their noise.
+
+    Replicates share (model, reward, planned rho, nominal budget). When they carry at least
+    ``_MIN_DOF`` degrees of freedom in total, each group becomes one row whose ``yvar`` is
+    the pooled within-group variance (per reward system, shrunk toward the overall pool)
+    divided by the group size; otherwise every run is its own row and ``yvar`` is None.
+    """
+    groups: dict[tuple[str, str, float, float], list[Observation]] = {}
+    for o in obs:
+        groups.setdefault((o.model, o.reward, round(o.rho_planned, 4), o.budget), []).append(o)
+    dof = sum(len(g) - 1 for g in groups.values())
+    if dof < _MIN_DOF:
+        X = np.array([_feature(o, rewards, o.rho, o.flops) for o in obs], dtype=float)
+        y = np.array([o.y for o in obs], dtype=float)
+        return TrainingData(X.reshape(-1, 4), y, None, np.ones(len(obs), dtype=np.int64), tuple(rewards))
+
+    # Pooled within-group variance, overall and per reward system.
+    ss: dict[str, float] = {}
+    df: dict[str, int] = {}
+    for (_, reward, _, _), g in groups.items():
+        if len(g) > 1:
+            ys = np.array([o.y for o in g])
+            ss[reward] = ss.get(reward, 0.0) + float(((ys - ys.mean()) ** 2).sum())
+            df[reward] = df.get(reward, 0) + len(g) - 1
+    pooled = sum(ss.values()) / dof
+    all_y = np.array([o.y for o in obs])
+    floor = max(1e-8, 1e-6 * float(all_y.var()))  # keeps the noise matrix well conditioned
+    rows, ys_out, var_out, counts = [], [], [], []
+    for (_, reward, _, _), g in groups.items():
+        d = df.get(reward, 0)
+        var_r = (ss.get(reward, 0.0) + _SHRINK_DOF * pooled) / (d + _SHRINK_DOF)
+        rows.append(
+            _feature(
+                g[0], rewards, float(np.mean([o.rho for o in g])), float(np.mean([o.flops for o in g]))
+            )
+        )
+        ys_out.append(float(np.mean([o.y for o in g])))
+        var_out.append(max(var_r, floor) / len(g))
+        counts.append(len(g))
+    return TrainingData(
+        np.array(rows, dtype=float),
+        np.array(ys_out, dtype=float),
+        np.array(var_out, dtype=float),
+        np.array(counts, dtype=np.int64),
+        tuple(rewards),
+        noise_dof=dof,
+    )

@@ -1,0 +1,97 @@
+"""Regime logic on hand-built posteriors whose answers are known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planner.regime import (
+    LABELS,
+    classify,
+    regime_entropy,
+    regime_labels,
+    regime_probabilities,
+    rho_star_interval,
+    sample_argmax,
+    shares_for_rho,
+)
+
+GRID = np.linspace(0.05, 0.95, 91)
+RULE = shares_for_rho(GRID, 0.0)  # rule reward: no reward FLOPs
+
+
+def humps(centres: np.ndarray, width: float = 0.15) -> np.ndarray:
+    """One quadratic hump per sample, peaking at ``centres`` (S,) -> (S, G)."""
+    return -((GRID[None, :] - centres[:, None]) ** 2) / width**2
+
+
+def test_shares_sum_to_one_and_learning_is_rho() -> None:
+    s = shares_for_rho(GRID, 0.3)
+    assert s.shape == (91, 3)
+    np.testing.assert_allclose(s.sum(-1), 1.0)
+    np.testing.assert_allclose(s[:, 1], GRID)
+    np.testing.assert_allclose(s[:, 2] / (s[:, 0] + s[:, 2]), 0.3)
+
+
+def test_rule_reward_is_update_heavy_iff_rho_above_half() -> None:
+    labels = regime_labels(shares_for_rho(np.array([0.3, 0.5, 0.5001, 0.9]), 0.0))
+    assert [LABELS[i] for i in labels] == ["search-heavy", "search-heavy", "update-heavy", "update-heavy"]
+
+
+def test_reward_heavy_when_scorer_dominates() -> None:
+    # 80% of the non-learning FLOPs go to the scorer: at rho 0.2 reward is 0.64 of the total.
+    labels = regime_labels(shares_for_rho(np.array([0.2, 0.7]), 0.8))
+    assert [LABELS[i] for i in labels] == ["reward-heavy", "update-heavy"]
+
+
+def test_certain_posterior() -> None:
+    samples = humps(np.full(200, 0.72))
+    call = classify(samples, GRID, RULE)
+    assert call.regime == "update-heavy"
+    assert call.probabilities == {"search-heavy": 0.0, "update-heavy": 1.0, "reward-heavy": 0.0}
+    assert call.rho_star == pytest.approx(0.72)
+    assert call.rho_star_ci == pytest.approx((0.72, 0.72))
+    assert call.confidence == 1.0
+
+
+def test_split_posterior_known_probabilities() -> None:
+    # 30% of samples peak at 0.3 (search-heavy), 70% at 0.8 (update-heavy).
+    centres = np.array([0.3] * 30 + [0.8] * 70)
+    probs = regime_probabilities(humps(centres), RULE)
+    np.testing.assert_allclose(probs, [0.3, 0.7, 0.0])
+    call = classify(humps(centres), GRID, RULE, level=0.9)
+    assert call.regime == "update-heavy"
+    assert call.confidence == pytest.approx(0.7)
+    assert call.rho_star_ci == pytest.approx((0.3, 0.8))
+
+
+def test_rho_star_ci_from_uniform_argmaxes() -> None:
+    centres = GRID[10:81]  # argmaxes spread uniformly over [0.15, 0.85]
+    lo, hi = rho_star_interval(humps(centres), GRID, level=0.9)
+    assert 0.15 <= lo <= 0.2 and 0.8 <= hi <= 0.85
+
+
+def test_mean_sets_rho_star() -> None:
+    samples = humps(np.array([0.4, 0.6, 0.65]))
+    call = classify(samples, GRID, RULE, mean=humps(np.array([0.62]))[0])
+    assert call.rho_star == pytest.approx(0.62)
+    call2 = classify(samples, GRID, RULE)  # median of the sample argmaxes
+    assert call2.rho_star == pytest.approx(0.6)
+
+
+def test_batched_probabilities_and_entropy() -> None:
+    a = humps(np.full(10, 0.2))
+    b = humps(np.array([0.2] * 5 + [0.8] * 5))
+    probs = regime_probabilities(np.stack([a, b]), RULE)  # (2, S, G) -> (2, 3)
+    np.testing.assert_allclose(probs, [[1, 0, 0], [0.5, 0.5, 0]])
+    np.testing.assert_allclose(regime_entropy(probs), [0.0, 1.0])
+    assert sample_argmax(np.stack([a, b])).shape == (2, 10)
+
+
+def test_bad_shapes_raise() -> None:
+    with pytest.raises(ValueError):
+        classify(np.zeros((3, 5)), GRID, RULE)
+    with pytest.raises(ValueError):
+        regime_labels(np.zeros((5, 2)))
+    with pytest.raises(ValueError):
+        classify(humps(np.array([0.5])), GRID, RULE, level=1.0)
