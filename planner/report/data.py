@@ -368,7 +368,3 @@ def observed(runs: Iterable[RunRecord], target: str) -> list[tuple[float, float,
         rho = float(np.mean([r.card.rho for r in g]))
         out.append((rho, float(np.mean(ys)), spread, ys))
     return out
-
-
-def finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)

@@ -80,8 +80,10 @@ def frontier_figure(data: ReportData, fr: Frontier) -> FigureSpec:
     ax.plot(g, m, color="#1f3b73", lw=2, label="posterior mean")
     runs = [r for r in data.ok if Setting(r.model, r.reward, float(r.budget)) == fr.setting]
     if not runs:
-        ax.text(0.5, 0.5, "no runs at this budget:\nextrapolated from pilots at other budgets",
-                transform=ax.transAxes, ha="center", va="center", fontsize=9, color="#8a5a00")
+        # bottom centre: the legend sits top right, the regime box bottom left
+        ax.text(0.62, 0.04, "no runs at this budget:\nextrapolated from other budgets",
+                transform=ax.transAxes, ha="center", va="bottom", fontsize=8, color="#8a5a00",
+                bbox={"boxstyle": "round", "fc": "white", "ec": "#e08a00", "alpha": 0.9})
     for i, (rho, y, spread, ys) in enumerate(observed(runs, fr.target)):
         ax.scatter([rho] * len(ys), ys, s=12, color="black", alpha=0.45, zorder=3,
                    label="runs (each seed)" if i == 0 else None)
@@ -168,7 +170,8 @@ def size_figure(data: ReportData) -> FigureSpec | None:
             x = np.array([params[f.setting.model] for f in frs]) * (1 + 0.03 * (k - len(rewards) / 2))
             ys = np.array([f.call.rho_star for f in frs])
             err = np.array([[y - f.call.rho_star_ci[0], f.call.rho_star_ci[1] - y] for f, y in zip(frs, ys, strict=True)]).T
-            ax.errorbar(x, ys, yerr=np.clip(err, 0, None), fmt="-o", capsize=3, label=rw)
+            # one colour per reward in every panel, even where a reward has no setting
+            ax.errorbar(x, ys, yerr=np.clip(err, 0, None), fmt="-o", capsize=3, label=rw, color=f"C{k}")
         ax.axhline(0.5, color="#888888", lw=1, ls=":")
         ax.set_xscale("log")
         # Ticks at the policies themselves: "3.1B" says more than 3 x 10^9.
@@ -180,7 +183,12 @@ def size_figure(data: ReportData) -> FigureSpec | None:
         ax.set_title(f"budget {b:.2g} FLOPs", fontsize=9)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"rho* under {data.target} (90% interval)")
-    axes[-1].legend(fontsize=7, title="reward", title_fontsize=7)
+    legend: dict[str, Any] = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(lab, h)
+    fig.legend(list(legend.values()), list(legend), fontsize=7, title="reward", title_fontsize=7,
+               loc="outside right upper")
     fig.suptitle("rho* against model size for each reward system", fontsize=10)
     foot = _footer(fig, data, data.target)
     cap = ("rho* (argmax of the posterior-mean frontier) against policy size, one line per reward "

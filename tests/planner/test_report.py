@@ -173,3 +173,15 @@ def test_unreadable_race_summary_is_a_note(tmp_path: Path) -> None:
     doc, note = read_race(tmp_path)
     assert doc is None and note and "ignored" in note
     assert read_race(tmp_path / "missing") == (None, None)
+
+
+def test_report_with_too_few_runs_to_fit(tmp_path: Path) -> None:
+    data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=1,
+                         seeds=(0,), n_failed=0)
+    res = build_report(data, tmp_path / "out", progress=True)  # progress display on a non-tty
+    assert res.status == "no-fit"
+    md = res.markdown.read_text()
+    assert "could not be fitted" in md and "need at least 2" in md
+    assert "## Compute cards" in md and "## Regime calls" not in md
+    doc = json.loads(res.regimes.read_text())
+    assert doc["status"] == "no-fit" and not doc["by_target"]["native"]["fitted"]

@@ -7,7 +7,9 @@ it take seconds and several test modules (report, CLI, browser) read the same ou
 
 from __future__ import annotations
 
+import atexit
 import functools
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +87,8 @@ def built_report() -> Built:
     from planner.report import build_report
 
     root = Path(tempfile.mkdtemp(prefix="race-report-test-"))
+    # Removed when the test process ends; RACE_SCREENSHOT_DIR keeps the browser screenshots.
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
     data = make_campaign(root / "data")
     write_race_summary(data)
     out = root / "report"
