@@ -94,7 +94,7 @@ def make_backend(
     if workers < 1:
         raise ConfigError(f"workers: must be >= 1, got {workers}")
     opts = validate_options(name, options)
-    cuda = (engine_options or {}).get("device") == "cuda"
+    cuda = str((engine_options or {}).get("device", "")).startswith("cuda")
     if name == "local":
         from runners.backends.local import LocalBackend
 
