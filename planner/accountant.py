@@ -238,6 +238,7 @@ def train_pass_flops(
     input_requires_grad: bool | None = None,
     lm_head_recompute: bool = False,
     checkpoint_early_stop: bool = True,
+    flash_attention: bool = False,
 ) -> int:
     """FLOPs of one LoRA training pass (forward + backward of a scalar loss on the logits).
 
@@ -253,7 +254,9 @@ def train_pass_flops(
     each layer is skipped -- ``down_proj`` (frozen weights save no input) or, when
     ``down_proj`` carries an adapter, that adapter's ``B`` (its output is not saved).
 
-    Attention backward is twice its forward (gradients of both matmul operands).
+    Attention backward is twice its forward (gradients of both matmul operands); fused
+    SDPA kernels (flash / memory-efficient, ``flash_attention``) also recompute the score
+    matrix ``QK^T`` in backward instead of storing it: 2.5 times the forward.
     ``input_requires_grad`` defaults to ``gradient_checkpointing`` (TRL calls
     ``enable_input_require_grads`` exactly then). Units: FLOPs per pass.
     Source: the 2x-forward backward of Kaplan et al. 2020 minus weight gradients of
@@ -269,7 +272,8 @@ def train_pass_flops(
     ) + lora_backward_flops_per_token(arch, lora, input_requires_grad=input_requires_grad)
     bwd_per_seq = (
         seq_len * per_token_bwd
-        + 2 * attention_flops(arch, seq_len, seq_len)
+        + (5 * attention_flops(arch, seq_len, seq_len) // 2 if flash_attention
+           else 2 * attention_flops(arch, seq_len, seq_len))
         + positions * head * (2 if lm_head_recompute else 1)
     )
     if gradient_checkpointing:

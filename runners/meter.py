@@ -134,6 +134,8 @@ class FlopMeter:
     wall: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("search", "learning", "reward"), 0.0))
     passes: dict[str, int] = field(default_factory=dict)
     enabled: bool = True
+    # Fused SDPA / flash kernels recompute QK^T in backward (set from the model at attach).
+    fused_attention: bool = False
     _handles: list[Any] = field(default_factory=list, repr=False)
     _stack: list[_Call] = field(default_factory=list, repr=False)
     _lora_layers: list[Any] = field(default_factory=list, repr=False)
@@ -222,10 +224,10 @@ class FlopMeter:
         """
         a = self.policy
         if self.lora is not None:
-            f = train_pass_flops(a, batch, seq, self.lora, logit_positions=0,
+            f = train_pass_flops(a, batch, seq, self.lora, logit_positions=0, flash_attention=self.fused_attention,
                                  gradient_checkpointing=checkpointing, input_requires_grad=input_requires_grad)
         else:
-            f = train_pass_flops(a, batch, seq, LoRA(1, ()), logit_positions=0,
+            f = train_pass_flops(a, batch, seq, LoRA(1, ()), logit_positions=0, flash_attention=self.fused_attention,
                                  gradient_checkpointing=checkpointing, input_requires_grad=True)
             f += batch * seq * linear_flops_per_token(a)
         # LM head: forward 2dV and the hidden-state gradient 2dV per position, plus the
@@ -270,6 +272,8 @@ class FlopMeter:
         self._handles.append(base.register_forward_pre_hook(self._pre, with_kwargs=True))
         self._handles.append(base.register_forward_hook(self._post, with_kwargs=True))
         self._head = base.get_output_embeddings()
+        impl = getattr(base.config, "_attn_implementation", None) or "eager"
+        self.fused_attention = impl != "eager"
         emb = base.get_input_embeddings()
         self._handles.append(emb.register_forward_hook(self._embedding_seen))
 

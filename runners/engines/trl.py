@@ -25,6 +25,7 @@ partial card; a NaN loss is a crash of kind ``nan``.
 from __future__ import annotations
 
 import platform
+import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,7 +48,7 @@ _OPTIONS = {
     "eval_samples": "problems per target evaluation (default 256; 64 with quick)",
     "micro_batches": "micro-batches per generation batch (TRL steps_per_generation; default 1)",
     "use_vllm": "generate with vLLM in colocate mode (CUDA, only if vllm is importable)",
-    "threads": "torch CPU threads (default: leave as is)",
+    "threads": "torch CPU threads (default: 1 for tiny models on CPU, else unchanged)",
 }
 
 
@@ -146,7 +147,10 @@ def _raise_failed(exc: BaseException, card: ComputeCard) -> None:
         if exc.card is None:
             exc.card = card
         raise exc
-    kind = "oom" if "out of memory" in str(exc).lower() else "error"
+    msg = str(exc).lower()
+    # A diverged policy often surfaces in sampling ("probability tensor contains inf/nan")
+    # before the logged loss does: the same failure as a NaN loss.
+    kind = "oom" if "out of memory" in msg else "nan" if re.search(r"\b(nan|inf)\b", msg) else "error"
     raise RunFailed(f"{type(exc).__name__}: {exc}", card=card, kind=kind) from exc
 
 

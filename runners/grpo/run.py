@@ -95,12 +95,15 @@ def grpo_config(plan: RunPlan, *, device: str, seed: int, learning_rate: float, 
     )
 
 
-def _evaluate(model: Any, tokenizer: Any, rewards: Any, n: int, family: str) -> dict[str, float]:
+def _evaluate(model: Any, tokenizer: Any, rewards: Any, n: int, family: str, device: str) -> dict[str, float]:
+    if family != "tiny":
+        from runners.grpo.gpu_eval import evaluate_math
+
+        return evaluate_math(model, tokenizer, rewards, n=n, seed=EVAL_SEED, device=device)
     from runners.tinyworld.evaluate import evaluate_targets
 
-    model.eval()
-    out = evaluate_targets(model, tokenizer, rewards, n, EVAL_SEED)
-    return {k: float(v) for k, v in dict(out).items() if k in ("native", "pass1", "judge")}
+    return {k: float(v) for k, v in evaluate_targets(model, tokenizer, rewards, n=n, seed=EVAL_SEED,
+                                                    device=device).items()}
 
 
 def _lora_weights(model: Any) -> dict[str, Any]:
@@ -149,8 +152,13 @@ def execute_plan(engine: Any, proposal: Proposal, seed: int, state: RunState,
     plan, opts, device = proposal.plan, engine.opts, engine.device
     arch = state.policy
     state.planned = plan.flops.model_dump()
-    if opts.get("threads"):
-        torch.set_num_threads(int(opts["threads"]))
+    threads = opts.get("threads")
+    if threads is None and arch.family == "tiny" and device == "cpu":
+        # Tiny matmuls gain nothing from intra-op threads, and on a shared CPU idle
+        # OpenMP threads spin-wait: measured 16x slower generation with 2 threads.
+        threads = 1
+    if threads:
+        torch.set_num_threads(int(threads))
     set_seed(seed)
     path = resolve_policy_path(arch, opts.get("policy_path"), quick=engine.quick, cache_dir=engine.cache_dir)
     tok = load_tokenizer(arch, path)
@@ -168,7 +176,7 @@ def execute_plan(engine: Any, proposal: Proposal, seed: int, state: RunState,
         t0 = time.perf_counter()
         if progress is not None:
             progress(phase, state.meter.total, plan.budget, {})
-        out = _evaluate(m, tok, rewards, n_eval, arch.family)
+        out = _evaluate(m, tok, rewards, n_eval, arch.family, device)
         rewards.reset()  # evaluation scoring is not billed to the run
         state.eval_wall += time.perf_counter() - t0
         return out

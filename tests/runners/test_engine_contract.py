@@ -42,8 +42,23 @@ def _sim_case() -> EngineCase:
     )
 
 
-# One entry per engine; the trl engine adds {"trl": _trl_case} with a tiny-world proposal.
-CASES: dict[str, Callable[[], EngineCase]] = {"sim": _sim_case}
+def _trl_case() -> EngineCase:
+    def make(tmp: Path) -> Engine:
+        # A random-initialised tiny-s: the contract is about the record, not about learning,
+        # so no pretraining is needed (tests/runners/test_trl_engine.py covers learning).
+        # The budget buys ~66 prompt groups: the guard lands within half a group (< 1%).
+        from planner.registry import get_model
+        from runners.grpo.loading import random_policy
+        from runners.tinyworld.tokenizer import build_tokenizer
+
+        path = random_policy(get_model("tiny-s"), tmp / "policy", tokenizer=build_tokenizer())
+        return load_engine("trl", policy_path=str(path), eval_samples=4, threads=1)
+
+    return EngineCase(make=make, proposals=lambda: [make_proposal(compile_plan("tiny-s", "sparse", 0.5, 3e10))])
+
+
+# One entry per engine.
+CASES: dict[str, Callable[[], EngineCase]] = {"sim": _sim_case, "trl": _trl_case}
 
 ENGINES = available_engines()
 

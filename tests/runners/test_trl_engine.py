@@ -1,0 +1,106 @@
+"""The trl engine end to end on CPU: `planner plan` -> `runners execute --engine trl` with the
+quick-pretrained tiny world, for a low and a high rho; plus the failure path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app as planner_app
+from planner.compiler import compile_plan
+from planner.proposals import make_proposal, read_proposals, write_proposals
+from planner.schema import RunRecord
+from runners.cli import app
+from runners.store import PilotStore
+
+RUNNER = CliRunner()
+# The guard lands within half a prompt group of the budget, so the budget buys 60-70 groups
+# (< 0.8% each side) at both rhos.
+BUDGET = 4e10
+RHOS = (0.2, 0.85)  # search-heavy (G=37 generated, K=4 kept) and update-heavy (mu=2)
+
+
+@pytest.fixture(scope="module")
+def records(tiny_world_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> list[RunRecord]:
+    root = tmp_path_factory.mktemp("trl-e2e")
+    plans = []
+    for rho in RHOS:
+        out = root / f"p{rho}.json"
+        res = RUNNER.invoke(planner_app, ["plan", "--model", "tiny-s", "--reward", "sparse", "--rho", str(rho),
+                                          "--budget", str(BUDGET), "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        plans.extend(read_proposals(out).proposals)
+    both = write_proposals(root / "p.json", plans)
+    res = RUNNER.invoke(app, [
+        "execute", str(both), "--data", str(root / "data"), "--engine", "trl", "--retries", "0",
+        "-o", "quick=true", "-o", f"cache_dir={tiny_world_cache}", "-o", "eval_samples=16", "-o", "threads=1",
+    ])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    recs = PilotStore(root / "data").records(status=None)
+    return sorted(recs, key=lambda r: r.rho_planned)
+
+
+def test_both_runs_ok_on_budget_and_on_rho(records: list[RunRecord]) -> None:
+    assert [r.status for r in records] == ["ok", "ok"], [r.error for r in records]
+    for r in records:
+        f = r.card.flops
+        assert r.engine == "trl" and r.simulated is False
+        assert abs(f.total - BUDGET) <= 0.02 * BUDGET, f
+        assert abs(r.card.rho - r.plan.rho) <= 0.05, (r.card.rho, r.plan.rho)
+        assert f.reward == 0.0 and f.search > 0 and f.learning > 0  # rule reward: no reward FLOPs
+        assert r.card.stop_reason == "budget"  # type: ignore[attr-defined]
+        # The adapter learned something: LoRA B starts at zero, so any update changes it.
+        assert r.provenance["adapter_delta_norm"] > 0
+        for t in ("native", "pass1", "judge"):
+            for v in (getattr(r.metrics, t), getattr(r.metrics, f"{t}_base")):
+                assert v is not None and 0.0 <= v <= 1.0
+        walls = r.card.wall_s
+        assert walls["search"] > 0 and walls["learning"] > 0 and walls["eval"] > 0
+        assert walls["total"] >= walls["search"] + walls["learning"]
+        assert r.card.software["trl"].startswith("1.16")
+    low, high = records
+    # The two levers really ran: down-sampling (K < G) and reuse (old log-probs when mu > 1).
+    assert low.plan.completions_kept < low.plan.completions_per_prompt and low.plan.num_iterations == 1
+    assert "old_logprobs" not in low.card.passes  # type: ignore[attr-defined]
+    assert high.plan.num_iterations > 1 and high.card.passes["old_logprobs"] > 0  # type: ignore[attr-defined]
+    assert low.card.rho < 0.4 < 0.8 < high.card.rho
+
+
+def _proposal(reward: str = "sparse") -> Any:
+    return make_proposal(compile_plan("tiny-s", reward, 0.5, 5e9))
+
+
+def test_a_crash_raises_run_failed_with_a_partial_card(tmp_path: Path) -> None:
+    from runners.engines.trl import TrlEngine
+    from runners.execution import RunFailed
+
+    engine = TrlEngine(policy_path=str(tmp_path / "missing"))
+    with pytest.raises(RunFailed) as info:
+        engine.run(_proposal(), 0)
+    assert info.value.kind == "error" and "missing" in str(info.value)
+    assert info.value.card is not None and info.value.card.flops.total == 0.0
+
+
+def test_nan_loss_is_a_failure_of_kind_nan(tiny_world_cache: Path) -> None:
+    from runners.engines.trl import TrlEngine
+    from runners.execution import RunFailed
+
+    engine = TrlEngine(quick=True, cache_dir=tiny_world_cache, eval_samples=4, learning_rate=1e30)
+    with pytest.raises(RunFailed) as info:
+        engine.run(_proposal(), 0)
+    assert info.value.kind == "nan", info.value
+    card = info.value.card
+    assert card is not None and 0 < card.flops.total < 5e9  # what ran before it blew up
+
+
+def test_unknown_options_and_devices_are_one_line_errors() -> None:
+    from planner.errors import ConfigError
+    from runners.engines.trl import TrlEngine
+
+    with pytest.raises(ConfigError, match="unknown option 'lr'"):
+        TrlEngine(lr=1e-3)
+    with pytest.raises(ConfigError, match="device must be cpu or cuda"):
+        TrlEngine(device="tpu")
