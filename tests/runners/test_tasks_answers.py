@@ -1,0 +1,95 @@
+"""Answer checking for the GPU path, on real data nobody here wrote (../shared/data).
+
+The data tests skip cleanly when the folder is absent; they print the measured rates.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runners.tasks import (
+    extract_answer,
+    extract_boxed,
+    extract_gsm8k_answer,
+    gsm8k_worked_result,
+    load_math,
+    to_grpo_rows,
+    verify,
+)
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is absent")
+
+
+def _jsonl(path: Path) -> list[dict[str, str]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_extractors() -> None:
+    assert extract_boxed(r"so \boxed{\frac{1}{2}} and then \boxed{x^{2}}") == "x^{2}"
+    assert extract_boxed(r"\boxed{3") is None and extract_boxed("none") is None
+    assert extract_gsm8k_answer("a\n#### 1,234") == "1234"
+    assert gsm8k_worked_result("9 + 6 = <<9+6=15>>15 liters out of the 24 liters.\n#### 15") == "15"
+    assert gsm8k_worked_result("net is $400 000 - $282 000 = $118 000.\n#### 118000") == "118000"
+    assert extract_answer("#### 7") == "7" and extract_answer("nothing") is None
+
+
+def test_verify_is_symbolic_not_textual() -> None:
+    assert verify(r"\frac{1}{2}", "0.5", exact_shortcut=False)
+    assert verify(r"\boxed{2\sqrt{2}}", r"\sqrt{8}", exact_shortcut=False)
+    assert verify("18.0", "18", exact_shortcut=False)
+    assert not verify("17", "18") and not verify(None, "1") and not verify("", "1")
+    assert not verify(r"\frac{1}{3}", "0.33", exact_shortcut=False)
+
+
+@needs_data
+def test_math500_answers_verify_against_their_own_boxed_solution() -> None:
+    rows = _jsonl(DATA / "math500" / "test.jsonl")
+    boxed = [extract_boxed(r["solution"]) for r in rows]
+    # exact_shortcut=False: every pair goes through math-verify's parser and comparator.
+    ok = [verify(b, r["answer"], exact_shortcut=False) for b, r in zip(boxed, rows, strict=True)]
+    rate = sum(ok) / len(rows)
+    # Control: each answer against the next problem's boxed answer mostly fails.
+    shifted = boxed[1:] + boxed[:1]
+    cross = sum(verify(b, r["answer"], exact_shortcut=False) for b, r in zip(shifted, rows, strict=True))
+    print(f"MATH-500: {sum(ok)}/{len(rows)} = {rate:.4f} verify; shifted control {cross}/{len(rows)}")
+    assert len(rows) == 500 and rate >= 0.99
+    assert cross / len(rows) < 0.05
+
+
+@needs_data
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_gsm8k_answers_verify_against_themselves_and_the_worked_result(split: str) -> None:
+    rows = _jsonl(DATA / "gsm8k" / f"{split}.jsonl")
+    golds = [extract_gsm8k_answer(r["answer"]) for r in rows]
+    assert all(g is not None for g in golds)
+    self_ok = sum(verify(g, g, exact_shortcut=False) for g in golds)
+    worked = sum(verify(gsm8k_worked_result(r["answer"]), g) for r, g in zip(rows, golds, strict=True))
+    print(f"GSM8K {split}: #### verifies against itself {self_ok}/{len(rows)}; "
+          f"against the worked solution's last stated result {worked}/{len(rows)} = {worked / len(rows):.4f}")
+    assert self_ok == len(rows)
+    # GSM8K's worked text sometimes ends on another number or disagrees with its own ####
+    # (e.g. "$0.25 each" vs "#### 25"); what is left must be rare.
+    assert worked / len(rows) >= 0.985
+
+
+@needs_data
+def test_loaders_read_local_files_and_make_trl_rows() -> None:
+    gsm = load_math("gsm8k", path=DATA / "gsm8k", split="test")
+    math = load_math("math500", path=DATA / "math500" / "test.jsonl", limit=10)
+    assert len(gsm) == 1319 and gsm[0].answer == "18" and len(math) == 10
+    rows = to_grpo_rows(gsm[:2])
+    assert rows[0]["prompt"][0]["role"] == "user" and "\\boxed{}" in rows[0]["prompt"][0]["content"]
+    assert rows[0]["answer"] == "18"
+
+
+def test_loader_errors_name_the_field(tmp_path: Path) -> None:
+    from planner.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="dataset"):
+        load_math("nope", path=tmp_path)
+    with pytest.raises(ConfigError, match="path"):
+        load_math("gsm8k", path=tmp_path / "missing.jsonl")
