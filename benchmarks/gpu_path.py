@@ -32,29 +32,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-
-
-def standin_tokenizer(vocab_size: int) -> Any:
-    """Character-level tokenizer with ``vocab_size`` ids (printable ASCII + fillers) and a chat template."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>"]
-    chars = [chr(c) for c in range(32, 127)] + ["\n"]
-    fill = [f"<{i}>" for i in range(vocab_size - len(specials) - len(chars))]
-    vocab = {t: i for i, t in enumerate(specials + chars + fill)}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex("<\\|im_(?:start|end)\\|>|[\\s\\S]"), behavior="isolated")
-    core.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<|endoftext|>", eos_token="<|im_end|>",
-                                  unk_token="<unk>", additional_special_tokens=["<|im_start|>"],
-                                  padding_side="left")
-    tok.chat_template = CHAT
-    return tok
-
-
 def gsm8k_rows(path: Path, n: int) -> list[dict[str, Any]]:
     """GSM8K-train prompts as TRL rows via ``runners.tasks`` (polars-free fallback reader)."""
     from runners.tasks import MathItem, extract_gsm8k_answer, to_grpo_rows
@@ -150,6 +127,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from planner.accountant import LoRA
     from planner.registry import get_model
+    from runners.grpo.loading import offline_chat_tokenizer
     from runners.grpo.run import grpo_config
     from runners.grpo.trainer import RaceGRPOTrainer
     from runners.meter import FlopMeter, FlopMeterCallback
@@ -166,7 +144,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tok = AutoTokenizer.from_pretrained(a.policy)
         tok.padding_side = "left"
     else:
-        tok = standin_tokenizer(arch.vocab_size)
+        tok = offline_chat_tokenizer(arch.vocab_size)
     plan = bench_plan(arch, a)
     t0 = time.perf_counter()
     model = build_model(arch, tok, a.device, a.policy)

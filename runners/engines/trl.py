@@ -45,6 +45,7 @@ _OPTIONS = {
     "scorer_path": "folder or Hub id of the PRM (default: tiny-world cache / registry hub_id)",
     "dataset": "prompt set for qwen2.5 policies: polaris (default) or gsm8k",
     "data_path": "local JSONL/parquet of the prompt set (default: the Hub)",
+    "eval_data": "folder with gsm8k/test.jsonl and math500/test.jsonl for qwen2.5 pass1 (default: the Hub)",
     "eval_samples": "problems per target evaluation (default 256; 64 with quick)",
     "micro_batches": "micro-batches per generation batch (TRL steps_per_generation; default 1)",
     "use_vllm": "generate with vLLM in colocate mode (CUDA, only if vllm is importable)",

@@ -17,7 +17,12 @@ from typing import Any
 from planner.architecture import Architecture
 from planner.errors import ConfigError
 
-__all__ = ["load_policy", "load_tokenizer", "random_policy", "train_rows"]
+__all__ = ["load_policy", "load_tokenizer", "offline_chat_tokenizer", "random_policy", "train_rows"]
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def _qwen2_config(arch: Architecture, **extra: Any) -> Any:
@@ -57,6 +62,29 @@ def random_policy(arch: Architecture, folder: str | Path, *, seed: int = 0, toke
     return folder
 
 
+def offline_chat_tokenizer(vocab_size: int) -> Any:
+    """A character-level stand-in for a Hub chat tokenizer, ``vocab_size`` ids, Qwen-style
+    chat template. For offline tests and benchmarks of the GPU path on random-initialised
+    policies (no Hub): printable ASCII, newline and filler ids up to the model's vocabulary."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>"]
+    chars = [chr(c) for c in range(32, 127)] + ["\n"]
+    if vocab_size < len(specials) + len(chars):
+        raise ValueError(f"vocab_size must be at least {len(specials) + len(chars)}")
+    fill = [f"<{i}>" for i in range(vocab_size - len(specials) - len(chars))]
+    vocab = {t: i for i, t in enumerate(specials + chars + fill)}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex("<\\|im_(?:start|end)\\|>|[\\s\\S]"), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<|endoftext|>", eos_token="<|im_end|>",
+                                  unk_token="<unk>", additional_special_tokens=["<|im_start|>"],
+                                  padding_side="left")
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
 def load_tokenizer(arch: Architecture, path: str | Path | None) -> Any:
     """The policy's tokenizer; left padding (TRL generates from left-padded prompts)."""
     if arch.family == "tiny":
@@ -65,9 +93,18 @@ def load_tokenizer(arch: Architecture, path: str | Path | None) -> Any:
 
         tok = build_tokenizer()
     else:
-        from transformers import AutoTokenizer
+        import json
 
-        tok = AutoTokenizer.from_pretrained(str(path or arch.hub_id))
+        from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+        where = str(path or arch.hub_id)
+        cfg = Path(where) / "tokenizer_config.json"
+        named = json.loads(cfg.read_text()).get("tokenizer_class") if cfg.is_file() else None
+        # A folder that names the generic fast class (our offline stand-in) must not be
+        # re-typed from its qwen2 model config.
+        generic = ("PreTrainedTokenizerFast", "TokenizersBackend")  # the latter: how transformers 5 saves it
+        loader = PreTrainedTokenizerFast if named in generic else AutoTokenizer
+        tok = loader.from_pretrained(where)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"

@@ -95,15 +95,17 @@ def grpo_config(plan: RunPlan, *, device: str, seed: int, learning_rate: float, 
     )
 
 
-def _evaluate(model: Any, tokenizer: Any, rewards: Any, n: int, family: str, device: str) -> dict[str, float]:
-    if family != "tiny":
+def _evaluate(model: Any, tokenizer: Any, rewards: Any, n: int, arch: Architecture, device: str,
+              plan: RunPlan, held: list[dict[str, Any]], eval_data: Any) -> dict[str, float | None]:
+    if arch.family != "tiny":
         from runners.grpo.gpu_eval import evaluate_math
 
-        return evaluate_math(model, tokenizer, rewards, n=n, seed=EVAL_SEED, device=device)
+        return evaluate_math(model, tokenizer, rewards, n=n, seed=EVAL_SEED, device=device, native_rows=held,
+                             eval_data=eval_data, max_new_tokens=plan.max_completion_length)
     from runners.tinyworld.evaluate import evaluate_targets
 
-    return {k: float(v) for k, v in evaluate_targets(model, tokenizer, rewards, n=n, seed=EVAL_SEED,
-                                                    device=device).items()}
+    out = evaluate_targets(model, tokenizer, rewards, n=n, seed=EVAL_SEED, device=device)
+    return {k: float(v) for k, v in out.items()}
 
 
 def _lora_weights(model: Any) -> dict[str, Any]:
@@ -172,11 +174,18 @@ def execute_plan(engine: Any, proposal: Proposal, seed: int, state: RunState,
     rewards = build_reward_system(plan.reward, arch.family, device=device, scorer_path=scorer_path)
     n_eval = int(opts.get("eval_samples", 64 if engine.quick else 256))
 
-    def evaluate(m: Any, phase: str) -> dict[str, float]:
+    n_rows = MAX_STEPS_FACTOR * plan.total_prompts + plan.prompts_per_round
+    # Qwen runs measure `native` on training-distribution prompts they never train on.
+    n_held = 0 if arch.family == "tiny" else n_eval
+    rows = train_rows(arch, n_rows + n_held, seed, dataset=opts.get("dataset", "polaris"),
+                      data_path=opts.get("data_path"))
+    rows, held = rows[: len(rows) - n_held], rows[len(rows) - n_held :]
+
+    def evaluate(m: Any, phase: str) -> dict[str, float | None]:
         t0 = time.perf_counter()
         if progress is not None:
             progress(phase, state.meter.total, plan.budget, {})
-        out = _evaluate(m, tok, rewards, n_eval, arch.family, device)
+        out = _evaluate(m, tok, rewards, n_eval, arch, device, plan, held, opts.get("eval_data"))
         rewards.reset()  # evaluation scoring is not billed to the run
         state.eval_wall += time.perf_counter() - t0
         return out
@@ -191,9 +200,7 @@ def execute_plan(engine: Any, proposal: Proposal, seed: int, state: RunState,
     lr = float(opts.get("learning_rate", 5e-4 if arch.family == "tiny" else 2e-5))
     config = grpo_config(plan, device=device, seed=seed, learning_rate=lr,
                          micro_batches=int(opts.get("micro_batches", 1)), use_vllm=bool(opts.get("use_vllm")))
-    n_rows = MAX_STEPS_FACTOR * plan.total_prompts + plan.prompts_per_round
-    data = Dataset.from_list(train_rows(arch, n_rows, seed, dataset=opts.get("dataset", "polaris"),
-                                        data_path=opts.get("data_path")))
+    data = Dataset.from_list(rows)
     trainer_ref: list[Any] = []
     watch = _Watch(state, trainer_ref, plan.budget, progress)
     trainer = RaceGRPOTrainer(
@@ -226,5 +233,6 @@ def execute_plan(engine: Any, proposal: Proposal, seed: int, state: RunState,
         "eval_samples": n_eval,
         "eval_seed": EVAL_SEED,
         "reward_means": [round(x, 4) for x in trainer.generated_reward_means],
+        "train_prompts": "tiny-world train split" if arch.family == "tiny" else opts.get("dataset", "polaris"),
     }
     return metrics, provenance
