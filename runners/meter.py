@@ -385,9 +385,10 @@ class FlopMeterCallback(TrainerCallback):
 
     ``meter=None`` builds a :class:`FlopMeter` from the model's config and peft adapter at
     ``on_train_begin``. ``reward_models`` are modules whose forwards count as reward FLOPs
-    (their config gives the scorer shape). Every log gains :data:`LOG_KEYS`. Add it with
-    :meth:`attach` so integrations (W&B, TensorBoard) that run before user callbacks see
-    the keys too.
+    (their config gives the scorer shape). Every log gains :data:`LOG_KEYS`. ``budget``
+    adds a :class:`BudgetGuard` on the same meter (``steps_per_round``: GRPO's
+    ``num_iterations``). Add it with :meth:`attach` so integrations (W&B, TensorBoard)
+    that run before user callbacks see the keys too.
     """
 
     def __init__(
@@ -397,8 +398,13 @@ class FlopMeterCallback(TrainerCallback):
         reward_models: Sequence[Any] = (),
         scorer_head: tuple[int, ...] = (1,),
         progress: Callable[[FlopMeter, Any], None] | None = None,
+        budget: float | None = None,
+        steps_per_round: int = 1,
     ) -> None:
         self.meter = meter
+        self.budget = budget
+        self.steps_per_round = steps_per_round
+        self.guard: BudgetGuard | None = None
         self.reward_models = tuple(reward_models)
         self.scorer_head = scorer_head
         self.progress = progress
@@ -423,6 +429,9 @@ class FlopMeterCallback(TrainerCallback):
             for rm in self.reward_models:
                 self.meter.watch_scorer(rm)
         self.meter.attach(model)
+        if self.budget is not None:
+            self.guard = BudgetGuard(self.meter, self.budget, steps_per_round=self.steps_per_round)
+            self.guard.on_train_begin(args, state, control)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         assert self.meter is not None
@@ -438,6 +447,8 @@ class FlopMeterCallback(TrainerCallback):
             # Backward passes are invisible to forward hooks: learning = the step minus the
             # search and reward time measured inside it.
             self.meter.add_wall("learning", max(0.0, step - other))
+        if self.guard is not None:
+            self.guard.on_step_end(args, state, control)
         if self.progress is not None:
             self.progress(self.meter, state)
 

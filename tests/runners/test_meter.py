@@ -149,15 +149,15 @@ def test_budget_guard_stops_a_stock_trainer_at_the_nearest_step(world: dict[str,
     from runners.rewards import build_reward_system
 
     model, tok, (args, data) = _setup(world, tmp_path, per_device_train_batch_size=8, num_generations=4, max_steps=30)
-    meter = FlopMeter(get_model("tiny-s"), lora=LoRA(4, ("q_proj", "v_proj")))
     budget = 1.2e9
-    guard = BudgetGuard(meter, budget)
     trainer = GRPOTrainer(model=model, reward_funcs=build_reward_system("sparse", "tiny").funcs, args=args,
-                          train_dataset=data, processing_class=tok, callbacks=[guard],
+                          train_dataset=data, processing_class=tok,
                           peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
     steps: list[float] = []
-    FlopMeterCallback.attach(trainer, meter=meter, progress=lambda m, s: steps.append(m.total))
+    cb = FlopMeterCallback.attach(trainer, budget=budget, progress=lambda m, s: steps.append(m.total))
     trainer.train()
+    meter, guard = cb.meter, cb.guard
+    assert meter is not None and guard is not None
     assert guard.stop_reason == "budget" and 1 < trainer.state.global_step < 30
     costs = [b - a for a, b in zip([0.0, *steps], steps, strict=False)]
     # Stopped at the step boundary closest to the budget (step costs vary with lengths).
