@@ -1,1 +1,264 @@
-"""planner race commands."""
+"""``planner suggest``, ``planner race`` and ``planner bench``: proposals, the active loop and
+the planner benchmark. Heavy imports (torch, botorch, optuna) happen inside the commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from planner.cli.app import command, emit_json, parse_budget, parse_list
+
+if TYPE_CHECKING:
+    from planner.frontier import Setting
+    from planner.regime import RegimeCall
+
+BudgetOpt = Annotated[str, typer.Option(help="Target FLOP budget of the decision, e.g. 1e18.")]
+ModelsOpt = Annotated[
+    str | None, typer.Option("--models", help="Policies, comma-separated (default: the three Qwen2.5 sizes).")
+]
+RewardsOpt = Annotated[
+    str | None, typer.Option("--rewards", help="Reward systems, comma-separated (default: all five).")
+]
+TargetOpt = Annotated[str, typer.Option(help="Evaluation target: native, pass1 or judge.")]
+PilotOpt = Annotated[
+    str | None, typer.Option("--pilot-budget", help="FLOPs of one pilot run (default: budget / 100).")
+]
+
+DEFAULT_RUNS_PER_SETTING = 30
+
+
+def _problem(budget: str, models: str | None, rewards: str | None, target: str,
+             pilot_budget: str | None, confidence: float = 0.9) -> Any:
+    """Validate the shared options into a :class:`~planner.strategies.RaceProblem`."""
+    from planner.compiler import compile_plan
+    from planner.errors import ConfigError, InfeasibleError
+    from planner.frontier import Setting
+    from planner.registry import POLICIES_QWEN, REWARD_SYSTEMS, get_model, get_reward
+    from planner.strategies import RaceProblem
+
+    b = parse_budget(budget)
+    pilot = parse_budget(pilot_budget, "pilot-budget") if pilot_budget is not None else b / 100
+    ms = parse_list(models) or list(POLICIES_QWEN)
+    rs = parse_list(rewards) or list(REWARD_SYSTEMS)
+    for m in ms:
+        if get_model(m).role != "policy":
+            raise ConfigError(f"models: {m!r} is a reward model, not a policy; pick a policy model")
+    for r in rs:
+        get_reward(r)
+    settings = tuple(Setting(m, r) for m in dict.fromkeys(ms) for r in dict.fromkeys(rs))
+    for s in settings:  # the decision budget must buy a run, or there is nothing to decide
+        try:
+            compile_plan(s.model, s.reward, 0.5, b)
+        except InfeasibleError as exc:
+            if exc.field == "budget":
+                raise ConfigError(
+                    f"budget: {b:.3g} FLOPs buys no {s.key} run; raise it to at least {exc.nearest:.3g}"
+                ) from None
+    return RaceProblem(settings, budget=b, pilot_budget=pilot, target=target, confidence=confidence)
+
+
+def _check_target(target: str) -> None:
+    from planner.errors import ConfigError
+    from planner.schema import TARGETS
+
+    if target not in TARGETS:
+        raise ConfigError(f"target: unknown target {target!r}; use one of: {', '.join(TARGETS)}")
+
+
+@command(help="Propose the next pilot runs (writes proposals.json).")
+def suggest(
+    budget: BudgetOpt,
+    models: ModelsOpt = None,
+    rewards: RewardsOpt = None,
+    target: TargetOpt = "native",
+    n: Annotated[int | None, typer.Option("--n", min=1, help="Proposals to make (default: initial design, or one per undecided setting).")] = None,
+    pilot_budget: PilotOpt = None,
+    data: Annotated[Path | None, typer.Option(help="Pilot dataset directory (records so far).")] = None,
+    out: Annotated[Path, typer.Option(help="Where to write the proposals.")] = Path("proposals.json"),
+    pending: Annotated[Path | None, typer.Option(help="proposals.json of runs still executing (not proposed again, conditioned on).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the posterior samplers.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the proposals as JSON.")] = False,
+) -> None:
+    import time
+
+    t0 = time.perf_counter()
+    _check_target(target)
+    problem = _problem(budget, models, rewards, target, pilot_budget)
+    from planner.proposals import read_proposals, write_proposals
+    from planner.strategies.ours import RaceStrategy
+
+    strategy = RaceStrategy(problem, seed)
+    if data is not None and (data / "runs").is_dir():
+        from planner.engine import open_store
+
+        strategy.tell(open_store(data).records())
+    waiting = list(read_proposals(pending).proposals) if pending is not None else []
+    done = {r.proposal_id for r in strategy.records_}
+    waiting = [p for p in waiting if p.id not in done]
+    skip = {p.id for p in waiting}
+    props = [p for p in strategy.ask(n, pending=waiting) if p.id not in skip]
+    write_proposals(out, props, target_budget=problem.budget)
+    elapsed = time.perf_counter() - t0
+    if as_json:
+        emit_json([p.model_dump(mode="json") for p in props])
+        return
+    _print_proposals(props, out, len(strategy.records_), elapsed)
+
+
+def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{len(props)} proposals from {n_records} records ({elapsed:.1f} s)")
+    for col in ("model", "reward", "rho", "budget", "search/learn/reward", "predicted", "why"):
+        t.add_column(col)
+    for p in props:
+        f = p.plan.flops
+        split = f"{f.search / f.total:.0%}/{f.learning / f.total:.0%}/{f.reward / f.total:.0%}"
+        pred = f"{p.prediction.mean:.3f} ± {p.prediction.std:.3f}" if p.prediction else "-"
+        t.add_row(p.model, p.reward, f"{p.plan.rho:.3f}", f"{p.budget:.2g}", split, pred,
+                  p.reason.split(";")[0][:60])
+    c = Console()
+    c.print(t)
+    c.print(f"wrote {out}")
+
+
+@command(help="Run the active loop: suggest -> execute -> refit -> classify, until confident or capped.")
+def race(
+    budget: BudgetOpt,
+    data: Annotated[Path, typer.Option(help="Pilot dataset directory; regimes.json is written here.")],
+    engine: Annotated[str, typer.Option(help="Engine: sim or trl.")] = "sim",
+    world: Annotated[str | None, typer.Option(help="Simulator world (file or name in configs/worlds).")] = None,
+    models: ModelsOpt = None,
+    rewards: RewardsOpt = None,
+    target: TargetOpt = "native",
+    confidence: Annotated[float, typer.Option(help="Stop when every setting's top regime probability reaches this.")] = 0.9,
+    max_runs: Annotated[int | None, typer.Option(min=1, help=f"Cap on runs (default {DEFAULT_RUNS_PER_SETTING} per setting).")] = None,
+    max_flops: Annotated[str | None, typer.Option(help="Cap on FLOPs spent, e.g. 1e19.")] = None,
+    strategy: Annotated[str, typer.Option(help="ours, grid, random, optuna-tpe or optuna-gp.")] = "ours",
+    seeds: Annotated[int, typer.Option(min=1, help="Seed replicates of every proposal.")] = 1,
+    pilot_budget: PilotOpt = None,
+    batch: Annotated[int | None, typer.Option(min=1, help="Proposals per round (default: the strategy's).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the strategy's samplers.")] = 0,
+    quiet: Annotated[bool, typer.Option(help="No live progress display.")] = False,
+) -> None:
+    from planner.engine import load_engine, open_store
+    from planner.errors import ConfigError
+    from planner.loop import regimes_document, run_race, write_regimes
+    from planner.strategies import make_strategy
+
+    _check_target(target)
+    problem = _problem(budget, models, rewards, target, pilot_budget, confidence)
+    if not 0 < confidence < 1:
+        raise ConfigError(f"confidence: must lie in (0, 1), got {confidence}; e.g. --confidence 0.9")
+    flops_cap = parse_budget(max_flops, "max-flops") if max_flops is not None else None
+    runs_cap = max_runs if max_runs is not None else DEFAULT_RUNS_PER_SETTING * len(problem.settings)
+    opts: dict[str, Any] = {}
+    if world is not None:
+        if engine != "sim":
+            raise ConfigError(f"world: only the sim engine takes a world, not {engine!r}; drop --world")
+        opts["world"] = world
+    eng = load_engine(engine, **opts)
+    strat = make_strategy(strategy, problem, seed)
+    store = open_store(data)
+    display = _Display(problem, quiet)
+    with display:
+        result = run_race(problem, strat, eng, store, max_runs=runs_cap, max_flops=flops_cap,
+                          seeds=seeds, batch_size=batch, progress=display.update)
+    world_name = getattr(getattr(eng, "world", None), "name", None)
+    doc = regimes_document(result, engine=engine, simulated=engine == "sim", world=world_name)
+    path = write_regimes(data / "regimes.json", doc)
+    display.final(result, path)
+
+
+class _Display:
+    """Live rich table of the race: runs, FLOPs and each setting's regime probabilities."""
+
+    def __init__(self, problem: Any, quiet: bool) -> None:
+        self.problem = problem
+        self.quiet = quiet
+        self.live: Any = None
+
+    def __enter__(self) -> _Display:
+        if not self.quiet:
+            from rich.live import Live
+
+            self.live = Live(self._table(None), refresh_per_second=4, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def update(self, progress: Any) -> None:
+        if self.live is not None:
+            self.live.update(self._table(progress))
+
+    def _table(self, progress: Any) -> Any:
+
+        title = "race: starting" if progress is None else (
+            f"race round {progress.round}: {progress.runs} runs, {progress.flops:.3g} FLOPs, "
+            f"last ask {progress.ask_seconds:.1f} s")
+        return _calls_table(title, self.problem, progress.calls if progress else {})
+
+    def final(self, result: Any, path: Path) -> None:
+        from rich.console import Console
+
+        c = Console()
+        c.print(_calls_table(f"regimes at {self.problem.budget:.3g} FLOPs ({self.problem.target})",
+                             self.problem, result.calls, result))
+        c.print(f"stopped: {result.stop_reason} after {result.total_runs} runs, "
+                f"{result.total_flops:.3g} FLOPs; wrote {path}")
+
+
+def _calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], result: Any = None) -> Any:
+    from rich.table import Table
+
+    from planner.regime import LABELS
+
+    t = Table(title=title)
+    for col in ("setting", "rho*", "90% CI", "regime", *[lab.split("-")[0] for lab in LABELS]):
+        t.add_column(col)
+    if result is not None:
+        t.add_column("runs")
+    for s in problem.settings:
+        c = calls.get(s)
+        if c is None:
+            t.add_row(s.key, "-", "-", "-", "-", "-", "-", *(["-"] if result is not None else []))
+            continue
+        mark = "" if c.confidence >= problem.confidence else " ?"
+        row = [s.key, f"{c.rho_star:.3f}", f"[{c.rho_star_ci[0]:.2f}, {c.rho_star_ci[1]:.2f}]",
+               c.regime + mark, *[f"{c.probabilities[lab]:.2f}" for lab in LABELS]]
+        if result is not None:
+            row.append(str(result.runs[s]))
+        t.add_row(*row)
+    return t
+
+
+@command(help="Benchmark the strategies on the simulator worlds (runs benchmarks/planner_bench.py).")
+def bench(
+    quick: Annotated[bool, typer.Option(help="CI-sized run: one world, few seeds and settings.")] = False,
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("planner_bench.json"),
+    worlds: Annotated[str | None, typer.Option(help="Worlds, comma-separated (default: all shipped).")] = None,
+    strategies: Annotated[str | None, typer.Option(help="Strategies, comma-separated (default: all).")] = None,
+    seeds: Annotated[int | None, typer.Option(min=1, help="Repetitions per world (default 10; quick 3).")] = None,
+) -> None:
+    import importlib.util
+
+    from planner.errors import ConfigError
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "planner_bench.py"
+    if not script.is_file():
+        raise ConfigError(f"bench: {script} not found; run from a source checkout of race-planner")
+    spec = importlib.util.spec_from_file_location("planner_bench", script)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    argv = ["--out", str(out)] + (["--quick"] if quick else [])
+    argv += ["--worlds", worlds] if worlds else []
+    argv += ["--strategies", strategies] if strategies else []
+    argv += ["--seeds", str(seeds)] if seeds else []
+    mod.main(argv)

@@ -1,0 +1,318 @@
+"""Planner benchmark: every strategy on the shipped simulator worlds, against the sim's truth.
+
+For each world and repetition (seed), on the settings (3 Qwen2.5 sizes x 5 reward systems
+by default), target ``native`` at a target budget with 10x cheaper pilots:
+
+* ``ours`` races until every setting is called with the confidence (or a cap);
+* ``grid`` (the paper's RACE protocol) is swept over its design: rho points per setting x
+  seed replicates x pilot budget (the pilot budget or the target budget itself); the
+  cheapest design reaching the same-regime rate of ``ours`` (and 0.95) is reported;
+* ``random``, ``optuna-tpe`` and ``optuna-gp`` get exactly the FLOPs ``ours`` spent in that
+  repetition (equal spend), at the pilot budget.
+
+Metrics: same-regime rate against ``runners.sim.truth``, |rho*_est - rho*_true|, FLOPs
+spent until the decision (in target-run units), simple regret of the recommended rho at
+the target budget (noise-free value lost), wall time per suggestion (``ask``). Also the
+latency of ``planner suggest`` on empty data and with 200 records.
+
+    python benchmarks/planner_bench.py [--quick] [--worlds paper,flat] [--seeds 10] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from planner.frontier import Setting  # noqa: E402
+from planner.loop import run_race  # noqa: E402
+from planner.registry import POLICIES_QWEN, REWARD_SYSTEMS  # noqa: E402
+from planner.schema import RunRecord  # noqa: E402
+from planner.strategies import RaceProblem, make_strategy  # noqa: E402
+from runners.engines.sim import SimEngine  # noqa: E402
+from runners.sim.simulate import simulate  # noqa: E402
+from runners.sim.truth import frontier  # noqa: E402
+from runners.sim.world import list_worlds  # noqa: E402
+
+STRATEGIES = ("ours", "grid", "random", "optuna-tpe", "optuna-gp")
+GRID_POINTS = (3, 5, 7, 9)
+GRID_REPS = (1, 2, 4, 8)
+
+
+class MemoryStore:
+    """A RecordStore in memory: the benchmark runs thousands of races."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.gettempdir())
+        self._records: dict[str, RunRecord] = {}
+
+    def write(self, record: RunRecord) -> Path:
+        self._records[record.run_id] = record
+        return self.root
+
+    def records(self, *, status: str | None = "ok") -> list[RunRecord]:
+        return [r for r in self._records.values() if status is None or r.status == status]
+
+    def run_ids(self, *, status: str | None = "ok") -> set[str]:
+        return {r.run_id for r in self.records(status=status)}
+
+
+class SeededEngine:
+    """The sim engine with repetition-specific noise: replicate ``i`` of repetition ``rep``
+    draws with seed ``1000 * rep + i`` (the sim's noise is a function of plan and seed)."""
+
+    name = "sim"
+
+    def __init__(self, world: str, rep: int) -> None:
+        self.inner = SimEngine(world=world)
+        self.rep = rep
+
+    def run(self, proposal: Any, seed: int, progress: Any = None) -> RunRecord:
+        return self.inner.run(proposal, 1000 * self.rep + seed, progress)
+
+
+@dataclass
+class Outcome:
+    """One strategy on one repetition of one world."""
+
+    strategy: str
+    world: str
+    rep: int
+    same: list[bool]
+    rho_err: list[float]
+    regret: list[float]
+    flops: float  # in target-run units
+    asks: list[float] = field(default_factory=list)
+    stop: str = ""
+    config: str = ""
+    confident: list[bool] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy, "world": self.world, "rep": self.rep, "config": self.config,
+            "same_regime": float(np.mean(self.same)), "rho_err_median": float(np.median(self.rho_err)),
+            "regret_median": float(np.median(self.regret)), "flops_target_units": self.flops,
+            "ask_s_mean": float(np.mean(self.asks)) if self.asks else 0.0, "stop": self.stop,
+            "same": self.same, "regret": self.regret, "rho_err": self.rho_err, "confident": self.confident,
+        }
+
+
+class Truth:
+    """Noise-free truth per setting at the target budget (cached)."""
+
+    def __init__(self, world: str, problem: RaceProblem) -> None:
+        self.world, self.problem = world, problem
+        self.f = {s: frontier(world, s.model, s.reward, problem.budget, problem.target) for s in problem.settings}
+
+    def score(self, s: Setting, rho: float, regime: str) -> tuple[bool, float, float]:
+        f = self.f[s]
+        r = float(np.clip(rho, f.rho[0], f.rho[-1]))
+        v = simulate(self.world, s.model, s.reward, r, self.problem.budget, self.problem.target)
+        return regime == f.regime, abs(rho - f.rho_star), max(0.0, f.value_star - float(v))
+
+
+def _race(name: str, world: str, rep: int, problem: RaceProblem, truth: Truth, *,
+          max_runs: int | None = None, max_flops: float | None = None, seeds: int = 1,
+          config: str = "", **opts: Any) -> Outcome:
+    strategy = make_strategy(name, problem, rep, **opts)
+    res = run_race(problem, strategy, SeededEngine(world, rep), MemoryStore(),
+                   max_runs=max_runs, max_flops=max_flops, seeds=seeds)
+    scores = [truth.score(s, res.calls[s].rho_star, res.calls[s].regime) for s in problem.settings]
+    return Outcome(
+        name, world, rep, [a for a, _, _ in scores], [b for _, b, _ in scores], [c for _, _, c in scores],
+        res.total_flops / problem.budget, res.ask_seconds, res.stop_reason, config,
+        [res.calls[s].confidence >= problem.confidence for s in problem.settings],
+    )
+
+
+def suggest_latency(problem: RaceProblem, world: str, n_records: int = 200) -> dict[str, float]:
+    """Seconds for a suggestion (``ours``: fit + acquisition) on empty data and on
+    ``n_records`` sim records spread over the settings, pilot and target budgets."""
+    from planner.design import compile_feasible
+    from planner.proposals import make_proposal
+
+    t0 = time.perf_counter()
+    make_strategy("ours", problem).ask()
+    empty = time.perf_counter() - t0
+    rng = np.random.default_rng(0)
+    eng = SimEngine(world=world)
+    recs = []
+    while len(recs) < n_records:
+        s = problem.settings[len(recs) % len(problem.settings)]
+        b = problem.pilot_budget if rng.random() < 0.8 else problem.budget
+        plan, _ = compile_feasible(s, float(rng.uniform(0.1, 0.95)), b, problem.opts)
+        if plan is not None:
+            recs.append(eng.run(make_proposal(plan, target=problem.target), len(recs)))
+    st = make_strategy("ours", problem)
+    t0 = time.perf_counter()
+    st.tell(recs)
+    st.ask()
+    return {"empty_s": empty, f"records_{n_records}_s": time.perf_counter() - t0}
+
+
+def bench_world(world: str, problem: RaceProblem, reps: int, strategies: Sequence[str], quick: bool,
+                log: Any) -> list[Outcome]:
+    truth = Truth(world, problem)
+    out: list[Outcome] = []
+    cap = 40 * len(problem.settings)
+    for rep in range(reps):
+        spend = None
+        if "ours" in strategies:
+            o = _race("ours", world, rep, problem, truth, max_runs=cap)
+            spend = o.flops * problem.budget
+            out.append(o)
+            log(o)
+        for name in ("random", "optuna-tpe", "optuna-gp"):
+            if name in strategies:
+                # Equal spend: the FLOPs ours spent (or a 5-point grid's, without ours).
+                f = spend or 5 * len(problem.settings) * problem.pilot_budget
+                o = _race(name, world, rep, problem, truth, max_flops=f * 1.0001, max_runs=cap)
+                out.append(o)
+                log(o)
+        if "grid" in strategies:
+            points = (3, 5) if quick else GRID_POINTS
+            reps_ = (1, 2) if quick else GRID_REPS
+            for b_name, b in (("pilot", problem.pilot_budget), ("target", problem.budget)):
+                for k in points:
+                    for r in reps_:
+                        o = _race("grid", world, rep, problem, truth, seeds=r, n_points=k, budget=b,
+                                  config=f"{k}pts x{r} @{b_name}")
+                        out.append(o)
+    return out
+
+
+def table(outcomes: list[Outcome], problem: RaceProblem) -> list[dict[str, Any]]:
+    """Rows per (world, strategy); grid rows per design plus its cheapest design matching ours."""
+    rows: list[dict[str, Any]] = []
+    for world in dict.fromkeys(o.world for o in outcomes):
+        w = [o for o in outcomes if o.world == world]
+        groups: dict[tuple[str, str], list[Outcome]] = {}
+        for o in w:
+            groups.setdefault((o.strategy, o.config), []).append(o)
+        for (name, config), os_ in groups.items():
+            same = [x for o in os_ for x in o.same]
+            conf = [x for o in os_ for x in o.confident]
+            conf_same = [a for o in os_ for a, c in zip(o.same, o.confident, strict=True) if c]
+            rows.append({
+                "world": world, "strategy": name, "config": config, "reps": len(os_),
+                "same_regime": float(np.mean(same)),
+                "rho_err_median": float(np.median([x for o in os_ for x in o.rho_err])),
+                "regret_median": float(np.median([x for o in os_ for x in o.regret])),
+                "regret_mean": float(np.mean([x for o in os_ for x in o.regret])),
+                "flops_target_units": float(np.mean([o.flops for o in os_])),
+                "ask_s": float(np.mean([a for o in os_ for a in o.asks])) if any(o.asks for o in os_) else 0.0,
+                "confident_share": float(np.mean(conf)) if conf else 0.0,
+                "same_regime_when_confident": float(np.mean(conf_same)) if conf_same else float("nan"),
+                "stops": dict(sorted({o.stop: sum(p.stop == o.stop for p in os_) for o in os_}.items())),
+            })
+    return rows
+
+
+def grid_needed(rows: list[dict[str, Any]], world: str, rate: float) -> dict[str, Any] | None:
+    """The cheapest grid design on ``world`` whose same-regime rate reaches ``rate``."""
+    ok = [r for r in rows if r["world"] == world and r["strategy"] == "grid" and r["same_regime"] >= rate - 1e-9]
+    return min(ok, key=lambda r: r["flops_target_units"]) if ok else None
+
+
+def print_table(rows: list[dict[str, Any]], latency: dict[str, float]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="planner benchmark (simulated; FLOPs in target-run units)")
+    for col in ("world", "strategy", "design", "same-regime", "|rho* err| med", "regret med",
+                "FLOPs", "ask s", "confident", "acc|conf", "stops"):
+        t.add_column(col)
+    for r in rows:
+        if r["strategy"] == "grid" and not r.get("show", False):
+            continue
+        t.add_row(r["world"], r["strategy"], r["config"], f"{r['same_regime']:.3f}",
+                  f"{r['rho_err_median']:.3f}", f"{r['regret_median']:.4f}",
+                  f"{r['flops_target_units']:.1f}", f"{r['ask_s']:.2f}", f"{r['confident_share']:.2f}",
+                  f"{r['same_regime_when_confident']:.2f}", ",".join(f"{k}:{v}" for k, v in r["stops"].items()))
+    c = Console(width=200)
+    c.print(t)
+    c.print("suggest latency: " + ", ".join(f"{k} {v:.2f}" for k, v in latency.items()))
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="CI-sized: one world, 3 reps, 5 settings")
+    ap.add_argument("--worlds", default=None, help="comma-separated world names (default: all shipped)")
+    ap.add_argument("--strategies", default=",".join(STRATEGIES))
+    ap.add_argument("--seeds", type=int, default=None, help="repetitions per world (default 10; quick 3)")
+    ap.add_argument("--budget", type=float, default=1e16, help="target budget (FLOPs)")
+    ap.add_argument("--pilot-budget", type=float, default=1e15)
+    ap.add_argument("--target", default="native")
+    ap.add_argument("--models", default=None)
+    ap.add_argument("--rewards", default=None)
+    ap.add_argument("--confidence", type=float, default=0.9)
+    ap.add_argument("--out", default="planner_bench.json")
+    a = ap.parse_args(list(argv) if argv is not None else None)
+    warnings.simplefilter("ignore")
+    import torch
+
+    torch.set_num_threads(1)  # the box is shared; one thread is also the fastest for n < 300
+    worlds = a.worlds.split(",") if a.worlds else (["paper"] if a.quick else [p.stem for p in list_worlds()])
+    models = a.models.split(",") if a.models else (["qwen2.5-1.5b"] if a.quick else list(POLICIES_QWEN))
+    rewards = a.rewards.split(",") if a.rewards else list(REWARD_SYSTEMS)
+    reps = a.seeds or (3 if a.quick else 10)
+    strategies = a.strategies.split(",")
+    problem = RaceProblem(tuple(Setting(m, r) for m in models for r in rewards), budget=a.budget,
+                          pilot_budget=a.pilot_budget, target=a.target, confidence=a.confidence)
+    t0 = time.perf_counter()
+
+    def log(o: Outcome) -> None:
+        print(f"[{time.perf_counter() - t0:7.0f}s] {o.world} rep {o.rep} {o.strategy:10s} "
+              f"same {np.mean(o.same):.2f} regret {np.median(o.regret):.4f} flops {o.flops:.1f} "
+              f"stop {o.stop}", flush=True)
+
+    outcomes: list[Outcome] = []
+    for w in worlds:
+        outcomes += bench_world(w, problem, reps, strategies, a.quick, log)
+    rows = table(outcomes, problem)
+    summary: dict[str, Any] = {}
+    for w in worlds:
+        ours = next((r for r in rows if r["world"] == w and r["strategy"] == "ours"), None)
+        rate = min(0.95, ours["same_regime"]) if ours else 0.95
+        need = grid_needed(rows, w, rate)
+        need95 = grid_needed(rows, w, 0.95)
+        best = max((r for r in rows if r["world"] == w and r["strategy"] == "grid"),
+                   key=lambda r: (r["same_regime"], -r["flops_target_units"]), default=None)
+        for r in (need, need95, best):
+            if r is not None:
+                r["show"] = True
+        summary[w] = {
+            "ours": ours, "grid_for_ours_rate": need, "grid_for_0.95": need95, "grid_best": best,
+            "flops_ratio_ours_over_grid": (ours["flops_target_units"] / need["flops_target_units"])
+            if ours and need else None,
+        }
+    latency = suggest_latency(problem, worlds[0]) if "ours" in strategies else {}
+    print_table(rows, latency)
+    doc = {
+        "config": {"worlds": worlds, "models": models, "rewards": rewards, "reps": reps,
+                   "budget": a.budget, "pilot_budget": a.pilot_budget, "target": a.target,
+                   "confidence": a.confidence, "strategies": strategies, "quick": a.quick},
+        "rows": rows, "summary": summary, "suggest_latency": latency,
+        "outcomes": [o.summary() for o in outcomes], "wall_s": time.perf_counter() - t0,
+        "simulated": True,
+    }
+    Path(a.out).write_text(json.dumps(doc, indent=2, default=float))
+    print(f"wrote {a.out} ({time.perf_counter() - t0:.0f} s)")
+    return doc
+
+
+if __name__ == "__main__":
+    main()

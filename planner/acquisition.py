@@ -1,0 +1,235 @@
+"""Decision-aimed acquisition: which runs most reduce uncertainty about the regime and rho*
+at the *target* budget, per FLOP spent.
+
+Utility of a setting (lower is better), from ``S`` joint sample paths of its frontier at
+the target budget::
+
+    U = H(regime)  +  rho_weight * sd(rho*) / 0.1
+
+(regime entropy in bits; the spread of the sample argmaxes in units of 0.1 rho). The
+value of a candidate run x at budget b (the fidelity) is the expected one-step reduction
+``U_now - E_y[U | y(x)]`` divided by its cost ``b`` (in pilot-run units), where the
+expectation is over ``n_fantasies`` fantasised outcomes (``Model.fantasize``) with common
+random numbers, as in knowledge-gradient style look-ahead with an inverse-cost weighting
+(``qMultiFidelityKnowledgeGradient`` + ``InverseCostWeightedUtility``, but with a
+decision utility instead of the value of the maximum). Cheap pilot budgets inform the
+target through the surrogate's budget lengthscale; a run at a larger budget is chosen only
+when its extra information pays for its extra FLOPs.
+
+A batch is built greedily with a kriging believer: after each pick the surrogate is
+conditioned on the pick's predicted mean (no refit), so the next pick accounts for it;
+runs still pending from an earlier batch are conditioned on in the same way first.
+
+Only the picked setting is re-scored after each pick: a run informs other settings
+through the shared kernel too, but far less than its own, and re-scoring everything
+would multiply the cost by the number of settings.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.compiler import CompileOptions
+from planner.design import compile_feasible, space_filling_rho
+from planner.frontier import Setting, allocation_shares, rho_grid
+from planner.regime import LABELS, regime_entropy, regime_probabilities
+from planner.schema import RunPlan
+
+__all__ = [
+    "AcquisitionConfig",
+    "Candidate",
+    "fidelity_ladder",
+    "plan_key",
+    "score_setting",
+    "select_batch",
+    "utility",
+]
+
+
+@dataclass(frozen=True)
+class AcquisitionConfig:
+    """Knobs of the acquisition (defaults keep one batch under a few seconds on 2 cores)."""
+
+    n_rho: int = 11  # candidate rho values per fidelity
+    n_fidelities: int = 3  # budgets from the pilot to the target budget, geometric
+    n_fantasies: int = 8
+    n_samples: int = 128
+    grid_size: int = 41  # rho grid of the target-budget frontier
+    rho_weight: float = 0.25
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A scored candidate run. ``gain`` is the expected utility reduction; ``cost`` its FLOPs."""
+
+    setting: Setting
+    rho: float
+    budget: float
+    plan: RunPlan
+    gain: float
+    cost: float
+    mean: float
+    std: float
+    probabilities: dict[str, float] = field(default_factory=dict)
+    note: str = ""
+
+    def value(self, unit: float) -> float:
+        """Gain per ``unit`` FLOPs (the planner uses one pilot run as the unit)."""
+        return self.gain / (self.cost / unit)
+
+    def reason(self, unit: float) -> str:
+        probs = ", ".join(f"{k} {v:.2f}" for k, v in self.probabilities.items())
+        return (
+            f"acquisition: expected uncertainty reduction {self.gain:.3f} (regime bits + rho* spread) "
+            f"for {self.cost / unit:.2g} pilot-run(s) of FLOPs at budget {self.budget:.2g}; "
+            f"P(regime) now: {probs}" + (f"; {self.note.strip('; ')}" if self.note else "")
+        )
+
+
+def fidelity_ladder(pilot_budget: float, target_budget: float, n: int = 3) -> list[float]:
+    """``n`` budgets from ``pilot_budget`` to ``target_budget``, evenly spaced in log."""
+    if target_budget <= pilot_budget or n <= 1:
+        return [float(pilot_budget)]
+    return [float(b) for b in np.geomspace(pilot_budget, target_budget, n)]
+
+
+def utility(
+    samples: NDArray[np.float64], grid: NDArray[np.float64], shares: NDArray[np.float64], rho_weight: float
+) -> NDArray[np.float64]:
+    """Decision utility ``(..., S, G) -> (...)``: regime entropy + weighted rho* spread."""
+    h = regime_entropy(regime_probabilities(samples, shares))
+    stars = grid[np.argmax(samples, axis=-1)]  # (..., S)
+    return h + rho_weight * stars.std(axis=-1) / 0.1
+
+
+def plan_key(plan: RunPlan) -> tuple[str, str, float, float]:
+    """What makes two plans the same run: setting, achieved rho and budget (the engines'
+    outcome depends on the levers, not on the rho that was requested)."""
+    return (plan.model, plan.reward, round(plan.rho, 4), round(plan.budget, -8))
+
+
+def _candidates(
+    setting: Setting, budgets: Sequence[float], n_rho: int, opts: CompileOptions | None,
+    recorded: frozenset[tuple[str, str, float, float]], shift: float,
+) -> list[tuple[RunPlan, str]]:
+    lo, hi = rho_grid(setting.model, setting.reward, 2, opts)
+    seen = set(recorded)
+    out = []
+    for b in budgets:
+        for r in space_filling_rho(lo, hi, n_rho, shift):
+            plan, note = compile_feasible(setting, float(r), b, opts)
+            if plan is None:
+                continue
+            key = plan_key(plan)
+            if key not in seen:
+                seen.add(key)
+                out.append((plan, note))
+    return out
+
+
+def score_setting(
+    surrogate: object,
+    setting: Setting,
+    target_budget: float,
+    budgets: Sequence[float],
+    config: AcquisitionConfig = AcquisitionConfig(),
+    opts: CompileOptions | None = None,
+    recorded: frozenset[tuple[str, str, float, float]] = frozenset(),
+    shift: float = 0.5,
+) -> list[Candidate]:
+    """Score every feasible candidate (rho x budget) of one setting with a fitted surrogate.
+
+    Candidates sit on a stratified rho design (``n_rho`` strata, relative position
+    ``shift``); plans already in ``recorded`` (see :func:`plan_key`) are left out: re-running
+    a plan with the same seed reproduces it, so a nearby new plan is the informative choice.
+    """
+    m, r = setting
+    grid = rho_grid(m, r, config.grid_size, opts)
+    shares = allocation_shares(m, r, grid, opts)
+    cands = _candidates(setting, budgets, config.n_rho, opts, recorded, shift)
+    if not cands:
+        return []
+    seed = config.seed
+    now_samples = surrogate.sample_frontier(m, r, target_budget, grid, config.n_samples, seed)  # type: ignore[attr-defined]
+    u_now = float(utility(now_samples, grid, shares, config.rho_weight))
+    probs = regime_probabilities(now_samples, shares)
+    X_grid = surrogate.encode(m, r, grid, target_budget)  # type: ignore[attr-defined]
+    X_c = np.concatenate(
+        [surrogate.encode(m, r, [p.rho], p.flops.total) for p, _ in cands]  # type: ignore[attr-defined]
+    )
+    ahead = surrogate.lookahead_samples(  # type: ignore[attr-defined]
+        X_c, X_grid, n_fantasies=config.n_fantasies, n_samples=config.n_samples, seed=seed
+    )  # (n_f, C, S, G)
+    u_after = utility(ahead, grid, shares, config.rho_weight).mean(axis=0)  # (C,)
+    mean, std = surrogate.predict(X_c)  # type: ignore[attr-defined]
+    prob_map = {lab: float(p) for lab, p in zip(LABELS, probs, strict=True)}
+    return [
+        Candidate(
+            setting=setting,
+            rho=plan.rho,
+            budget=plan.budget,
+            plan=plan,
+            gain=max(0.0, u_now - float(u_after[i])),
+            cost=plan.flops.total,
+            mean=float(mean[i]),
+            std=float(std[i]),
+            probabilities=prob_map,
+            note=note,
+        )
+        for i, (plan, note) in enumerate(cands)
+    ]
+
+
+def select_batch(
+    surrogate: object,
+    settings: Iterable[Setting],
+    q: int,
+    *,
+    target_budget: float,
+    pilot_budget: float,
+    config: AcquisitionConfig = AcquisitionConfig(),
+    opts: CompileOptions | None = None,
+    pending: Sequence[tuple[Setting, float, float]] = (),
+    recorded: Iterable[RunPlan] = (),
+) -> list[Candidate]:
+    """Greedy kriging-believer batch of up to ``q`` candidates across ``settings``.
+
+    ``pending`` lists (setting, rho, budget) of runs proposed but not yet recorded; the
+    surrogate is conditioned on its own predictions there before scoring. ``recorded``
+    plans (and pending ones) are not proposed again; the candidate rho design shifts by
+    the golden ratio with every recorded run of a setting, so later batches look between
+    earlier candidates.
+    """
+    budgets = fidelity_ladder(pilot_budget, target_budget, config.n_fidelities)
+    rec = list(recorded)
+    done = frozenset(plan_key(p) for p in rec)
+    per_setting = {s: sum(1 for p in rec if (p.model, p.reward) == s) for s in settings}
+    shift = {s: (0.5 + 0.6180339887 * per_setting[s]) % 1.0 for s in per_setting}
+    model = surrogate
+    if pending:
+        Xp = np.concatenate([model.encode(s.model, s.reward, [r], b) for s, r, b in pending])  # type: ignore[attr-defined]
+        model = model.condition_on(Xp, model.predict(Xp)[0])  # type: ignore[attr-defined]
+    def score(m: object, s: Setting) -> list[Candidate]:
+        return score_setting(m, s, target_budget, budgets, config, opts, done, shift[s])
+
+    scores = {s: score(model, s) for s in per_setting}
+    chosen: list[Candidate] = []
+    taken: set[tuple[Setting, float, float]] = set()
+    while len(chosen) < q:
+        pool = [c for cs in scores.values() for c in cs if (c.setting, round(c.rho, 4), c.budget) not in taken]
+        if not pool:
+            break
+        best = max(pool, key=lambda c: (c.value(pilot_budget), c.std / math.sqrt(c.cost)))
+        chosen.append(best)
+        taken.add((best.setting, round(best.rho, 4), best.budget))
+        x = model.encode(best.setting.model, best.setting.reward, [best.rho], best.cost)  # type: ignore[attr-defined]
+        model = model.condition_on(x, [best.mean])  # type: ignore[attr-defined]
+        if len(chosen) < q:
+            scores[best.setting] = score(model, best.setting)
+    return chosen

@@ -1,0 +1,95 @@
+"""Initial space-filling designs and feasible compilation of (setting, rho, budget) requests.
+
+With no data the planner cannot aim anywhere, so it spreads ``n`` pilot runs per setting
+evenly over the rho range the compiler's levers reach. Settings get shifted copies of
+the same stratified design (a Cranley-Patterson rotation by setting index), so that
+the GP, which shares strength across settings, sees many distinct rho values overall.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from numpy.typing import NDArray
+
+from planner.compiler import CompileOptions, achievable_rho_range, compile_plan
+from planner.errors import InfeasibleError
+from planner.frontier import Setting
+from planner.schema import RunPlan
+
+__all__ = ["DesignPoint", "compile_feasible", "initial_design", "space_filling_rho"]
+
+
+@dataclass(frozen=True)
+class DesignPoint:
+    setting: Setting
+    rho: float
+    budget: float
+
+
+def space_filling_rho(lo: float, hi: float, n: int, shift: float = 0.5) -> NDArray[np.float64]:
+    """``n`` stratified points ``(n,)`` in [lo, hi]: one per equal-width stratum, at relative
+    position ``shift`` in [0, 1) within it (0.5 = stratum centres, a midpoint design)."""
+    if n < 1:
+        return np.empty(0)
+    return lo + (hi - lo) * (np.arange(n) + shift % 1.0) / n
+
+
+def initial_design(
+    settings: Sequence[Setting],
+    budget: float,
+    n_per_setting: int = 4,
+    opts: CompileOptions | None = None,
+) -> list[DesignPoint]:
+    """A space-filling rho design of ``n_per_setting`` points for each setting at ``budget``.
+
+    The outer 4% of the reachable range is left out at each end: the extreme lever
+    settings (one update pass over 64 completions, or 16 passes) are rarely optimal and
+    a design point there teaches the GP little about where the maximum is.
+    """
+    out = []
+    k = max(1, len(settings))
+    for i, s in enumerate(settings):
+        lo, hi = achievable_rho_range(s.model, s.reward, opts)
+        pad = 0.04 * (hi - lo)
+        shift = 0.5 + (i / k - 0.5) * 0.5  # centres, jittered within the middle of strata
+        for r in space_filling_rho(lo + pad, hi - pad, n_per_setting, shift):
+            out.append(DesignPoint(s, float(r), float(budget)))
+    return out
+
+
+def compile_feasible(
+    setting: Setting, rho: float, budget: float, opts: CompileOptions | None = None
+) -> tuple[RunPlan | None, str]:
+    """Compile a request, clamping to the compiler's nearest feasible rho or budget.
+
+    Returns (plan, note): ``note`` says what was clamped ("" when nothing was); the plan is
+    None when no feasible neighbour exists (the caller skips the request). Cached: the
+    acquisition compiles the same candidate grid every batch.
+    """
+    return _compile_feasible(Setting(*setting), round(float(rho), 6), float(budget), opts)
+
+
+@lru_cache(maxsize=65536)
+def _compile_feasible(
+    setting: Setting, rho: float, budget: float, opts: CompileOptions | None
+) -> tuple[RunPlan | None, str]:
+    note = ""
+    for _ in range(3):  # at most: clamp rho, then clamp budget
+        try:
+            return compile_plan(setting.model, setting.reward, rho, budget, opts), note
+        except InfeasibleError as exc:
+            if exc.nearest is None:
+                return None, str(exc)
+            if exc.field == "rho":
+                note += f"rho clamped {rho:.3f} -> {exc.nearest:.3f}; "
+                rho = float(exc.nearest)
+            elif exc.field == "budget":
+                note += f"budget raised {budget:.3g} -> {exc.nearest:.3g} (smallest feasible); "
+                budget = float(exc.nearest) * 1.001
+            else:
+                return None, str(exc)
+    return None, note + "no feasible plan"

@@ -1,0 +1,225 @@
+"""The active RACE loop: ask -> execute -> tell -> decide, until confident or capped.
+
+Engines and the store come in through :mod:`planner.engine` (the planner never imports
+``runners``). The loop is resumable: a proposal whose run id (proposal id + seed) is
+already in the store is not run again; its record is told to the strategy instead. Caps
+count every relevant record in the store, so a resumed race continues its budget rather
+than starting a new one.
+
+Stop reasons: ``confident`` (every setting's top regime probability reached the
+problem's confidence; only for strategies that have a posterior), ``max-runs``,
+``max-flops``, ``exhausted`` (the strategy has nothing more to propose).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planner.engine import Engine, RecordStore
+from planner.frontier import Setting
+from planner.regime import RegimeCall
+from planner.schema import Proposal, RunRecord, run_id_for
+from planner.strategies.base import RaceProblem, Strategy, relevant_records
+
+__all__ = ["RaceProgress", "RaceResult", "regimes_document", "run_race", "write_regimes"]
+
+STOP_REASONS = ("confident", "max-runs", "max-flops", "exhausted")
+
+
+@dataclass(frozen=True)
+class RaceProgress:
+    """State after a round (what the live display shows)."""
+
+    round: int
+    runs: int
+    flops: float
+    calls: dict[Setting, RegimeCall]
+    last_batch: int
+    ask_seconds: float
+
+
+@dataclass
+class RaceResult:
+    problem: RaceProblem
+    strategy: str
+    calls: dict[Setting, RegimeCall]
+    stop_reason: str
+    runs: dict[Setting, int]
+    flops: dict[Setting, float]
+    rounds: int = 0
+    ask_seconds: list[float] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def total_runs(self) -> int:
+        return sum(self.runs.values())
+
+    @property
+    def total_flops(self) -> float:
+        return sum(self.flops.values())
+
+    def confident(self) -> bool:
+        c = self.problem.confidence
+        return all(call.confidence >= c for call in self.calls.values())
+
+
+def _tally(problem: RaceProblem, records: Sequence[RunRecord]) -> tuple[dict[Setting, int], dict[Setting, float]]:
+    runs = {s: 0 for s in problem.settings}
+    flops = {s: 0.0 for s in problem.settings}
+    keys = set(problem.settings)
+    for r in records:
+        s = Setting(r.model, r.reward)
+        if s in keys:  # failed runs cost FLOPs too
+            runs[s] += 1
+            flops[s] += r.card.flops.total
+    return runs, flops
+
+
+def run_race(
+    problem: RaceProblem,
+    strategy: Strategy,
+    engine: Engine,
+    store: RecordStore,
+    *,
+    max_runs: int | None = None,
+    max_flops: float | None = None,
+    seeds: int = 1,
+    batch_size: int | None = None,
+    progress: Callable[[RaceProgress], None] | None = None,
+) -> RaceResult:
+    """Run the active loop; returns the final calls, spend and why it stopped.
+
+    ``seeds`` replicates every proposal (run ids differ by seed). ``max_runs`` and
+    ``max_flops`` cap the relevant records in the store (resumed runs included); a batch
+    that would cross a cap is trimmed to fit.
+    """
+    all_records = store.records(status=None)
+    known = {r.run_id: r for r in all_records}
+    strategy.tell(relevant_records(problem, all_records))
+    runs, flops = _tally(problem, all_records)
+    history: list[dict[str, Any]] = []
+    asks: list[float] = []
+    rnd = 0
+    while True:
+        calls = strategy.decide()
+        n_runs, n_flops = sum(runs.values()), sum(flops.values())
+        if strategy.stops_on_confidence and all(c.confidence >= problem.confidence for c in calls.values()):
+            reason = "confident"
+            break
+        if max_runs is not None and n_runs >= max_runs:
+            reason = "max-runs"
+            break
+        if max_flops is not None and n_flops >= max_flops:
+            reason = "max-flops"
+            break
+        t0 = time.perf_counter()
+        props = strategy.ask(batch_size)
+        asks.append(time.perf_counter() - t0)
+        if not props:
+            reason = "exhausted"
+            break
+        kept, blocked = _trim(props, seeds, n_runs, n_flops, max_runs, max_flops, known)
+        if not kept:  # not even the first proposal fits under a cap
+            reason = blocked
+            break
+        props = kept
+        batch: list[RunRecord] = []
+        for p in props:
+            for seed in range(seeds):
+                rid = run_id_for(p.id, seed)
+                rec = known.get(rid)
+                if rec is None:
+                    rec = engine.run(p, seed)
+                    store.write(rec)
+                    known[rid] = rec
+                    s = Setting(rec.model, rec.reward)
+                    if s in runs:
+                        runs[s] += 1
+                        flops[s] += rec.card.flops.total
+                batch.append(rec)
+        strategy.tell(batch)
+        rnd += 1
+        history.append({"round": rnd, "runs": sum(runs.values()), "flops": sum(flops.values()),
+                        "batch": len(batch), "ask_s": asks[-1]})
+        if progress is not None:
+            progress(RaceProgress(rnd, sum(runs.values()), sum(flops.values()), strategy.decide(),
+                                  len(batch), asks[-1]))
+    return RaceResult(problem, strategy.name, calls, reason, runs, flops, rnd, asks, history)
+
+
+def _trim(
+    props: list[Proposal], seeds: int, n_runs: int, n_flops: float,
+    max_runs: int | None, max_flops: float | None, known: dict[str, RunRecord],
+) -> tuple[list[Proposal], str]:
+    """The leading proposals whose new runs fit under both caps (recorded runs are free),
+    and the cap that stopped the trimming ("" if none did)."""
+    out: list[Proposal] = []
+    for p in props:
+        new = sum(run_id_for(p.id, s) not in known for s in range(seeds))
+        cost = new * p.plan.flops.total
+        if max_runs is not None and n_runs + new > max_runs:
+            return out, "max-runs"
+        if max_flops is not None and n_flops + cost > max_flops:
+            return out, "max-flops"
+        out.append(p)
+        n_runs += new
+        n_flops += cost
+    return out, ""
+
+
+def regimes_document(result: RaceResult, *, engine: str, simulated: bool, world: str | None = None) -> dict[str, Any]:
+    """The ``regimes.json`` body: race metadata plus one entry per setting."""
+    p = result.problem
+    entries = []
+    for s in p.settings:
+        c = result.calls[s]
+        entries.append({
+            "model": s.model,
+            "reward": s.reward,
+            "target": p.target,
+            "budget": p.budget,
+            "rho_star": c.rho_star,
+            "rho_star_ci": list(c.rho_star_ci),
+            "regime": c.regime,
+            "probabilities": dict(c.probabilities),
+            "confident": c.confidence >= p.confidence,
+            "runs": result.runs[s],
+            "flops_spent": result.flops[s],
+            "engine": engine,
+            "simulated": simulated,
+        })
+    return {
+        "schema_version": 1,
+        "strategy": result.strategy,
+        "engine": engine,
+        "simulated": simulated,
+        "world": world,
+        "target": p.target,
+        "budget": p.budget,
+        "pilot_budget": p.pilot_budget,
+        "confidence": p.confidence,
+        "stop_reason": result.stop_reason,
+        "rounds": result.rounds,
+        "runs": result.total_runs,
+        "flops_spent": result.total_flops,
+        "settings": entries,
+    }
+
+
+def write_regimes(path: str | Path, document: dict[str, Any]) -> Path:
+    """Write ``regimes.json`` atomically (a reader never sees half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(document, fh, indent=2, default=lambda x: None if isinstance(x, float) and math.isnan(x) else str(x))
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,108 @@
+"""The strategy plug point: a small ask/tell interface (in the spirit of Optuna's).
+
+A strategy proposes runs (``ask``), learns from finished runs (``tell``) and states its
+current regime call for every setting (``decide``). The active loop
+(:func:`planner.loop.run_race`) drives any strategy the same way, so baselines and ours
+are compared on equal terms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from planner.compiler import CompileOptions
+from planner.errors import ConfigError
+from planner.frontier import Setting, allocation_shares, rho_grid
+from planner.regime import LABELS, RegimeCall, regime_labels
+from planner.schema import TARGETS, Proposal, RunRecord
+
+__all__ = ["RaceProblem", "Strategy", "flat_prior_call", "relevant_records"]
+
+
+@dataclass(frozen=True)
+class RaceProblem:
+    """What a race decides: the regime of each setting for ``target`` at ``budget`` FLOPs.
+
+    ``pilot_budget`` is the cheapest budget strategies run at (the fidelity floor);
+    ``confidence`` the regime probability at which a setting counts as decided.
+    """
+
+    settings: tuple[Setting, ...]
+    budget: float
+    pilot_budget: float
+    target: str = "native"
+    confidence: float = 0.9
+    opts: CompileOptions | None = None
+
+    def __post_init__(self) -> None:
+        if not self.settings:
+            raise ConfigError("settings: no (model, reward) setting requested; pass --models/--rewards")
+        if self.target not in TARGETS:
+            raise ConfigError(f"target: unknown target {self.target!r}; use one of: {', '.join(TARGETS)}")
+        if not 0.0 < self.confidence < 1.0:
+            raise ConfigError(f"confidence: must lie in (0, 1), got {self.confidence}; e.g. --confidence 0.9")
+        if self.pilot_budget > self.budget:
+            raise ConfigError(
+                f"pilot-budget: {self.pilot_budget:.3g} exceeds the target budget {self.budget:.3g}; "
+                "pilots must be cheaper than the decision they inform"
+            )
+
+
+def relevant_records(problem: RaceProblem, records: Sequence[RunRecord]) -> list[RunRecord]:
+    """Successful records of the problem's settings that measured its target."""
+    keys = set(problem.settings)
+    return [
+        r
+        for r in records
+        if r.status == "ok"
+        and Setting(r.model, r.reward) in keys
+        and getattr(r.metrics, problem.target, None) is not None
+    ]
+
+
+def flat_prior_call(setting: Setting, problem: RaceProblem, level: float = 0.9) -> RegimeCall:
+    """The call before any data: rho* uniform over the reachable range."""
+    g = rho_grid(setting.model, setting.reward, 201, problem.opts)
+    labels = regime_labels(allocation_shares(setting.model, setting.reward, g, problem.opts))
+    probs = np.bincount(labels, minlength=len(LABELS)) / len(labels)
+    a = (1 - level) / 2
+    return RegimeCall(
+        rho_star=float(np.median(g)),
+        rho_star_ci=(float(np.quantile(g, a)), float(np.quantile(g, 1 - a))),
+        regime=LABELS[int(np.argmax(probs))],
+        probabilities={lab: float(p) for lab, p in zip(LABELS, probs, strict=True)},
+        level=level,
+        extra={"method": "prior"},
+    )
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """Ask/tell strategy.
+
+    * ``ask(n)``: up to ``n`` proposals (None: the strategy's natural batch); ``[]`` when
+      it has nothing more to propose.
+    * ``tell(records)``: finished runs (already-known run ids are ignored).
+    * ``decide()``: the current regime call of every setting.
+    * ``stops_on_confidence``: whether the loop may stop once every call reaches the
+      problem's confidence (strategies without a posterior run to a cap or exhaustion).
+    """
+
+    name: str
+    problem: RaceProblem
+    stops_on_confidence: bool
+
+    def ask(self, n: int | None = None) -> list[Proposal]: ...
+
+    def tell(self, records: Sequence[RunRecord]) -> None: ...
+
+    def decide(self) -> dict[Setting, RegimeCall]: ...
+
+
+def target_value(record: RunRecord, target: str) -> float:
+    v: Any = getattr(record.metrics, target)
+    return float(v)

@@ -1,0 +1,112 @@
+"""Baselines without a surrogate: the paper's IsoFLOP ``grid`` and uniform ``random`` search.
+
+Both call the regime with the paper's local quadratic fit (:mod:`planner.strategies.quadratic`)
+on the runs at their own (pilot) budget, and run until their design is exhausted (grid) or
+a cap is hit (random): they have no posterior to stop on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from planner.design import compile_feasible, space_filling_rho
+from planner.frontier import Setting
+from planner.proposals import make_proposal
+from planner.regime import RegimeCall
+from planner.schema import Proposal, RunRecord
+from planner.strategies.base import RaceProblem, relevant_records, target_value
+from planner.strategies.quadratic import quadratic_call
+
+__all__ = ["GridStrategy", "RandomStrategy"]
+
+
+class _PilotBaseline:
+    stops_on_confidence = False
+    name = "baseline"
+
+    def __init__(self, problem: RaceProblem, seed: int = 0, *, budget: float | None = None) -> None:
+        self.problem = problem
+        self.seed = seed
+        self.budget = float(budget or problem.pilot_budget)
+        self.records_: list[RunRecord] = []
+        self._ids: set[str] = set()
+
+    def tell(self, records: Sequence[RunRecord]) -> None:
+        for r in relevant_records(self.problem, records):
+            if r.run_id not in self._ids:
+                self._ids.add(r.run_id)
+                self.records_.append(r)
+
+    def decide(self) -> dict[Setting, RegimeCall]:
+        out = {}
+        for s in self.problem.settings:
+            # Only runs at this strategy's budget: the protocol is an IsoFLOP fit.
+            rs = [r for r in self.records_ if Setting(r.model, r.reward) == s
+                  and abs(r.budget - self.budget) <= 0.05 * self.budget]
+            out[s] = quadratic_call(
+                s, self.problem, [r.card.rho for r in rs],
+                [target_value(r, self.problem.target) for r in rs], seed=self.seed,
+            )
+        return out
+
+    def _proposal(self, s: Setting, rho: float, reason: str) -> Proposal | None:
+        plan, note = compile_feasible(s, rho, self.budget, self.problem.opts)
+        if plan is None:
+            return None
+        return make_proposal(plan, target=self.problem.target,
+                             reason=reason + (f"; {note.strip('; ')}" if note else ""))
+
+
+class GridStrategy(_PilotBaseline):
+    """The paper's RACE protocol: ``n_points`` evenly spread rho values per setting at one
+    pilot budget (all proposed in the first batch), then a local quadratic fit."""
+
+    name = "grid"
+
+    def __init__(self, problem: RaceProblem, seed: int = 0, *, n_points: int = 5,
+                 budget: float | None = None) -> None:
+        super().__init__(problem, seed, budget=budget)
+        self.n_points = n_points
+        self._asked = False
+
+    def ask(self, n: int | None = None) -> list[Proposal]:
+        if self._asked:
+            return []
+        self._asked = True
+        out: dict[str, Proposal] = {}
+        for s in self.problem.settings:
+            from planner.compiler import achievable_rho_range
+
+            lo, hi = achievable_rho_range(s.model, s.reward, self.problem.opts)
+            for r in space_filling_rho(lo, hi, self.n_points):
+                p = self._proposal(s, float(r), f"grid: IsoFLOP pilot grid of {self.n_points} rho values")
+                if p is not None:
+                    out.setdefault(p.id, p)
+        return list(out.values())
+
+
+class RandomStrategy(_PilotBaseline):
+    """Uniform random rho at the pilot budget, settings in turn; never exhausted."""
+
+    name = "random"
+
+    def __init__(self, problem: RaceProblem, seed: int = 0, *, budget: float | None = None) -> None:
+        super().__init__(problem, seed, budget=budget)
+        self._rng = np.random.default_rng(seed)
+        self._turn = 0
+
+    def ask(self, n: int | None = None) -> list[Proposal]:
+        from planner.compiler import achievable_rho_range
+
+        settings = self.problem.settings
+        out: list[Proposal] = []
+        for _ in range(n if n is not None else len(settings)):
+            s = settings[self._turn % len(settings)]
+            self._turn += 1
+            lo, hi = achievable_rho_range(s.model, s.reward, self.problem.opts)
+            p = self._proposal(s, float(self._rng.uniform(lo, hi)), "random: uniform rho at the pilot budget")
+            if p is not None and all(p.id != q.id for q in out):
+                out.append(p)
+        return out

@@ -1,0 +1,167 @@
+"""Our strategy: space-filling pilots, then GP-surrogate acquisition aimed at the decision.
+
+1. Settings with fewer than ``n_init`` records get a space-filling rho design at the pilot
+   budget (:func:`planner.design.initial_design`).
+2. Otherwise a batch from :func:`planner.acquisition.select_batch` over the settings whose
+   regime is not yet decided: expected reduction of regime entropy and rho* spread at
+   the target budget per FLOP, budgets from pilot to target as fidelities.
+3. ``decide`` samples each setting's frontier at the target budget from the surrogate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from planner.acquisition import AcquisitionConfig, select_batch
+from planner.design import compile_feasible, initial_design
+from planner.frontier import Setting, classify_setting
+from planner.proposals import make_proposal
+from planner.regime import RegimeCall
+from planner.registry import get_model
+from planner.schema import Prediction, Proposal, RunRecord
+from planner.strategies.base import RaceProblem, flat_prior_call, relevant_records
+
+__all__ = ["RaceStrategy"]
+
+
+class RaceStrategy:
+    """The RACE active strategy (``--strategy ours``).
+
+    Args:
+        problem: settings, target, budgets, confidence.
+        seed: seeds the posterior samplers (calls are reproducible).
+        n_init: initial design size per setting.
+        batch_size: proposals per acquisition batch (None: one per undecided setting,
+            at most 8).
+        config: acquisition knobs.
+        n_samples: posterior sample paths per regime call.
+    """
+
+    name = "ours"
+    stops_on_confidence = True
+
+    def __init__(
+        self,
+        problem: RaceProblem,
+        seed: int = 0,
+        *,
+        n_init: int = 4,
+        batch_size: int | None = None,
+        config: AcquisitionConfig | None = None,
+        n_samples: int = 256,
+    ) -> None:
+        self.problem = problem
+        self.seed = seed
+        self.n_init = n_init
+        self.batch_size = batch_size
+        self.config = config or AcquisitionConfig(seed=seed)
+        self.n_samples = n_samples
+        self.records_: list[RunRecord] = []
+        self._ids: set[str] = set()
+        self._surrogate: Any = None
+        self._model: Any = None
+        self._calls: dict[Setting, RegimeCall] | None = None
+
+    # ---------------------------------------------------------------- ask / tell
+    def tell(self, records: Sequence[RunRecord]) -> None:
+        new = [r for r in relevant_records(self.problem, records) if r.run_id not in self._ids]
+        if new:
+            self.records_.extend(new)
+            self._ids.update(r.run_id for r in new)
+            self._surrogate, self._calls = None, None
+
+    def surrogate(self) -> Any:
+        """The surrogate fitted on every record told so far (None with < 2 records)."""
+        if self._surrogate is None and len(self.records_) >= 2:
+            if self._model is None:
+                from surrogate import FrontierSurrogate
+
+                p = self.problem
+                # One estimator refitted with warm starts: each refit begins at the last
+                # batch's hyperparameters (faster, and calls do not jump between optima).
+                self._model = FrontierSurrogate(
+                    p.target,
+                    rewards=sorted({s.reward for s in p.settings}),
+                    models={s.model: float(get_model(s.model).num_parameters) for s in p.settings},
+                    budget_range=(p.pilot_budget / 10, p.budget),
+                    warm_start=True,
+                )
+            self._surrogate = self._model.fit(self.records_)
+        return self._surrogate
+
+    def decide(self) -> dict[Setting, RegimeCall]:
+        if self._calls is None:
+            sur = self.surrogate()
+            p = self.problem
+            self._calls = {
+                s: (
+                    classify_setting(sur, s.model, s.reward, p.budget, n_samples=self.n_samples,
+                                     seed=self.seed, opts=p.opts)
+                    if sur is not None
+                    else flat_prior_call(s, p)
+                )
+                for s in p.settings
+            }
+        return self._calls
+
+    def ask(self, n: int | None = None, pending: Sequence[Proposal] = ()) -> list[Proposal]:
+        """Initial-design points while a setting has fewer than ``n_init`` records, else an
+        acquisition batch over the undecided settings (all settings if all are decided)."""
+        p = self.problem
+        counts = {s: 0 for s in p.settings}
+        for r in self.records_:
+            counts[Setting(r.model, r.reward)] += 1
+        todo = [s for s in p.settings if counts[s] < self.n_init]
+        if todo:
+            # Empty when every design point is already recorded (e.g. two design rhos
+            # compiled to the same plan): fall through to the acquisition then.
+            initial = self._initial(todo, counts, n)
+            if initial:
+                return initial
+        calls = self.decide()
+        open_ = [s for s in p.settings if calls[s].confidence < p.confidence] or list(p.settings)
+        q = n if n is not None else (self.batch_size or min(8, len(open_)))
+        pend = [(Setting(x.model, x.reward), x.plan.rho, x.plan.flops.total) for x in pending]
+        cands = select_batch(
+            self.surrogate(), open_, q, target_budget=p.budget, pilot_budget=p.pilot_budget,
+            config=self.config, opts=p.opts, pending=pend,
+            recorded=[r.plan for r in self.records_] + [x.plan for x in pending],
+        )
+        return [
+            make_proposal(
+                c.plan,
+                target=p.target,
+                prediction=Prediction(target=p.target, mean=c.mean, std=c.std),  # type: ignore[arg-type]
+                reason=c.reason(p.pilot_budget),
+            )
+            for c in cands
+        ]
+
+    def _initial(self, todo: list[Setting], counts: dict[Setting, int], n: int | None) -> list[Proposal]:
+        p = self.problem
+        sur = self.surrogate()
+        out: list[Proposal] = []
+        seen: set[str] = set()
+        for pt in initial_design(todo, p.pilot_budget, self.n_init, p.opts):
+            plan, note = compile_feasible(pt.setting, pt.rho, pt.budget, p.opts)
+            if plan is None:
+                continue
+            pred = None
+            if sur is not None:
+                mean, std = sur.predict(sur.encode(plan.model, plan.reward, [plan.rho], plan.flops.total))
+                pred = Prediction(target=p.target, mean=float(mean[0]), std=float(std[0]))  # type: ignore[arg-type]
+            reason = (
+                f"initial design: {self.n_init} space-filling pilot runs over the reachable rho range "
+                f"of {pt.setting.key} at the pilot budget ({counts[pt.setting]} recorded so far)"
+                + ("" if sur is not None else "; no records yet, so no prediction")
+                + (f"; {note.strip('; ')}" if note else "")
+            )
+            prop = make_proposal(plan, target=p.target, prediction=pred, reason=reason)
+            if prop.id not in seen and prop.id not in self._proposal_ids():
+                seen.add(prop.id)
+                out.append(prop)
+        return out[: n if n is not None else len(out)]
+
+    def _proposal_ids(self) -> set[str]:
+        return {r.proposal_id for r in self.records_}

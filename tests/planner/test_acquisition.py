@@ -1,0 +1,58 @@
+"""Acquisition pieces: fidelity ladder, decision utility, design, clamped compilation, batches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planner.acquisition import fidelity_ladder, plan_key, utility
+from planner.design import compile_feasible, initial_design, space_filling_rho
+from planner.frontier import Setting, allocation_shares, reward_fraction, rho_grid
+from planner.regime import shares_for_rho
+
+GRID = np.linspace(0.05, 0.95, 19)
+RULE = shares_for_rho(GRID, 0.0)
+
+
+def test_fidelity_ladder() -> None:
+    assert fidelity_ladder(1e15, 1e17, 3) == pytest.approx([1e15, 1e16, 1e17])
+    assert fidelity_ladder(1e16, 1e16, 3) == [1e16]
+
+
+def test_utility_is_zero_when_certain_and_grows_with_disagreement() -> None:
+    peak = -((GRID - 0.7) ** 2)
+    certain = np.tile(peak, (8, 1))
+    split = np.stack([-((GRID - c) ** 2) for c in [0.3] * 4 + [0.7] * 4])
+    assert utility(certain, GRID, RULE, 0.25) == pytest.approx(0.0)
+    u = utility(np.stack([certain, split]), GRID, RULE, 0.0)  # batched: (2, S, G) -> (2,)
+    assert u == pytest.approx([0.0, 1.0])
+
+
+def test_space_filling_design_is_stratified() -> None:
+    pts = space_filling_rho(0.1, 0.9, 4)
+    np.testing.assert_allclose(pts, [0.2, 0.4, 0.6, 0.8])
+    s = [Setting("qwen2.5-1.5b", "sparse"), Setting("qwen2.5-7b", "prm")]
+    design = initial_design(s, 1e15, 4)
+    assert len(design) == 8
+    lo, hi = rho_grid("qwen2.5-7b", "prm", 2)
+    assert all(lo < d.rho < hi for d in design)
+
+
+def test_compile_feasible_clamps_budget_and_rho() -> None:
+    s = Setting("qwen2.5-7b", "prm")
+    plan, note = compile_feasible(s, 0.5, 1e12)
+    assert plan is not None and "budget raised" in note and plan.budget > 1e12
+    plan, note = compile_feasible(Setting("qwen2.5-1.5b", "sparse"), 0.02, 1e16)
+    assert plan is not None and "rho clamped" in note and plan.rho > 0.08
+    plan, note = compile_feasible(s, 0.5, 1e16)
+    assert plan is not None and note == "" and plan_key(plan)[:2] == ("qwen2.5-7b", "prm")
+
+
+def test_allocation_shares_match_the_compiler() -> None:
+    from planner.compiler import compile_plan
+
+    plan = compile_plan("qwen2.5-1.5b", "prm", 0.4, 1e16)
+    f = plan.flops
+    shares = allocation_shares("qwen2.5-1.5b", "prm", np.array([plan.rho]))[0]
+    np.testing.assert_allclose(shares, [f.search / f.total, f.learning / f.total, f.reward / f.total], atol=1e-9)
+    assert reward_fraction("qwen2.5-1.5b", "sparse") == 0.0

@@ -1,0 +1,110 @@
+"""`planner suggest`, `planner race` and `planner bench` through typer's CliRunner."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.proposals import read_proposals
+
+runner = CliRunner()
+
+
+def test_suggest_on_empty_data_writes_an_initial_design_fast(tmp_path: Path) -> None:
+    out = tmp_path / "proposals.json"
+    t0 = time.perf_counter()
+    res = runner.invoke(app, ["suggest", "--budget", "1e18", "--data", str(tmp_path / "none"), "--out", str(out)])
+    elapsed = time.perf_counter() - t0
+    assert res.exit_code == 0, res.output
+    assert elapsed < 10
+    ps = read_proposals(out)
+    assert ps.target_budget == 1e18
+    assert len(ps.proposals) == 3 * 5 * 4  # Qwen sizes x reward systems x initial design
+    p = ps.proposals[0]
+    assert p.budget == pytest.approx(1e16, rel=0.03) and "initial design" in p.reason
+    assert {q.reward for q in ps.proposals} == {"sparse", "structured", "dense", "proxy-prm", "prm"}
+
+
+def test_suggest_lists_and_n(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b,qwen2.5-7b",
+                              "--rewards", "sparse,prm", "--n", "3", "--pilot-budget", "1e15",
+                              "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    ps = read_proposals(out).proposals
+    assert len(ps) == 3 and json.loads(res.output)[0]["id"] == ps[0].id
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--budget", "lots"], "budget"),
+        (["--budget", "1e16", "--models", "nope"], "model"),
+        (["--budget", "1e16", "--models", "qwen2.5-math-prm-7b"], "models"),
+        (["--budget", "1e16", "--rewards", "vibes"], "reward"),
+        (["--budget", "1e16", "--target", "elo"], "target"),
+        (["--budget", "1e16", "--pilot-budget", "1e17"], "pilot-budget"),
+        (["--budget", "1e10", "--models", "qwen2.5-7b"], "budget"),
+    ],
+)
+def test_suggest_bad_input_is_one_line(tmp_path: Path, args: list[str], field: str) -> None:
+    res = runner.invoke(app, ["suggest", *args, "--out", str(tmp_path / "p.json")])
+    assert res.exit_code == 2
+    line = res.output.strip()
+    assert "\n" not in line and line.startswith(f"error: {field}"), line
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_race_sim_writes_regimes_and_resumes(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    args = ["race", "--engine", "sim", "--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b",
+            "--rewards", "sparse,prm", "--max-runs", "11", "--data", str(data), "--quiet"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    doc = json.loads((data / "regimes.json").read_text())
+    assert doc["engine"] == "sim" and doc["simulated"] is True and doc["world"] == "paper"
+    assert doc["stop_reason"] in ("max-runs", "confident") and doc["runs"] <= 11
+    assert [(e["model"], e["reward"]) for e in doc["settings"]] == [("qwen2.5-1.5b", "sparse"), ("qwen2.5-1.5b", "prm")]
+    e = doc["settings"][0]
+    assert e["target"] == "native" and e["budget"] == 1e16
+    assert e["rho_star_ci"][0] <= e["rho_star"] <= e["rho_star_ci"][1] or e["rho_star_ci"][0] <= e["rho_star_ci"][1]
+    assert abs(sum(e["probabilities"].values()) - 1) < 1e-9 and e["runs"] >= 4 and e["flops_spent"] > 0
+    n_files = len(list((data / "runs").glob("*.parquet")))
+    # Resume with the same cap: nothing more to run, nothing rewritten.
+    res2 = runner.invoke(app, args)
+    assert res2.exit_code == 0, res2.output
+    assert len(list((data / "runs").glob("*.parquet"))) == n_files
+    # suggest reads the same data and proposes new runs (not ones already recorded).
+    out = tmp_path / "next.json"
+    res3 = runner.invoke(app, ["suggest", "--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b",
+                               "--rewards", "sparse,prm", "--n", "2", "--data", str(data), "--out", str(out)])
+    assert res3.exit_code == 0, res3.output
+    new = read_proposals(out).proposals
+    assert len(new) == 2 and all(p.prediction is not None and "acquisition" in p.reason for p in new)
+
+
+def test_race_grid_strategy_stops_when_exhausted(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["race", "--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse", "--strategy", "grid", "--data", str(tmp_path), "--quiet"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "regimes.json").read_text())
+    assert doc["strategy"] == "grid" and doc["stop_reason"] == "exhausted" and doc["runs"] == 5
+
+
+def test_race_rejects_unknown_engine_and_world_for_trl(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["race", "--budget", "1e16", "--engine", "warp", "--data", str(tmp_path)])
+    assert res.exit_code == 2 and res.output.startswith("error: engine")
+    res = runner.invoke(app, ["race", "--budget", "1e16", "--engine", "trl", "--world", "paper", "--data", str(tmp_path)])
+    assert res.exit_code == 2 and res.output.startswith("error: world")
+
+
+def test_help_lists_the_commands() -> None:
+    res = runner.invoke(app, ["--help"])
+    assert res.exit_code == 0
+    for name in ("suggest", "race", "bench"):
+        assert name in res.output

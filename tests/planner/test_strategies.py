@@ -1,0 +1,87 @@
+"""Baseline strategies (grid, random, optuna) through the ask/tell interface."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planner.errors import ConfigError
+from planner.frontier import Setting
+from planner.schema import ComputeCard, Metrics, Proposal, RunRecord, run_id_for
+from planner.strategies import STRATEGIES, RaceProblem, make_strategy
+from planner.strategies.quadratic import quadratic_call
+
+S = Setting("qwen2.5-1.5b", "sparse")
+P = Setting("qwen2.5-1.5b", "prm")
+PROBLEM = RaceProblem((S, P), budget=1e16, pilot_budget=1e15)
+
+
+def bump(rho: float, peak: float) -> float:
+    return 0.6 - 2.0 * (rho - peak) ** 2
+
+
+def run(p: Proposal, peak: dict[Setting, float], seed: int = 0) -> RunRecord:
+    plan = p.plan
+    return RunRecord(
+        run_id=run_id_for(p.id, seed), proposal_id=p.id, status="ok", engine="fake", simulated=True,
+        model=plan.model, model_params=1.5e9, reward=plan.reward, budget=plan.budget,
+        rho_planned=plan.rho, seed=seed, plan=plan, card=ComputeCard(flops=plan.flops, rho=plan.rho),
+        metrics=Metrics(native=bump(plan.rho, peak[Setting(plan.model, plan.reward)])),
+    )
+
+
+def test_quadratic_call_finds_the_vertex_of_an_exact_parabola() -> None:
+    r = np.linspace(0.2, 0.9, 8)
+    call = quadratic_call(S, PROBLEM, r, [bump(x, 0.66) for x in r])
+    assert call.rho_star == pytest.approx(0.66, abs=1e-6)
+    assert call.regime == "update-heavy" and call.confidence == 1.0
+
+
+def test_quadratic_call_bootstrap_spreads_probability_near_the_boundary() -> None:
+    # Peak exactly at 0.5 with symmetric scatter: the fit's vertex is 0.5 and the bootstrap
+    # puts it on either side of the boundary about equally often.
+    r = np.repeat(np.linspace(0.3, 0.7, 5), 3)
+    y = [bump(x, 0.5) + e for x, e in zip(r, [0.05, -0.05, 0.0] * 5, strict=True)]
+    call = quadratic_call(S, PROBLEM, r, y)
+    assert 0.2 < call.probabilities["update-heavy"] < 0.8
+    assert call.rho_star_ci[0] < 0.5 < call.rho_star_ci[1]
+
+
+def test_grid_proposes_its_design_once_and_calls_each_setting() -> None:
+    g = make_strategy("grid", PROBLEM, n_points=5)
+    props = g.ask()
+    assert len(props) == 10 and g.ask() == []
+    assert {p.budget for p in props} == {1e15}
+    peaks = {S: 0.72, P: 0.3}
+    g.tell([run(p, peaks) for p in props])
+    calls = g.decide()
+    assert calls[S].regime == "update-heavy" and abs(calls[S].rho_star - 0.72) < 0.05
+    assert calls[P].rho_star < 0.4 and calls[P].regime != "update-heavy"
+    assert g.stops_on_confidence is False
+
+
+def test_random_is_seeded_and_round_robin() -> None:
+    a, b = make_strategy("random", PROBLEM, seed=3), make_strategy("random", PROBLEM, seed=3)
+    pa, pb = a.ask(4), b.ask(4)
+    assert [p.id for p in pa] == [p.id for p in pb]
+    assert [p.reward for p in pa] == ["sparse", "prm", "sparse", "prm"]
+
+
+@pytest.mark.parametrize("name", ["optuna-tpe", "optuna-gp"])
+def test_optuna_ask_tell_recommends_the_best_trial(name: str) -> None:
+    st = make_strategy(name, RaceProblem((S,), budget=1e16, pilot_budget=1e15), seed=0)
+    peaks = {S: 0.7}
+    for _ in range(4):
+        props = st.ask(2)
+        st.tell([run(p, peaks) for p in props])
+    call = st.decide()[S]
+    trials = st._studies[S].trials
+    best = max(trials, key=lambda t: t.value)
+    assert call.rho_star == pytest.approx(best.params["rho"])
+    assert sum(call.probabilities.values()) == pytest.approx(1.0)
+
+
+def test_unknown_strategy_names_the_choices() -> None:
+    with pytest.raises(ConfigError, match="optuna-tpe"):
+        make_strategy("bogus", PROBLEM)
+    assert STRATEGIES == ("ours", "grid", "random", "optuna-tpe", "optuna-gp")
