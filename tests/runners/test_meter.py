@@ -164,3 +164,15 @@ def test_budget_guard_stops_a_stock_trainer_at_the_nearest_step(world: dict[str,
     assert abs(meter.total - budget) <= 0.5 * max(costs) + 1e-6 * budget
     with pytest.raises(ValueError, match="budget"):
         BudgetGuard(meter, float("nan"))
+
+
+def test_fused_attention_backward_recomputes_the_scores() -> None:
+    """SDPA/flash backward recomputes QK^T: +half an attention forward per training pass
+    (measured on an H200 against FlopCounterMode: docs/meter.md)."""
+    from planner.accountant import attention_flops
+
+    arch = get_model("tiny-s")
+    eager, fused = FlopMeter(arch, lora=LoRA(4)), FlopMeter(arch, lora=LoRA(4), fused_attention=True)
+    for m in (eager, fused):
+        m.add_train_pass(3, 50, 3 * 49, checkpointing=True, input_requires_grad=True)
+    assert fused.total - eager.total == 3 * attention_flops(arch, 50, 50) // 2
