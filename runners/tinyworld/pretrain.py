@@ -39,6 +39,11 @@ from planner.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch
+    from transformers import Qwen2Config
+
+    from planner.architecture import Architecture
+    from runners.rewards.prm import ProcessRewardModel
+    from runners.tinyworld.task import Problem
 
 __all__ = [
     "WORLD_VERSION",
@@ -85,7 +90,7 @@ _BASE: dict[tuple[str, bool], Recipe] = {
     ("prm", True): Recipe(steps=100, lr=5e-3, warmup=20, slip=0.12, corrupt=0.15),
 }
 _OVERRIDES: dict[tuple[str, bool], dict[str, float]] = {
-    ("tiny-prm-s", False): {"steps": 600, "label_noise": 0.1},
+    ("tiny-prm-s", False): {"steps": 1000, "label_noise": 0.1},
     ("tiny-prm-s", True): {"steps": 60, "label_noise": 0.1},
 }
 
@@ -106,17 +111,14 @@ def cache_root(cache_dir: Path | None = None) -> Path:
 
 
 def _threads() -> int:
-    # Tiny matmuls gain little from threads and lose a lot when cores are oversubscribed.
-    # Use the cores that are idle now (1-minute load average), at most 4; RACE_THREADS wins.
+    """Intra-op threads for pretraining: ``RACE_THREADS`` or 1.
+
+    One thread keeps results bit-identical whatever the machine's load (the summation
+    order of a matmul depends on the thread count), tiny matmuls gain little from more,
+    and on oversubscribed cores spinning OpenMP threads cost several-fold.
+    """
     env = os.environ.get("RACE_THREADS")
-    if env:
-        return max(1, int(env))
-    cores = os.cpu_count() or 1
-    try:
-        idle = cores - os.getloadavg()[0]
-    except OSError:
-        idle = cores / 2
-    return max(1, min(4, round(idle)))
+    return max(1, int(env)) if env else 1
 
 
 @contextmanager
@@ -131,7 +133,7 @@ def _torch_threads() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def policy_config(name: str) -> object:
+def policy_config(name: str) -> Qwen2Config:
     """A ``Qwen2Config`` for tiny policy ``name`` with the tokenizer's special ids."""
     from transformers import Qwen2Config
 
@@ -157,7 +159,7 @@ def policy_config(name: str) -> object:
     return cfg
 
 
-def _tiny_arch(name: str, role: str):  # type: ignore[no-untyped-def]
+def _tiny_arch(name: str, role: str) -> Architecture:
     from planner.registry import get_model
 
     a = get_model(name)
@@ -238,7 +240,7 @@ def ensure_prm(
 # --------------------------------------------------------------------------- training
 
 
-def _corpus_problem(rng: random.Random, harder_share: float):  # type: ignore[no-untyped-def]
+def _corpus_problem(rng: random.Random, harder_share: float) -> Problem:
     from runners.tinyworld.task import MOD, OPS, SPLIT_OPS, problem_from_ops
 
     lo, hi = SPLIT_OPS["harder" if rng.random() < harder_share else "train"]
@@ -277,7 +279,15 @@ def _bar(total: int, label: str, show: bool) -> Iterator[Callable[[float], None]
         yield lambda loss: bar.update(task, advance=1, loss=loss)
 
 
-def _optimizer(model: torch.nn.Module, recipe: Recipe):  # type: ignore[no-untyped-def]
+def _loss_stats(losses: list[float]) -> dict[str, float]:
+    """Mean training loss over the first and the last 10% of steps (at least one step)."""
+    k = max(1, len(losses) // 10)
+    return {"initial_loss": sum(losses[:k]) / k, "final_loss": sum(losses[-k:]) / k}
+
+
+def _optimizer(
+    model: torch.nn.Module, recipe: Recipe
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     import torch
 
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
@@ -296,7 +306,7 @@ def _train_policy(name: str, seed: int, recipe: Recipe, out: Path, show: bool) -
     rng = random.Random(f"pretrain:{name}:{seed}")
     with _torch_threads():
         torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(policy_config(name))  # type: ignore[arg-type]
+        model = Qwen2ForCausalLM(policy_config(name))
         opt, sched = _optimizer(model, recipe)
         model.train()
         losses: list[float] = []
@@ -330,11 +340,13 @@ def _train_policy(name: str, seed: int, recipe: Recipe, out: Path, show: bool) -
         model.generation_config.bos_token_id = bos
         model.save_pretrained(out)
         build_tokenizer().save_pretrained(out)
-    tail = losses[-50:]
-    return {"final_loss": sum(tail) / len(tail), "steps": recipe.steps, "parameters": model.num_parameters()}
+    return {**_loss_stats(losses), "steps": recipe.steps, "parameters": model.num_parameters()}
 
 
-def _prm_example(rng: random.Random, recipe: Recipe) -> tuple[list[int], list[int], list[float]]:
+PrmExample = tuple[list[int], list[int], list[float]]  # token ids, scored positions, labels
+
+
+def _prm_example(rng: random.Random, recipe: Recipe) -> PrmExample:
     from runners.rewards.prm import tiny_encode
     from runners.tinyworld.task import FlawModel, grade, sample_solution
     from runners.tinyworld.tokenizer import ALPHABET
@@ -385,11 +397,12 @@ def _train_prm(name: str, seed: int, recipe: Recipe, out: Path, show: bool) -> d
         stats = _prm_heldout(model, pad, seed)
         model.save_pretrained(out)
         build_tokenizer().save_pretrained(out)
-    tail = losses[-50:]
-    return {"final_loss": sum(tail) / len(tail), "steps": recipe.steps, **stats}
+    return {**_loss_stats(losses), "steps": recipe.steps, **stats}
 
 
-def _prm_batch(batch, pad: int):  # type: ignore[no-untyped-def]
+def _prm_batch(
+    batch: list[PrmExample], pad: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     import torch
 
     width = max(len(ids) for ids, _, _ in batch)
@@ -405,7 +418,7 @@ def _prm_batch(batch, pad: int):  # type: ignore[no-untyped-def]
     return ids_t, mask, torch.tensor(rows), torch.tensor(cols), torch.tensor(ys)
 
 
-def _prm_loss(model, batch, pad: int, aux_lm: float):  # type: ignore[no-untyped-def]
+def _prm_loss(model: ProcessRewardModel, batch: list[PrmExample], pad: int, aux_lm: float) -> torch.Tensor:
     """BCE on step labels + ``aux_lm`` x next-token loss through the tied embeddings.
 
     The auxiliary language-model loss is dense (every token, not one label per step), so
@@ -413,7 +426,6 @@ def _prm_loss(model, batch, pad: int, aux_lm: float):  # type: ignore[no-untyped
     step labels alone -- the way real PRMs start from a pretrained LM. It adds no weights:
     logits are ``hidden @ embed_tokens.T``; only the body and the score head are saved.
     """
-    import torch
     from torch.nn import functional as F
 
     ids, mask, rows, cols, ys = _prm_batch(batch, pad)
@@ -426,7 +438,7 @@ def _prm_loss(model, batch, pad: int, aux_lm: float):  # type: ignore[no-untyped
     return loss
 
 
-def _prm_heldout(model, pad: int, seed: int, n: int = 512) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def _prm_heldout(model: ProcessRewardModel, pad: int, seed: int, n: int = 512) -> dict[str, float]:
     """Step-label accuracy (true labels, no noise) and outcome accuracy of the min score."""
     import torch
 
