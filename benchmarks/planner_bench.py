@@ -1,7 +1,9 @@
 """Planner benchmark: every strategy on the shipped simulator worlds, against the sim's truth.
 
-For each world and repetition (seed), on the settings (3 Qwen2.5 sizes x 5 reward systems
-by default), target ``native`` at a target budget with 10x cheaper pilots:
+For each world and repetition (seed), on the settings (3 Qwen2.5 sizes x {sparse, prm} by
+default; ``--rewards`` for all five), target ``native`` at a target budget (1e16, where the
+paper's IsoFLOP band sits) with 10x cheaper pilots (1e15), every race capped at 15 runs
+per setting:
 
 * ``ours`` races until every setting is called with the confidence (or a cap);
 * ``grid`` (the paper's RACE protocol) is swept over its design: rho points per setting x
@@ -39,7 +41,7 @@ if str(ROOT) not in sys.path:
 
 from planner.frontier import Setting  # noqa: E402
 from planner.loop import run_race  # noqa: E402
-from planner.registry import POLICIES_QWEN, REWARD_SYSTEMS  # noqa: E402
+from planner.registry import POLICIES_QWEN  # noqa: E402
 from planner.schema import RunRecord  # noqa: E402
 from planner.strategies import RaceProblem, make_strategy  # noqa: E402
 from runners.engines.sim import SimEngine  # noqa: E402
@@ -48,8 +50,10 @@ from runners.sim.truth import frontier  # noqa: E402
 from runners.sim.world import list_worlds  # noqa: E402
 
 STRATEGIES = ("ours", "grid", "random", "optuna-tpe", "optuna-gp")
-GRID_POINTS = (3, 5, 7, 9)
-GRID_REPS = (1, 2, 4, 8)
+GRID_POINTS = (3, 5, 9)
+GRID_REPS = (1, 2, 4)
+RUNS_PER_SETTING = 15  # cap on every race (ours stops earlier when confident)
+REWARDS = ("sparse", "prm")  # a rule reward and a PRM: the paper's contrast
 
 
 class MemoryStore:
@@ -138,11 +142,16 @@ def _race(name: str, world: str, rep: int, problem: RaceProblem, truth: Truth, *
     )
 
 
-def suggest_latency(problem: RaceProblem, world: str, n_records: int = 200) -> dict[str, float]:
-    """Seconds for a suggestion (``ours``: fit + acquisition) on empty data and on
-    ``n_records`` sim records spread over the settings, pilot and target budgets."""
+def suggest_latency(base: RaceProblem, world: str, n_records: int = 200) -> dict[str, float]:
+    """Seconds for a suggestion (``ours``: fit + acquisition) for the default 15 settings
+    (3 Qwen2.5 sizes x 5 reward systems) on empty data and on ``n_records`` sim records
+    spread over the settings, 80% at the pilot budget and 20% at the target budget."""
     from planner.design import compile_feasible
     from planner.proposals import make_proposal
+    from planner.registry import REWARD_SYSTEMS
+
+    problem = RaceProblem(tuple(Setting(m, r) for m in POLICIES_QWEN for r in REWARD_SYSTEMS),
+                          budget=base.budget, pilot_budget=base.pilot_budget, target=base.target)
 
     t0 = time.perf_counter()
     make_strategy("ours", problem).ask()
@@ -167,7 +176,7 @@ def bench_world(world: str, problem: RaceProblem, reps: int, strategies: Sequenc
                 log: Any) -> list[Outcome]:
     truth = Truth(world, problem)
     out: list[Outcome] = []
-    cap = 40 * len(problem.settings)
+    cap = RUNS_PER_SETTING * len(problem.settings)
     for rep in range(reps):
         spend = None
         if "ours" in strategies:
@@ -179,7 +188,7 @@ def bench_world(world: str, problem: RaceProblem, reps: int, strategies: Sequenc
             if name in strategies:
                 # Equal spend: the FLOPs ours spent (or a 5-point grid's, without ours).
                 f = spend or 5 * len(problem.settings) * problem.pilot_budget
-                o = _race(name, world, rep, problem, truth, max_flops=f * 1.0001, max_runs=cap)
+                o = _race(name, world, rep, problem, truth, max_flops=f * 1.0001)
                 out.append(o)
                 log(o)
         if "grid" in strategies:
@@ -267,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     torch.set_num_threads(1)  # the box is shared; one thread is also the fastest for n < 300
     worlds = a.worlds.split(",") if a.worlds else (["paper"] if a.quick else [p.stem for p in list_worlds()])
     models = a.models.split(",") if a.models else (["qwen2.5-1.5b"] if a.quick else list(POLICIES_QWEN))
-    rewards = a.rewards.split(",") if a.rewards else list(REWARD_SYSTEMS)
+    rewards = a.rewards.split(",") if a.rewards else list(REWARDS)
     reps = a.seeds or (3 if a.quick else 10)
     strategies = a.strategies.split(",")
     problem = RaceProblem(tuple(Setting(m, r) for m in models for r in rewards), budget=a.budget,
