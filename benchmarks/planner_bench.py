@@ -10,7 +10,9 @@ per setting:
   seed replicates x pilot budget (the pilot budget or the target budget itself); the
   cheapest design reaching the same-regime rate of ``ours`` (and 0.95) is reported;
 * ``random``, ``optuna-tpe`` and ``optuna-gp`` get exactly the FLOPs ``ours`` spent in that
-  repetition (equal spend), at the pilot budget.
+  repetition (equal spend), spent at the target budget (``--baseline-budget pilot`` spends
+  them on 10x more, cheaper pilot runs instead; Optuna's GP sampler then needs minutes
+  per race).
 
 Metrics: same-regime rate against ``runners.sim.truth``, |rho*_est - rho*_true|, FLOPs
 spent until the decision (in target-run units), simple regret of the recommended rho at
@@ -173,7 +175,7 @@ def suggest_latency(base: RaceProblem, world: str, n_records: int = 200) -> dict
 
 
 def bench_world(world: str, problem: RaceProblem, reps: int, strategies: Sequence[str], quick: bool,
-                log: Any) -> list[Outcome]:
+                log: Any, baseline_budget: float) -> list[Outcome]:
     truth = Truth(world, problem)
     out: list[Outcome] = []
     cap = RUNS_PER_SETTING * len(problem.settings)
@@ -188,7 +190,7 @@ def bench_world(world: str, problem: RaceProblem, reps: int, strategies: Sequenc
             if name in strategies:
                 # Equal spend: the FLOPs ours spent (or a 5-point grid's, without ours).
                 f = spend or 5 * len(problem.settings) * problem.pilot_budget
-                o = _race(name, world, rep, problem, truth, max_flops=f * 1.0001)
+                o = _race(name, world, rep, problem, truth, max_flops=f * 1.0001, budget=baseline_budget)
                 out.append(o)
                 log(o)
         if "grid" in strategies:
@@ -268,6 +270,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--models", default=None)
     ap.add_argument("--rewards", default=None)
     ap.add_argument("--confidence", type=float, default=0.9)
+    ap.add_argument("--indifference", type=float, default=0.0025,
+                    help="ours: a setting is also decided when its call is expected to lose <= this (a quarter of the sim's noise)")
+    ap.add_argument("--baseline-budget", choices=("target", "pilot"), default="target",
+                    help="budget random/optuna runs at (equal spend either way)")
     ap.add_argument("--out", default="planner_bench.json")
     a = ap.parse_args(list(argv) if argv is not None else None)
     warnings.simplefilter("ignore")
@@ -280,7 +286,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     reps = a.seeds or (3 if a.quick else 10)
     strategies = a.strategies.split(",")
     problem = RaceProblem(tuple(Setting(m, r) for m in models for r in rewards), budget=a.budget,
-                          pilot_budget=a.pilot_budget, target=a.target, confidence=a.confidence)
+                          pilot_budget=a.pilot_budget, target=a.target, confidence=a.confidence,
+                          indifference=a.indifference)
     t0 = time.perf_counter()
 
     def log(o: Outcome) -> None:
@@ -290,7 +297,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     outcomes: list[Outcome] = []
     for w in worlds:
-        outcomes += bench_world(w, problem, reps, strategies, a.quick, log)
+        bb = a.budget if a.baseline_budget == "target" else a.pilot_budget
+        outcomes += bench_world(w, problem, reps, strategies, a.quick, log, bb)
     rows = table(outcomes, problem)
     summary: dict[str, Any] = {}
     for w in worlds:
@@ -313,7 +321,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     doc = {
         "config": {"worlds": worlds, "models": models, "rewards": rewards, "reps": reps,
                    "budget": a.budget, "pilot_budget": a.pilot_budget, "target": a.target,
-                   "confidence": a.confidence, "strategies": strategies, "quick": a.quick},
+                   "confidence": a.confidence, "strategies": strategies, "quick": a.quick,
+                   "baseline_budget": a.baseline_budget, "indifference": a.indifference},
         "rows": rows, "summary": summary, "suggest_latency": latency,
         "outcomes": [o.summary() for o in outcomes], "wall_s": time.perf_counter() - t0,
         "simulated": True,

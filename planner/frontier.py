@@ -130,10 +130,37 @@ def classify_setting(
     seed: int = 0,
     level: float = 0.9,
     opts: CompileOptions | None = None,
+    support: float = 0.05,
 ) -> RegimeCall:
     """rho*, its ``level`` credible interval and regime probabilities of one setting at
-    ``budget``, from ``n_samples`` joint posterior sample paths of the fitted surrogate."""
+    ``budget``, from ``n_samples`` joint posterior sample paths of the fitted surrogate.
+
+    ``rho_star`` maximises the posterior mean over grid points within ``support`` of a run
+    of this setting at >= budget / 1.5 (all grid points when there is none, or with
+    ``support=0``); ``extra["rho_star_support"]`` says which."""
     g = rho_grid(model, reward, opts=opts) if grid is None else np.asarray(grid, dtype=float)
     samples = surrogate.sample_frontier(model, reward, budget, g, n_samples=n_samples, seed=seed)
     mean, _ = surrogate.frontier(model, reward, budget, g)
-    return classify(samples, g, allocation_shares(model, reward, g, opts), mean=mean, level=level)
+    near = _measured_near(surrogate, model, reward, budget, g, support)
+    # rho* is the best posterior mean among allocations measured at (about) this budget
+    # when there are any: a maximum of the mean that rests on extrapolation (typically at
+    # an end of the range, where the GP reverts to a trend) is not a recommendation.
+    shown = np.where(near, mean, -np.inf) if near.any() else mean
+    call = classify(samples, g, allocation_shares(model, reward, g, opts), mean=shown, level=level)
+    call.extra["rho_star_support"] = "measured" if near.any() else "posterior-mean"
+    return call
+
+
+def _measured_near(
+    surrogate: Any, model: str, reward: str, budget: float, grid: NDArray[np.float64], support: float
+) -> NDArray[np.bool_]:
+    """Grid points within ``support`` of a training run of the setting at >= budget / 1.5."""
+    X = getattr(getattr(surrogate, "data_", None), "X", None)
+    if X is None or support <= 0:
+        return np.zeros(grid.shape, dtype=bool)
+    row = surrogate.encode(model, reward, [0.5], budget)[0]
+    mine = (np.isclose(X[:, 0], row[0]) & (X[:, 1] == row[1]) & (X[:, 3] >= row[3] - np.log10(1.5)))
+    rhos = X[mine, 2]
+    if rhos.size == 0:
+        return np.zeros(grid.shape, dtype=bool)
+    return np.min(np.abs(grid[:, None] - rhos[None, :]), axis=1) <= support

@@ -7,7 +7,8 @@ count every relevant record in the store, so a resumed race continues its budget
 than starting a new one.
 
 Stop reasons: ``confident`` (every setting's top regime probability reached the
-problem's confidence; only for strategies that have a posterior), ``max-runs``,
+problem's confidence, or, with an indifference tolerance, the expected loss of its call
+fell below it; only for strategies that have a posterior), ``max-runs``,
 ``max-flops``, ``exhausted`` (the strategy has nothing more to propose).
 """
 
@@ -27,7 +28,7 @@ from planner.engine import Engine, RecordStore
 from planner.frontier import Setting
 from planner.regime import RegimeCall
 from planner.schema import Proposal, RunRecord, run_id_for
-from planner.strategies.base import RaceProblem, Strategy, relevant_records
+from planner.strategies.base import RaceProblem, Strategy, decision_state, relevant_records
 
 __all__ = ["RaceProgress", "RaceResult", "regimes_document", "run_race", "write_regimes"]
 
@@ -111,7 +112,9 @@ def run_race(
     while True:
         calls = strategy.decide()
         n_runs, n_flops = sum(runs.values()), sum(flops.values())
-        if strategy.stops_on_confidence and all(c.confidence >= problem.confidence for c in calls.values()):
+        if strategy.stops_on_confidence and all(
+            decision_state(c, problem) != "open" for c in calls.values()
+        ):
             reason = "confident"
             break
         if max_runs is not None and n_runs >= max_runs:
@@ -191,6 +194,8 @@ def regimes_document(result: RaceResult, *, engine: str, simulated: bool, world:
             "regime": c.regime,
             "probabilities": dict(c.probabilities),
             "confident": c.confidence >= p.confidence,
+            "decided": decision_state(c, p),
+            "expected_loss": c.expected_loss if math.isfinite(c.expected_loss) else None,
             "runs": result.runs[s],
             "flops_spent": result.flops[s],
             "engine": engine,
@@ -206,6 +211,7 @@ def regimes_document(result: RaceResult, *, engine: str, simulated: bool, world:
         "budget": p.budget,
         "pilot_budget": p.pilot_budget,
         "confidence": p.confidence,
+        "indifference": p.indifference,
         "stop_reason": result.stop_reason,
         "rounds": result.rounds,
         "runs": result.total_runs,

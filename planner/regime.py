@@ -27,6 +27,7 @@ __all__ = [
     "LABELS",
     "RegimeCall",
     "classify",
+    "expected_loss",
     "regime_entropy",
     "regime_labels",
     "regime_probabilities",
@@ -46,7 +47,9 @@ class RegimeCall:
 
     ``rho_star`` is the argmax of the posterior-mean frontier (the recommendation);
     ``rho_star_ci`` the central ``level`` interval of the sample argmaxes; ``regime`` the
-    most probable label and ``probabilities`` every label's posterior probability.
+    most probable label and ``probabilities`` every label's posterior probability;
+    ``expected_loss`` the metric expected to be lost by committing to ``regime``
+    (:func:`expected_loss`; NaN where a strategy has no posterior).
     """
 
     rho_star: float
@@ -55,6 +58,7 @@ class RegimeCall:
     probabilities: dict[str, float]
     level: float = 0.9
     extra: dict[str, Any] = field(default_factory=dict)
+    expected_loss: float = float("nan")
 
     @property
     def confidence(self) -> float:
@@ -68,6 +72,7 @@ class RegimeCall:
             "regime": self.regime,
             "probabilities": dict(self.probabilities),
             "level": self.level,
+            "expected_loss": self.expected_loss,
             **self.extra,
         }
 
@@ -118,6 +123,17 @@ def regime_entropy(probabilities: ArrayLike) -> NDArray[np.float64]:
     return terms.sum(axis=-1)
 
 
+def expected_loss(samples: ArrayLike, shares: ArrayLike, label: int) -> float:
+    """Expected metric lost by committing to regime ``label``: the mean over sample paths
+    ``(S, G)`` of (best value anywhere) - (best value within the regime); 0 when no grid
+    point carries the label. Small values mean the regime hardly matters."""
+    s = np.asarray(samples, dtype=float)
+    inside = regime_labels(shares) == label
+    if not inside.any():
+        return float("inf")
+    return float(np.mean(s.max(axis=-1) - s[:, inside].max(axis=-1)))
+
+
 def rho_star_interval(
     samples: ArrayLike, rho_grid: ArrayLike, level: float = 0.9
 ) -> tuple[float, float]:
@@ -154,6 +170,7 @@ def classify(
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie in (0, 1), got {level}")
     probs = regime_probabilities(s, shares)
+    label = int(np.argmax(probs))
     if mean is not None:
         rho_star = float(grid[int(np.argmax(np.asarray(mean, dtype=float)))])
     else:
@@ -161,7 +178,8 @@ def classify(
     return RegimeCall(
         rho_star=rho_star,
         rho_star_ci=rho_star_interval(s, grid, level),
-        regime=LABELS[int(np.argmax(probs))],
+        regime=LABELS[label],
         probabilities={lab: float(p) for lab, p in zip(LABELS, probs, strict=True)},
         level=level,
+        expected_loss=expected_loss(s, shares, label),
     )

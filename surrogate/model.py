@@ -1,25 +1,34 @@
 """The frontier surrogate: a BoTorch GP over (policy size, reward system, rho, budget).
 
-Model: ``MixedSingleTaskGP`` with the reward system as its categorical dimension and
-(log10 policy parameters, rho, log10 FLOPs) as continuous dimensions. Its kernel is
-``s1 * (k_cont + k_cat) + s2 * (k_cont * k_cat)``: the sum part lets reward systems
-shift the whole frontier, the product part lets them reshape it, and ARD lengthscales
-say how far what is learned at one budget or policy size transfers to another (budget
-is the fidelity: a long budget lengthscale lets cheap pilots inform the target budget).
+Model: a ``SingleTaskGP`` whose kernel (:func:`_frontier_kernel`) is
 
-The continuous lengthscales get explicit priors (:func:`_cont_kernel`). Alternatives we
-measured on simulator data (15 Qwen settings, pilots at 1e15 and 1e16, 5 seeds): an
-additive level + shape kernel with ICM task covariances (``IndexKernel``) and a
-level + mixed kernel both called regimes no better (accuracy 0.53-0.67 vs 0.68, Brier
-0.26 vs 0.19) and fitted up to 5x slower, so they are not offered.
+    level(z, b) x cat(c)  +  shape(z, rho, b) x cat'(c)
+
+with ``z`` = log10 policy parameters, ``b`` = log10 FLOPs, ``rho`` the update fraction and
+``c`` the reward system (BoTorch's ``CategoricalKernel``, as in ``MixedSingleTaskGP``).
+
+* The level term never varies along rho. It carries how good a policy gets with a reward
+  system and a budget (tens of points of accuracy between policies, against a frontier
+  that often varies by about one noise standard deviation over rho); its uncertainty at
+  an unseen budget shifts a whole frontier and leaves the argmax (the decision) alone.
+* The shape term carries the rho dependence. Its budget lengthscale is what lets cheap
+  pilot budgets inform the target budget (budget as a fidelity); its categorical factor
+  is bounded (:data:`MAX_SHAPE_CORRELATION`) because rewards moving rho* is the finding
+  to reproduce, not noise to smooth over.
+* Continuous lengthscales get explicit LogNormal priors and bounds (:func:`_cont_kernel`).
+
+Why not ``MixedSingleTaskGP`` itself: its sum part shares the rho shape across all reward
+systems, and on a 24-run race it fitted its interaction term to zero and called both
+qwen2.5-1.5b settings (sparse, prm) wrong with p >= 0.9 (the PRM's runs dictated the
+sparse frontier). We also measured an ICM variant (``IndexKernel`` task covariances):
+no better calls, 5x slower fits.
 
 Inputs are normalised to the unit cube with fixed bounds (:class:`Domain`) so that a
 training set at a single budget still gives a well-defined budget axis; outcomes are
 standardised; seed replicates are averaged and their pooled variance becomes
 ``train_Yvar`` (:func:`surrogate.data.group_replicates`). Hyperparameters are fitted by
 L-BFGS capped at ``max_iter`` iterations; with ``warm_start`` a refit starts from the
-previous fit's hyperparameters, which is what an active loop that refits after every
-batch wants (measured: the cap costs < 2% of the log marginal likelihood).
+previous fit's hyperparameters (an active loop refits after every batch).
 
 Shapes: ``X`` is ``(n, 4)`` with columns :data:`surrogate.data.FEATURES`; means and stds
 are ``(n,)``; frontier samples are ``(n_samples, G)`` for a rho grid of ``G`` points.
@@ -72,8 +81,8 @@ def _cont_kernel(batch_shape: Any = None, ard_num_dims: int = 3, active_dims: An
     unchanged to a budget 10-100x larger, and with a frontier that varies by about the
     noise it explains rho away as flat. The medians here (:data:`LENGTHSCALE_PRIOR`) say
     "a frontier has one hump over the rho range, and its shape may change over a decade
-    of budget"; measured on simulator data they give better-calibrated regime calls
-    (Brier 0.19 vs 0.25 with one target-budget run per setting).
+    of budget"; on simulator data they gave better-calibrated regime calls than the
+    default prior (Brier 0.19 vs 0.25 with one target-budget run per setting).
     """
     from gpytorch.kernels import RBFKernel
     from gpytorch.priors import LogNormalPrior

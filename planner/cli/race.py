@@ -30,7 +30,7 @@ DEFAULT_RUNS_PER_SETTING = 30
 
 
 def _problem(budget: str, models: str | None, rewards: str | None, target: str,
-             pilot_budget: str | None, confidence: float = 0.9) -> Any:
+             pilot_budget: str | None, confidence: float = 0.9, indifference: float = 0.0) -> Any:
     """Validate the shared options into a :class:`~planner.strategies.RaceProblem`."""
     from planner.compiler import compile_plan
     from planner.errors import ConfigError, InfeasibleError
@@ -56,7 +56,10 @@ def _problem(budget: str, models: str | None, rewards: str | None, target: str,
                 raise ConfigError(
                     f"budget: {b:.3g} FLOPs buys no {s.key} run; raise it to at least {exc.nearest:.3g}"
                 ) from None
-    return RaceProblem(settings, budget=b, pilot_budget=pilot, target=target, confidence=confidence)
+    if not (indifference >= 0 and indifference < 1):
+        raise ConfigError(f"indifference: must lie in [0, 1) (metric units), got {indifference}; e.g. 0.002")
+    return RaceProblem(settings, budget=b, pilot_budget=pilot, target=target, confidence=confidence,
+                       indifference=indifference)
 
 
 def _check_target(target: str) -> None:
@@ -135,6 +138,7 @@ def race(
     rewards: RewardsOpt = None,
     target: TargetOpt = "native",
     confidence: Annotated[float, typer.Option(help="Stop when every setting's top regime probability reaches this.")] = 0.9,
+    indifference: Annotated[float, typer.Option(help="Also count a setting decided when its call is expected to lose at most this much of the target metric (0 = off).")] = 0.0,
     max_runs: Annotated[int | None, typer.Option(min=1, help=f"Cap on runs (default {DEFAULT_RUNS_PER_SETTING} per setting).")] = None,
     max_flops: Annotated[str | None, typer.Option(help="Cap on FLOPs spent, e.g. 1e19.")] = None,
     strategy: Annotated[str, typer.Option(help="ours, grid, random, optuna-tpe or optuna-gp.")] = "ours",
@@ -150,7 +154,7 @@ def race(
     from planner.strategies import make_strategy
 
     _check_target(target)
-    problem = _problem(budget, models, rewards, target, pilot_budget, confidence)
+    problem = _problem(budget, models, rewards, target, pilot_budget, confidence, indifference)
     if not 0 < confidence < 1:
         raise ConfigError(f"confidence: must lie in (0, 1), got {confidence}; e.g. --confidence 0.9")
     flops_cap = parse_budget(max_flops, "max-flops") if max_flops is not None else None
@@ -229,7 +233,9 @@ def _calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], res
         if c is None:
             t.add_row(s.key, "-", "-", "-", "-", "-", "-", *(["-"] if result is not None else []))
             continue
-        mark = "" if c.confidence >= problem.confidence else " ?"
+        from planner.strategies import decision_state
+
+        mark = {"confident": "", "indifferent": " ~", "open": " ?"}[decision_state(c, problem)]
         row = [s.key, f"{c.rho_star:.3f}", f"[{c.rho_star_ci[0]:.2f}, {c.rho_star_ci[1]:.2f}]",
                c.regime + mark, *[f"{c.probabilities[lab]:.2f}" for lab in LABELS]]
         if result is not None:

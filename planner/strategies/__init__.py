@@ -9,9 +9,23 @@ from __future__ import annotations
 from typing import Any
 
 from planner.errors import ConfigError
-from planner.strategies.base import RaceProblem, Strategy, flat_prior_call, relevant_records
+from planner.strategies.base import (
+    RaceProblem,
+    Strategy,
+    decision_state,
+    flat_prior_call,
+    relevant_records,
+)
 
-__all__ = ["STRATEGIES", "RaceProblem", "Strategy", "flat_prior_call", "make_strategy", "relevant_records"]
+__all__ = [
+    "STRATEGIES",
+    "RaceProblem",
+    "Strategy",
+    "decision_state",
+    "flat_prior_call",
+    "make_strategy",
+    "relevant_records",
+]
 
 STRATEGIES: tuple[str, ...] = ("ours", "grid", "random", "optuna-tpe", "optuna-gp")
 

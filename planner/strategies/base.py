@@ -20,7 +20,7 @@ from planner.frontier import Setting, allocation_shares, rho_grid
 from planner.regime import LABELS, RegimeCall, regime_labels
 from planner.schema import TARGETS, Proposal, RunRecord
 
-__all__ = ["RaceProblem", "Strategy", "flat_prior_call", "relevant_records"]
+__all__ = ["RaceProblem", "Strategy", "decision_state", "flat_prior_call", "relevant_records"]
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,10 @@ class RaceProblem:
     """What a race decides: the regime of each setting for ``target`` at ``budget`` FLOPs.
 
     ``pilot_budget`` is the cheapest budget strategies run at (the fidelity floor);
-    ``confidence`` the regime probability at which a setting counts as decided.
+    ``confidence`` the regime probability at which a setting counts as decided;
+    ``indifference`` (metric units, 0 = off) also counts a setting as decided when the
+    expected loss of its call is at most this much: on a flat frontier the regime is a coin
+    flip that no affordable number of runs resolves, and it does not matter.
     """
 
     settings: tuple[Setting, ...]
@@ -37,6 +40,7 @@ class RaceProblem:
     target: str = "native"
     confidence: float = 0.9
     opts: CompileOptions | None = None
+    indifference: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.settings:
@@ -50,6 +54,19 @@ class RaceProblem:
                 f"pilot-budget: {self.pilot_budget:.3g} exceeds the target budget {self.budget:.3g}; "
                 "pilots must be cheaper than the decision they inform"
             )
+
+
+def decision_state(call: RegimeCall, problem: RaceProblem) -> str:
+    """"confident", "indifferent" or "open" (not decided yet). A strategy can hold a call
+    open by setting ``call.extra["needs_validation"]`` (ours does until the call has been
+    checked by a run at the target budget)."""
+    if call.extra.get("needs_validation"):
+        return "open"
+    if call.confidence >= problem.confidence:
+        return "confident"
+    if problem.indifference > 0 and call.expected_loss <= problem.indifference:
+        return "indifferent"
+    return "open"
 
 
 def relevant_records(problem: RaceProblem, records: Sequence[RunRecord]) -> list[RunRecord]:

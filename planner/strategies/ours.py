@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from planner.acquisition import AcquisitionConfig, select_batch
 from planner.design import compile_feasible, initial_design
 from planner.frontier import Setting, classify_setting
@@ -36,6 +38,8 @@ class RaceStrategy:
             at most 8).
         config: acquisition knobs.
         n_samples: posterior sample paths per regime call.
+        validate: hold a call open until runs at the target budget near rho* and near the
+            best rho of another regime confirm it (proposed as validation runs).
     """
 
     name = "ours"
@@ -50,6 +54,7 @@ class RaceStrategy:
         batch_size: int | None = None,
         config: AcquisitionConfig | None = None,
         n_samples: int = 256,
+        validate: bool = True,
     ) -> None:
         self.problem = problem
         self.seed = seed
@@ -57,6 +62,7 @@ class RaceStrategy:
         self.batch_size = batch_size
         self.config = config or AcquisitionConfig(seed=seed)
         self.n_samples = n_samples
+        self.validate = validate
         self.records_: list[RunRecord] = []
         self._ids: set[str] = set()
         self._surrogate: Any = None
@@ -94,7 +100,7 @@ class RaceStrategy:
         if self._calls is None:
             sur = self.surrogate()
             p = self.problem
-            self._calls = {
+            calls = {
                 s: (
                     classify_setting(sur, s.model, s.reward, p.budget, n_samples=self.n_samples,
                                      seed=self.seed, opts=p.opts)
@@ -103,7 +109,40 @@ class RaceStrategy:
                 )
                 for s in p.settings
             }
+            for s, c in calls.items():
+                # A call resting on extrapolation from cheaper budgets is not accepted until
+                # it has been checked at the budget it is about (DESIGN: validation run).
+                c.extra["target_runs"] = self._target_runs(s)
+                if self.validate and sur is not None and self._would_decide(c) and not self._validated(s, c):
+                    c.extra["needs_validation"] = True
+            self._calls = calls
         return self._calls
+
+    def _would_decide(self, call: RegimeCall) -> bool:
+        """Whether the call is decided apart from validation."""
+        p = self.problem
+        return call.confidence >= p.confidence or (
+            p.indifference > 0 and call.expected_loss <= p.indifference
+        )
+
+    def _validated(self, s: Setting, c: RegimeCall) -> bool:
+        """Target-budget runs exist near rho* and near the runner-up regime's best rho."""
+        from planner.frontier import allocation_shares, rho_grid
+        from planner.regime import LABELS, regime_labels
+
+        if not self._near_target_run(s, c.rho_star):
+            return False
+        p = self.problem
+        grid = rho_grid(s.model, s.reward, opts=p.opts)
+        other = regime_labels(allocation_shares(s.model, s.reward, grid, p.opts)) != LABELS.index(c.regime)
+        if not other.any():
+            return True
+        mean, _ = self.surrogate().frontier(s.model, s.reward, p.budget, grid)
+        return self._near_target_run(s, float(grid[other][np.argmax(mean[other])]))
+
+    def _target_runs(self, s: Setting) -> int:
+        b = self.problem.budget
+        return sum(1 for r in self.records_ if (r.model, r.reward) == s and r.budget >= b / 1.5)
 
     def ask(self, n: int | None = None, pending: Sequence[Proposal] = ()) -> list[Proposal]:
         """Initial-design points while a setting has fewer than ``n_init`` records, else an
@@ -120,15 +159,22 @@ class RaceStrategy:
             if initial:
                 return initial
         calls = self.decide()
-        open_ = [s for s in p.settings if calls[s].confidence < p.confidence] or list(p.settings)
-        q = n if n is not None else (self.batch_size or min(8, len(open_)))
+        checks = self._validation(calls)
+        open_ = [s for s in p.settings if not self._would_decide(calls[s])]
+        if not open_ and not checks:
+            open_ = list(p.settings)
+        q = n if n is not None else (self.batch_size or min(8, max(1, len(open_))))
+        if checks:
+            q = max(0, q - len(checks))
+            if not open_ or q == 0:
+                return checks[: n if n is not None else len(checks)]
         pend = [(Setting(x.model, x.reward), x.plan.rho, x.plan.flops.total) for x in pending]
         cands = select_batch(
             self.surrogate(), open_, q, target_budget=p.budget, pilot_budget=p.pilot_budget,
             config=self.config, opts=p.opts, pending=pend,
             recorded=[r.plan for r in self.records_] + [x.plan for x in pending],
         )
-        return [
+        return checks + [
             make_proposal(
                 c.plan,
                 target=p.target,
@@ -137,6 +183,53 @@ class RaceStrategy:
             )
             for c in cands
         ]
+
+    def _validation(self, calls: dict[Setting, RegimeCall]) -> list[Proposal]:
+        """Validation runs for calls that would be decided but rest on extrapolation.
+
+        A call is checked at the budget it is about by a *duel*: one run near rho* and one
+        near the best rho of any other regime (the runner-up), both at the target budget.
+        Until both exist the call stays open (DESIGN: validation runs)."""
+        from planner.acquisition import plan_key
+        from planner.frontier import allocation_shares, rho_grid
+        from planner.regime import LABELS, regime_labels
+
+        p, sur = self.problem, self.surrogate()
+        done = {plan_key(r.plan) for r in self.records_}
+        out = []
+        for s, c in calls.items():
+            if sur is None or not c.extra.get("needs_validation") or not self._would_decide(c):
+                continue
+            grid = rho_grid(s.model, s.reward, opts=p.opts)
+            mean, _ = sur.frontier(s.model, s.reward, p.budget, grid)
+            other = regime_labels(allocation_shares(s.model, s.reward, grid, p.opts)) != LABELS.index(c.regime)
+            targets = [("rho*", c.rho_star)]
+            if other.any():
+                targets.append(("runner-up", float(grid[other][np.argmax(mean[other])])))
+            for role, rho in targets:
+                if self._near_target_run(s, rho):
+                    continue
+                for dr in (0.0, 0.02, -0.02, 0.04, -0.04):  # nearest plan not run yet
+                    plan, note = compile_feasible(s, rho + dr, p.budget, p.opts)
+                    if plan is not None and plan_key(plan) not in done:
+                        break
+                else:
+                    continue
+                done.add(plan_key(plan))
+                m, sd = sur.predict(sur.encode(s.model, s.reward, [plan.rho], plan.flops.total))
+                out.append(make_proposal(
+                    plan, target=p.target,
+                    prediction=Prediction(target=p.target, mean=float(m[0]), std=float(sd[0])),  # type: ignore[arg-type]
+                    reason=(f"validation ({role}): the call {c.regime} (p={c.confidence:.2f}, rho* "
+                            f"{c.rho_star:.3f}) is checked by runs at the target budget at rho* and "
+                            f"at the best rho of another regime" + (f"; {note.strip('; ')}" if note else "")),
+                ))
+        return out
+
+    def _near_target_run(self, s: Setting, rho: float, tol: float = 0.08) -> bool:
+        b = self.problem.budget
+        return any((r.model, r.reward) == s and r.budget >= b / 1.5 and abs(r.card.rho - rho) <= tol
+                   for r in self.records_)
 
     def _initial(self, todo: list[Setting], counts: dict[Setting, int], n: int | None) -> list[Proposal]:
         p = self.problem

@@ -93,6 +93,23 @@ def test_stops_on_confidence() -> None:
     assert res.total_runs == 4 and res.rounds == 2
 
 
+def test_stops_when_every_open_call_is_indifferent() -> None:
+    class Flat(Scripted):
+        def decide(self) -> dict[Setting, RegimeCall]:
+            loss = 0.001 if len(self.seen) >= 6 else 0.01
+            return {S: RegimeCall(0.5, (0.1, 0.9), "update-heavy",
+                                  {"search-heavy": 0.45, "update-heavy": 0.55, "reward-heavy": 0.0},
+                                  expected_loss=loss)}
+
+    strict = run_race(PROBLEM, Flat(), FakeEngine(), MemStore(), max_runs=10)
+    assert strict.stop_reason == "max-runs"  # indifference off by default
+    lenient = RaceProblem((S,), budget=1e16, pilot_budget=1e15, indifference=0.002)
+    res = run_race(lenient, Flat(), FakeEngine(), MemStore(), max_runs=10)
+    assert res.stop_reason == "confident" and res.total_runs == 6
+    entry = regimes_document(res, engine="fake", simulated=True)["settings"][0]
+    assert entry["decided"] == "indifferent" and entry["confident"] is False
+
+
 def test_stops_on_max_runs_and_trims_the_batch() -> None:
     res = run_race(PROBLEM, Scripted(), FakeEngine(), MemStore(), max_runs=5)
     assert res.stop_reason == "max-runs"

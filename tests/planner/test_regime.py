@@ -8,6 +8,7 @@ import pytest
 from planner.regime import (
     LABELS,
     classify,
+    expected_loss,
     regime_entropy,
     regime_labels,
     regime_probabilities,
@@ -95,3 +96,15 @@ def test_bad_shapes_raise() -> None:
         regime_labels(np.zeros((5, 2)))
     with pytest.raises(ValueError):
         classify(humps(np.array([0.5])), GRID, RULE, level=1.0)
+
+
+def test_expected_loss_of_a_call() -> None:
+    # 40% of the samples peak at 0.3 (height 0), 60% at 0.8; committing to update-heavy
+    # loses, on the search-heavy 40%, the gap between the peak and the best rho > 0.5.
+    samples = humps(np.array([0.3] * 4 + [0.8] * 6))
+    label = LABELS.index("update-heavy")
+    gap = -float(humps(np.array([0.3]))[0][GRID > 0.5].max())
+    assert expected_loss(samples, RULE, label) == pytest.approx(0.4 * gap)
+    assert expected_loss(humps(np.full(4, 0.8)), RULE, label) == 0.0
+    assert classify(samples, GRID, RULE).expected_loss == pytest.approx(0.4 * gap)
+    assert expected_loss(samples, RULE, LABELS.index("reward-heavy")) == float("inf")
