@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from planner.errors import ConfigError
 from planner.registry import get_model
 from runners.rewards import build_reward_system
 from runners.tinyworld.evaluate import evaluate_targets, generate, success
@@ -133,3 +134,27 @@ def test_pretrain_cli_reports_the_cached_base(tiny_world_cache: Path) -> None:
     assert "tiny-s" in res.output and "greedy" in res.output and "tiny-prm-s" in res.output
     bad = CliRunner().invoke(app, ["pretrain", "--model", "qwen2.5-3b", "--quick"])
     assert bad.exit_code == 2 and "model" in bad.output and "\n" not in bad.output.strip()
+
+
+def test_sft_is_deterministic_by_seed_and_caches_atomically(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from safetensors.torch import load_file
+
+    from runners.tinyworld import pretrain
+    from runners.tinyworld.pretrain import Recipe
+
+    tiny = {("policy", True): Recipe(steps=3, batch_size=4, warmup=1),
+            ("prm", True): Recipe(steps=3, batch_size=4, warmup=1, corrupt=0.5)}
+    monkeypatch.setattr(pretrain, "_BASE", {**pretrain._BASE, **tiny})
+    monkeypatch.setattr(pretrain, "_OVERRIDES", {})
+    a = ensure_policy("tiny-s", quick=True, seed=3, cache_dir=tmp_path / "a")
+    b = ensure_policy("tiny-s", quick=True, seed=3, cache_dir=tmp_path / "b")
+    c = ensure_policy("tiny-s", quick=True, seed=4, cache_dir=tmp_path / "a")
+    wa, wb, wc = (load_file(p / "model.safetensors") for p in (a, b, c))
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)  # same seed: bit-identical
+    assert not all(torch.equal(wa[k], wc[k]) for k in wa)  # another seed: another model
+    assert a.name == b.name and a.name != c.name
+    assert [p.name for p in (tmp_path / "a").iterdir() if p.name.startswith(".")] == []  # no temp left
+    prm = ensure_prm("tiny-prm-s", quick=True, seed=3, cache_dir=tmp_path / "a")
+    assert json.loads((prm / "meta.json").read_text())["recipe"]["steps"] == 3
+    with pytest.raises(ConfigError, match="model"):
+        ensure_policy("tiny-prm", quick=True, cache_dir=tmp_path)
