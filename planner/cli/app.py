@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-__all__ = ["app", "command", "emit_json", "guard", "parse_budget", "parse_list"]
+__all__ = ["app", "command", "emit_json", "guard", "parse_budget", "parse_list", "parse_option"]
 
 app = typer.Typer(
     name="planner",
@@ -41,6 +41,20 @@ def parse_list(value: str | None) -> list[str] | None:
         return None
     items = [v.strip() for v in value.split(",") if v.strip()]
     return items or None
+
+
+def parse_option(text: str) -> tuple[str, Any]:
+    """An engine option ``KEY=VALUE`` (``-o quick=true``); the value is JSON when it parses."""
+    from planner.errors import ConfigError
+
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip().isidentifier():
+        raise ConfigError(f"option: {text!r} is not KEY=VALUE; e.g. --option num_workers=2")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw  # plain strings need no quotes
+    return key.strip(), value
 
 
 def emit_json(obj: Any) -> None:

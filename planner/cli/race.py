@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from planner.cli.app import command, emit_json, parse_budget, parse_list
+from planner.cli.app import command, emit_json, parse_budget, parse_list, parse_option
 
 if TYPE_CHECKING:
     from planner.frontier import Setting
@@ -134,6 +134,8 @@ def race(
     data: Annotated[Path, typer.Option(help="Pilot dataset directory; regimes.json is written here.")],
     engine: Annotated[str, typer.Option(help="Engine: sim or trl.")] = "sim",
     world: Annotated[str | None, typer.Option(help="Simulator world (file or name in configs/worlds).")] = None,
+    device: Annotated[str | None, typer.Option(help="trl engine device: cpu or cuda[:N].")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="Engine option KEY=VALUE (repeatable), e.g. -o eval_samples=128.")] = None,
     models: ModelsOpt = None,
     rewards: RewardsOpt = None,
     target: TargetOpt = "native",
@@ -159,7 +161,11 @@ def race(
         raise ConfigError(f"confidence: must lie in (0, 1), got {confidence}; e.g. --confidence 0.9")
     flops_cap = parse_budget(max_flops, "max-flops") if max_flops is not None else None
     runs_cap = max_runs if max_runs is not None else DEFAULT_RUNS_PER_SETTING * len(problem.settings)
-    opts: dict[str, Any] = {}
+    opts: dict[str, Any] = dict(parse_option(o) for o in option or [])
+    if device is not None:
+        if engine != "trl":
+            raise ConfigError(f"device: only the trl engine takes a device, not {engine!r}; drop --device")
+        opts["device"] = device
     if world is not None:
         if engine != "sim":
             raise ConfigError(f"world: only the sim engine takes a world, not {engine!r}; drop --world")

@@ -13,23 +13,13 @@ from typing import Annotated, Any
 
 import typer
 
+from planner.cli.app import parse_option as _parse_option
 from runners.cli.app import command
 
 DataOpt = Annotated[Path, typer.Option("--data", "-d", help="Pilot store directory.")]
 DEFAULT_DATA = Path("pilot-data")
 
 
-def _parse_option(text: str) -> tuple[str, Any]:
-    from planner.errors import ConfigError
-
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip().isidentifier():
-        raise ConfigError(f"option: {text!r} is not KEY=VALUE; e.g. --option num_workers=2")
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = raw  # plain strings need no quotes
-    return key.strip(), value
 
 
 @command(help="Run the proposals in PROPOSALS (a proposals.json) and record them in --data.")
