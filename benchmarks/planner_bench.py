@@ -270,8 +270,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--models", default=None)
     ap.add_argument("--rewards", default=None)
     ap.add_argument("--confidence", type=float, default=0.9)
-    ap.add_argument("--indifference", type=float, default=0.0025,
-                    help="ours: a setting is also decided when its call is expected to lose <= this (a quarter of the sim's noise)")
+    ap.add_argument("--indifference", type=float, default=0.0,
+                    help="ours: also count a setting decided when its call is expected to lose <= this "
+                         "(off by default: at 0.001-0.0025 it stopped on overconfident flatness in shifted.toml)")
     ap.add_argument("--baseline-budget", choices=("target", "pilot"), default="target",
                     help="budget random/optuna runs at (equal spend either way)")
     ap.add_argument("--out", default="planner_bench.json")

@@ -26,7 +26,7 @@ class OptunaStrategy:
     stops_on_confidence = False
 
     def __init__(self, problem: RaceProblem, seed: int = 0, *, sampler: str = "tpe",
-                 budget: float | None = None) -> None:
+                 budget: float | None = None, n_startup: int = 3) -> None:
         import optuna
 
         if sampler not in SAMPLERS:
@@ -39,8 +39,11 @@ class OptunaStrategy:
         self._dist: dict[Setting, Any] = {}
         self._studies: dict[Setting, Any] = {}
         for i, s in enumerate(problem.settings):
-            smp = (optuna.samplers.TPESampler(seed=seed * 1000 + i) if sampler == "tpe"
-                   else optuna.samplers.GPSampler(seed=seed * 1000 + i))
+            # Pilot campaigns give each setting ~5-15 trials: Optuna's default 10 random
+            # start-up trials would leave both samplers as plain random search.
+            smp = (optuna.samplers.TPESampler(seed=seed * 1000 + i, n_startup_trials=n_startup)
+                   if sampler == "tpe"
+                   else optuna.samplers.GPSampler(seed=seed * 1000 + i, n_startup_trials=n_startup))
             self._studies[s] = optuna.create_study(direction="maximize", sampler=smp)
             lo, hi = achievable_rho_range(s.model, s.reward, problem.opts)
             self._dist[s] = optuna.distributions.FloatDistribution(lo, hi)
