@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# Install and run the main job on the embedded default (CPU, tiny world).
+# The main job on the embedded default (CPU, tiny world), end to end on a fresh machine:
+# install, pretrain the tiny-s policy, race real GRPO/LoRA pilot runs (TRL + peft) until the
+# allocation regime is known or the run cap is hit, then write the regime report.
+# A smaller version of the committed campaign in reports/tiny-campaign/ (~10-15 min on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q torch==2.13.0
 python3 -m pip install -q -c constraints.txt -e .
-# Until the active loop lands this runs the accountant demo.
-planner flops --model qwen2.5-1.5b --batch 2 --seq 256
-planner plan --model qwen2.5-1.5b --reward sparse --rho 0.72 --budget 1e16
-planner plan --model qwen2.5-1.5b --reward prm --rho 0.45 --budget 1e16
+OUT=${RACE_OUT:-runs-main}
+runners pretrain --model tiny-s --no-prms
+planner race --engine trl --models tiny-s --rewards sparse,dense \
+  --budget 5e11 --pilot-budget 1e11 --max-runs 12 --target native \
+  --data "$OUT/data" -o eval_samples=128
+planner report --data "$OUT/data" --out "$OUT/report"
+echo
+echo "report: $OUT/report/report.html (also report.md, regimes.json and figures in $OUT/report)"

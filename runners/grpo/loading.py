@@ -26,19 +26,9 @@ CHAT_TEMPLATE = (
 
 
 def _qwen2_config(arch: Architecture, **extra: Any) -> Any:
-    from transformers import Qwen2Config
+    from runners.modeling import qwen2_config
 
-    return Qwen2Config(
-        vocab_size=arch.vocab_size,
-        hidden_size=arch.hidden_size,
-        intermediate_size=arch.intermediate_size,
-        num_hidden_layers=arch.num_hidden_layers,
-        num_attention_heads=arch.num_attention_heads,
-        num_key_value_heads=arch.num_key_value_heads,
-        max_position_embeddings=arch.max_position_embeddings,
-        tie_word_embeddings=arch.tie_word_embeddings,
-        **extra,
-    )
+    return qwen2_config(arch, **extra)
 
 
 def random_policy(arch: Architecture, folder: str | Path, *, seed: int = 0, tokenizer: Any = None) -> Path:

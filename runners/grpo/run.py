@@ -211,6 +211,11 @@ def execute_plan(engine: Any, proposal: Proposal, seed: int, state: RunState,
         callbacks=[guard, watch],
     )
     trainer_ref.append(trainer)
+    # Our runs report through `progress` and the record; TRL's per-step log dicts on stdout
+    # would only tear through the live display.
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
     FlopMeterCallback.attach(trainer, meter=meter)
     if rewards.scorer is not None:
         meter.watch_scorer(rewards.scorer)

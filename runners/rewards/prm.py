@@ -82,17 +82,9 @@ class ProcessRewardModel(Qwen2PreTrainedModel):
 
 def prm_config(arch: Architecture, **overrides: Any) -> Qwen2Config:
     """A ``Qwen2Config`` for a registry PRM architecture (eager attention: FLOP-countable)."""
-    cfg = Qwen2Config(
-        vocab_size=arch.vocab_size,
-        hidden_size=arch.hidden_size,
-        intermediate_size=arch.intermediate_size,
-        num_hidden_layers=arch.num_hidden_layers,
-        num_attention_heads=arch.num_attention_heads,
-        num_key_value_heads=arch.num_key_value_heads,
-        max_position_embeddings=arch.max_position_embeddings,
-        tie_word_embeddings=False,
-        **overrides,
-    )
+    from runners.modeling import qwen2_config
+
+    cfg = qwen2_config(arch, **{"tie_word_embeddings": False, **overrides})
     cfg.score_head = list(arch.score_head or (1,))
     cfg._attn_implementation = "eager"
     return cfg

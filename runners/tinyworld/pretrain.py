@@ -132,20 +132,12 @@ def _torch_threads() -> Iterator[None]:
 
 def policy_config(name: str) -> Qwen2Config:
     """A ``Qwen2Config`` for tiny policy ``name`` with the tokenizer's special ids."""
-    from transformers import Qwen2Config
-
+    from runners.modeling import qwen2_config
     from runners.tinyworld.tokenizer import VOCAB_SIZE, special_id
 
     a = _tiny_arch(name, "policy")
-    cfg = Qwen2Config(
-        vocab_size=a.vocab_size,
-        hidden_size=a.hidden_size,
-        intermediate_size=a.intermediate_size,
-        num_hidden_layers=a.num_hidden_layers,
-        num_attention_heads=a.num_attention_heads,
-        num_key_value_heads=a.num_key_value_heads,
-        max_position_embeddings=a.max_position_embeddings,
-        tie_word_embeddings=a.tie_word_embeddings,
+    cfg = qwen2_config(
+        a,
         bos_token_id=special_id("<bos>"),
         eos_token_id=special_id("<eos>"),
         pad_token_id=special_id("<pad>"),

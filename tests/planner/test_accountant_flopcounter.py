@@ -25,16 +25,12 @@ MODELS = ["qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "tiny-s"]
 
 
 def meta_model(arch: Architecture):  # type: ignore[no-untyped-def]
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM
 
-    cfg = Qwen2Config(
-        hidden_size=arch.hidden_size,
-        num_hidden_layers=arch.num_hidden_layers,
-        num_attention_heads=arch.num_attention_heads,
-        num_key_value_heads=arch.num_key_value_heads,
-        intermediate_size=arch.intermediate_size,
-        vocab_size=arch.vocab_size,
-        tie_word_embeddings=arch.tie_word_embeddings,
+    from runners.modeling import qwen2_config
+
+    cfg = qwen2_config(
+        arch,
         max_position_embeddings=max(arch.max_position_embeddings, 1024),
         attn_implementation="eager",
     )
