@@ -47,7 +47,8 @@ class RegimeCall:
 
     ``rho_star`` is the argmax of the posterior-mean frontier (the recommendation);
     ``rho_star_ci`` the central ``level`` interval of the sample argmaxes; ``regime`` the
-    most probable label and ``probabilities`` every label's posterior probability;
+    label of the allocation at ``rho_star`` and ``probabilities`` every label's posterior
+    probability;
     ``expected_loss`` the metric expected to be lost by committing to ``regime``
     (:func:`expected_loss`; NaN where a strategy has no posterior).
     """
@@ -170,11 +171,16 @@ def classify(
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie in (0, 1), got {level}")
     probs = regime_probabilities(s, shares)
-    label = int(np.argmax(probs))
     if mean is not None:
-        rho_star = float(grid[int(np.argmax(np.asarray(mean, dtype=float)))])
+        star = int(np.argmax(np.asarray(mean, dtype=float)))
     else:
-        rho_star = float(np.quantile(grid[sample_argmax(s)], 0.5, method="inverted_cdf"))
+        argmaxes = np.sort(sample_argmax(s))
+        star = int(argmaxes[(len(argmaxes) - 1) // 2])  # the median sample argmax
+    rho_star = float(grid[star])
+    # DESIGN "Words": the regime is the largest component of the allocation at rho*, reported
+    # with its posterior probability. (The most probable label can differ only when the
+    # call is open; then the report shows both.)
+    label = int(regime_labels(shares)[star])
     return RegimeCall(
         rho_star=rho_star,
         rho_star_ci=rho_star_interval(s, grid, level),

@@ -108,3 +108,19 @@ def test_expected_loss_of_a_call() -> None:
     assert expected_loss(humps(np.full(4, 0.8)), RULE, label) == 0.0
     assert classify(samples, GRID, RULE).expected_loss == pytest.approx(0.4 * gap)
     assert expected_loss(samples, RULE, LABELS.index("reward-heavy")) == float("inf")
+
+
+def test_regime_is_the_label_at_rho_star_even_when_another_is_more_probable() -> None:
+    """DESIGN "Words": the regime is the allocation's largest component at rho*; with a
+    skewed posterior the most probable label can differ, and the call must not contradict
+    its own rho* (a rule reward with rho* > 0.5 is update-heavy)."""
+    # 60% of paths peak at rho 0.4 (search-heavy), 40% at 0.8 (update-heavy), but the
+    # update-heavy paths peak far higher, so the posterior mean peaks at 0.8.
+    centres = np.array([0.4] * 60 + [0.8] * 40)
+    heights = np.array([1.0] * 60 + [5.0] * 40)
+    samples = heights[:, None] * np.exp(-((GRID[None, :] - centres[:, None]) ** 2) / (2 * 0.05**2))
+    call = classify(samples, GRID, RULE, mean=samples.mean(axis=0))
+    assert call.rho_star == pytest.approx(0.8, abs=0.02)
+    assert call.regime == "update-heavy"
+    assert call.probabilities["search-heavy"] == pytest.approx(0.6)
+    assert call.confidence == pytest.approx(0.4)
