@@ -105,8 +105,9 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
         out.append(Block("h2", "Regime calls"))
         out.append(Block("p", f"Per setting under the {data.target} target: rho* is the argmax of the "
                               "posterior-mean frontier, its interval the 90% credible interval of the "
-                              "argmax over posterior sample paths, and the regime the most probable "
-                              "label over those paths (P: its share). With a flat frontier rho* can "
+                              "argmax over posterior sample paths, and the regime the largest component "
+                              "of the allocation at rho* (P: the share of sample paths whose argmax "
+                              "falls in that regime). With a flat frontier rho* can "
                               "sit outside the interval: the data do not pin the argmax down."))
         rows = []
         for s, f in fit.frontiers.items():
