@@ -32,17 +32,9 @@ SHAPES = [(2, 256), (1, 1024)]
 
 
 def meta_model(arch: Architecture) -> torch.nn.Module:
-    from transformers import Qwen2ForCausalLM
+    from runners.modeling import causal_lm
 
-    from runners.modeling import qwen2_config
-
-    cfg = qwen2_config(
-        arch,
-        max_position_embeddings=max(arch.max_position_embeddings, 1024),
-        attn_implementation="eager",
-    )
-    with torch.device("meta"):
-        return Qwen2ForCausalLM(cfg)
+    return causal_lm(arch, max_position_embeddings=max(arch.max_position_embeddings, 1024))
 
 
 def measure(arch: Architecture, batch: int, seq: int) -> tuple[int, int]:

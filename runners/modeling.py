@@ -6,7 +6,7 @@ from typing import Any
 
 from planner.architecture import Architecture
 
-__all__ = ["qwen2_config"]
+__all__ = ["causal_lm", "qwen2_config"]
 
 
 def qwen2_config(arch: Architecture, **overrides: Any) -> Any:
@@ -25,3 +25,17 @@ def qwen2_config(arch: Architecture, **overrides: Any) -> Any:
         "tie_word_embeddings": arch.tie_word_embeddings,
     }
     return Qwen2Config(**{**fields, **overrides})
+
+
+def causal_lm(arch: Architecture, *, device: str = "meta", **overrides: Any) -> Any:
+    """A randomly initialised ``Qwen2ForCausalLM`` shaped like ``arch`` on ``device``.
+
+    On ``"meta"`` it has shapes but no data: a 7B model builds in well under a second and
+    ``FlopCounterMode`` counts its passes with no memory. Eager attention by default, since
+    torch 2.13 has no FLOP formula for the fused CPU SDPA kernel (it would count 0)."""
+    import torch
+    from transformers import Qwen2ForCausalLM
+
+    cfg = qwen2_config(arch, **{"attn_implementation": "eager", **overrides})
+    with torch.device(device):
+        return Qwen2ForCausalLM(cfg)

@@ -25,17 +25,9 @@ MODELS = ["qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "tiny-s"]
 
 
 def meta_model(arch: Architecture):  # type: ignore[no-untyped-def]
-    from transformers import Qwen2ForCausalLM
+    from runners.modeling import causal_lm
 
-    from runners.modeling import qwen2_config
-
-    cfg = qwen2_config(
-        arch,
-        max_position_embeddings=max(arch.max_position_embeddings, 1024),
-        attn_implementation="eager",
-    )
-    with torch.device("meta"):
-        return Qwen2ForCausalLM(cfg)
+    return causal_lm(arch, max_position_embeddings=max(arch.max_position_embeddings, 1024))
 
 
 def with_lora(model, arch: Architecture, targets: list[str]):  # type: ignore[no-untyped-def]
