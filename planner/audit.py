@@ -18,17 +18,12 @@ TRL 1.16 semantics (``GRPOConfig`` / ``GRPOTrainer``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from planner.accountant import (
-    FlopsBreakdown,
-    LoRA,
-    forward_flops,
-    generation_flops,
-    reward_model_flops,
-    train_pass_flops,
-)
+from planner.accountant import FlopsBreakdown, LoRA
 from planner.architecture import Architecture
+from planner.compiler import unit_costs
+from planner.errors import ConfigError
 
 __all__ = ["Audit", "Recipe", "audit_recipe"]
 
@@ -80,30 +75,18 @@ class Audit:
 
 def audit_recipe(recipe: Recipe, policy: Architecture, scorer: Architecture | None) -> Audit:
     """Planned FLOP split of one generation round, one optimizer step and one epoch."""
-    p = recipe.prompt_len
-    c = min(recipe.completion_len, recipe.max_completion_length)
-    s = p + c
-    positions = c if recipe.lm_head_positions == "completion" else s - 1
-    lora = recipe.lora
-    if lora is None:
-        raise ValueError("full fine-tuning audits are not supported yet; set use_peft: true")
-    unit = {
-        "generate": float(generation_flops(policy, p, c, lora=lora)),
-        "score": float(reward_model_flops(scorer, 1, s)) if scorer else 0.0,
-        "train_pass": float(
-            train_pass_flops(
-                policy,
-                1,
-                s,
-                lora,
-                logit_positions=positions,
-                gradient_checkpointing=recipe.gradient_checkpointing,
-                lm_head_recompute=True,
-            )
-        ),
-        "old_logprobs": float(forward_flops(policy, 1, s, logit_positions=positions, lora=lora)),
-        "ref_logprobs": float(forward_flops(policy, 1, s, logit_positions=positions)),
-    }
+    if recipe.lora is None:
+        raise ConfigError("config: use_peft is false; full fine-tuning is not audited yet, set use_peft: true")
+    costs = unit_costs(
+        policy,
+        scorer,
+        prompt_len=recipe.prompt_len,
+        completion_len=min(recipe.completion_len, recipe.max_completion_length),
+        lora=recipe.lora,
+        gradient_checkpointing=recipe.gradient_checkpointing,
+        lm_head_positions=recipe.lm_head_positions,
+    )
+    unit = {k: float(v) for k, v in asdict(costs).items()}
     n = recipe.completions_per_round
     learning = n * (
         recipe.num_iterations * unit["train_pass"]

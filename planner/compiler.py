@@ -35,7 +35,14 @@ from planner.errors import InfeasibleError
 from planner.registry import RewardSystem, get_model, get_reward, scorer_for
 from planner.schema import FlopsSplit, RunPlan
 
-__all__ = ["CompileOptions", "PerCompletion", "achievable_rho_range", "compile_plan", "per_completion"]
+__all__ = [
+    "CompileOptions",
+    "PerCompletion",
+    "achievable_rho_range",
+    "compile_plan",
+    "per_completion",
+    "unit_costs",
+]
 
 BUDGET_TOLERANCE = 0.02
 KEPT_CHOICES = (16, 8, 4, 2)
@@ -101,30 +108,53 @@ class PerCompletion:
         )
 
 
+def unit_costs(
+    policy: Architecture,
+    scorer: Architecture | None,
+    *,
+    prompt_len: int,
+    completion_len: int,
+    lora: LoRA,
+    gradient_checkpointing: bool,
+    lm_head_positions: str,
+) -> PerCompletion:
+    """FLOPs of each phase for one completion (P prompt + C completion tokens), as TRL 1.16
+    runs them: KV-cached generation, the scorer's forward over P + C, a LoRA train pass and
+    the old/ref log-prob forwards (fused LM head over completion tokens on GPUs, over all
+    S - 1 positions elsewhere; its backward recomputes the logits)."""
+    p, c = prompt_len, completion_len
+    s = p + c
+    positions = c if lm_head_positions == "completion" else s - 1
+    return PerCompletion(
+        generate=generation_flops(policy, p, c, lora=lora),
+        score=reward_model_flops(scorer, 1, s) if scorer is not None else 0.0,
+        train_pass=train_pass_flops(
+            policy,
+            1,
+            s,
+            lora,
+            logit_positions=positions,
+            gradient_checkpointing=gradient_checkpointing,
+            lm_head_recompute=True,
+        ),
+        old_logprobs=forward_flops(policy, 1, s, logit_positions=positions, lora=lora),
+        ref_logprobs=forward_flops(policy, 1, s, logit_positions=positions),
+    )
+
+
 def per_completion(
     arch: Architecture, reward: RewardSystem, opts: CompileOptions
 ) -> PerCompletion:
     """Unit costs for one completion of ``opts.completion_len`` tokens (``opts`` resolved)."""
     assert opts.prompt_len and opts.completion_len and opts.lora_rank
-    p, c = opts.prompt_len, opts.completion_len
-    s = p + c
-    lora = LoRA(opts.lora_rank, opts.lora_targets)
-    positions = c if opts.lm_head_positions == "completion" else s - 1
-    scorer = scorer_for(reward, arch)
-    return PerCompletion(
-        generate=generation_flops(arch, p, c, lora=lora),
-        score=reward_model_flops(scorer, 1, s) if scorer is not None else 0.0,
-        train_pass=train_pass_flops(
-            arch,
-            1,
-            s,
-            lora,
-            logit_positions=positions,
-            gradient_checkpointing=bool(opts.gradient_checkpointing),
-            lm_head_recompute=True,
-        ),
-        old_logprobs=forward_flops(arch, 1, s, logit_positions=positions, lora=lora),
-        ref_logprobs=forward_flops(arch, 1, s, logit_positions=positions),
+    return unit_costs(
+        arch,
+        scorer_for(reward, arch),
+        prompt_len=opts.prompt_len,
+        completion_len=opts.completion_len,
+        lora=LoRA(opts.lora_rank, opts.lora_targets),
+        gradient_checkpointing=bool(opts.gradient_checkpointing),
+        lm_head_positions=str(opts.lm_head_positions),
     )
 
 

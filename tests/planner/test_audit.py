@@ -104,3 +104,10 @@ def test_config_json_path_as_model(tmp_path: Path) -> None:
     recipe.write_text(f"model_name_or_path: {tmp_path}\nexpected_prompt_length: 8\nexpected_completion_length: 8\n")
     out = audit_json(recipe)
     assert out["per_round"]["total"] > 0
+
+
+def test_full_finetuning_is_a_one_line_error(tmp_path: Path) -> None:
+    f = tmp_path / "r.yaml"
+    f.write_text("model_name_or_path: qwen2.5-3b\nuse_peft: false\nexpected_prompt_length: 8\nexpected_completion_length: 8\n")
+    res = runner.invoke(app, ["audit", str(f)])
+    assert res.exit_code == 2 and res.stderr.startswith("error: config: use_peft")
