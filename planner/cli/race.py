@@ -259,6 +259,7 @@ def bench(
     seeds: Annotated[int | None, typer.Option(min=1, help="Repetitions per world (default 10; quick 3).")] = None,
 ) -> None:
     import importlib.util
+    import sys
 
     from planner.errors import ConfigError
 
@@ -268,6 +269,8 @@ def bench(
     spec = importlib.util.spec_from_file_location("planner_bench", script)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
+    # Registered before it runs: its dataclasses look their module up in sys.modules.
+    sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
     argv = ["--out", str(out)] + (["--quick"] if quick else [])
     argv += ["--worlds", worlds] if worlds else []

@@ -108,3 +108,14 @@ def test_help_lists_the_commands() -> None:
     assert res.exit_code == 0
     for name in ("suggest", "race", "bench"):
         assert name in res.output
+
+
+def test_bench_runs_through_the_cli(tmp_path: Path) -> None:
+    """`planner bench` loads benchmarks/planner_bench.py by path; its dataclasses must import."""
+    out = tmp_path / "bench.json"
+    res = runner.invoke(
+        app,
+        ["bench", "--quick", "--worlds", "flat", "--strategies", "grid", "--seeds", "1", "--out", str(out)],
+    )
+    assert res.exit_code == 0, res.output
+    assert out.is_file() and out.stat().st_size > 0
