@@ -227,6 +227,46 @@ class RunRecord(BaseModel):
     created_at: str = ""
     provenance: dict[str, Any] = Field(default_factory=dict)
 
+    @classmethod
+    def ok(
+        cls,
+        proposal: Proposal,
+        seed: int,
+        *,
+        engine: str,
+        simulated: bool,
+        card: ComputeCard,
+        metrics: Metrics,
+        wall_s: float,
+        provenance: dict[str, Any],
+    ) -> RunRecord:
+        """The record of a finished run of ``proposal``: the setting comes from its plan, the
+        run id from (proposal id, seed), the time stamp from now (UTC)."""
+        from datetime import UTC, datetime
+
+        from planner.registry import get_model
+
+        plan = proposal.plan
+        return cls(
+            run_id=run_id_for(proposal.id, seed),
+            proposal_id=proposal.id,
+            status="ok",
+            engine=engine,
+            simulated=simulated,
+            model=plan.model,
+            model_params=float(get_model(plan.model).num_parameters),
+            reward=plan.reward,
+            budget=plan.budget,
+            rho_planned=plan.rho,
+            seed=seed,
+            plan=plan,
+            card=card,
+            metrics=metrics,
+            wall_s=wall_s,
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            provenance=provenance,
+        )
+
     def to_row(self) -> dict[str, Any]:
         """The flat parquet row (see :data:`FLAT_COLUMNS`)."""
         f = self.card.flops

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 import zlib
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,7 @@ import numpy as np
 
 from planner.engine import ProgressFn
 from planner.errors import ConfigError
-from planner.registry import get_model
-from planner.schema import TARGETS, ComputeCard, Metrics, Proposal, RunPlan, RunRecord, run_id_for
+from planner.schema import TARGETS, ComputeCard, Metrics, Proposal, RunPlan, RunRecord
 from runners.sim.dynamics import base_metrics, learn
 from runners.sim.simulate import add_noise
 from runners.sim.world import World, load_world
@@ -103,23 +101,14 @@ class SimEngine:
             hardware="simulated",
             software={"engine": "sim", "world": self.world.name},
         )
-        return RunRecord(
-            run_id=run_id_for(proposal.id, seed),
-            proposal_id=proposal.id,
-            status="ok",
+        return RunRecord.ok(
+            proposal,
+            seed,
             engine=self.name,
             simulated=True,
-            model=plan.model,
-            model_params=float(get_model(plan.model).num_parameters),
-            reward=plan.reward,
-            budget=plan.budget,
-            rho_planned=plan.rho,
-            seed=seed,
-            plan=plan,
             card=card,
             metrics=metrics,
             wall_s=wall,
-            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
             provenance={
                 "simulated": True,
                 "engine": "sim",

@@ -27,7 +27,6 @@ from __future__ import annotations
 import platform
 import re
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from planner.accountant import LoRA
 from planner.engine import ProgressFn
 from planner.errors import ConfigError
 from planner.registry import get_model, get_reward, scorer_for
-from planner.schema import ComputeCard, FlopsSplit, Proposal, RunRecord, run_id_for
+from planner.schema import ComputeCard, FlopsSplit, Proposal, RunRecord
 
 __all__ = ["TrlEngine"]
 
@@ -99,23 +98,14 @@ class TrlEngine:
             _raise_failed(exc, self._card(state, time.perf_counter() - t0))
         wall = time.perf_counter() - t0
         card = self._card(state, wall)
-        return RunRecord(
-            run_id=run_id_for(proposal.id, seed),
-            proposal_id=proposal.id,
-            status="ok",
+        return RunRecord.ok(
+            proposal,
+            seed,
             engine=self.name,
             simulated=False,
-            model=plan.model,
-            model_params=float(arch.num_parameters),
-            reward=plan.reward,
-            budget=plan.budget,
-            rho_planned=plan.rho,
-            seed=seed,
-            plan=plan,
             card=card,
             metrics=metrics,
             wall_s=wall,
-            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
             provenance={"simulated": False, "engine": self.name, "device": self.device,
                         "quick": self.quick, "target": proposal.target, **provenance},
         )
