@@ -105,6 +105,7 @@ class Outcome:
     stop: str = ""
     config: str = ""
     confident: list[bool] = field(default_factory=list)
+    decidable: list[bool] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -113,15 +114,37 @@ class Outcome:
             "regret_median": float(np.median(self.regret)), "flops_target_units": self.flops,
             "ask_s_mean": float(np.mean(self.asks)) if self.asks else 0.0, "stop": self.stop,
             "same": self.same, "regret": self.regret, "rho_err": self.rho_err, "confident": self.confident,
+            "decidable": self.decidable,
         }
+
+
+# A setting is *decidable* when the best allocation of any other regime loses at least this
+# many standard deviations of one run's noise. Below it the true regime rests on
+# differences that a 15-run budget per setting cannot resolve (telling two allocations
+# 0.5 sd apart at 90% one-sided confidence takes ~2 x (1.28 / 0.5)^2 = 13 runs at each), and
+# most shipped settings at 1e16 sit far below it (gap / sd 0.00-0.04), where every
+# strategy's call is a coin flip.
+DECIDABLE_GAP_SD = 0.5
 
 
 class Truth:
     """Noise-free truth per setting at the target budget (cached)."""
 
     def __init__(self, world: str, problem: RaceProblem) -> None:
+        from planner.regime import LABELS, regime_labels
+        from runners.sim.world import load_world
+
         self.world, self.problem = world, problem
+        self.noise = float(load_world(world).noise[problem.target])
         self.f = {s: frontier(world, s.model, s.reward, problem.budget, problem.target) for s in problem.settings}
+        self.gap: dict[Setting, float] = {}  # value lost by the best allocation of another regime
+        for s, f in self.f.items():
+            labels = regime_labels(f.shares)
+            other = labels != LABELS.index(f.regime)
+            self.gap[s] = float(f.value_star - f.value[other].max()) if other.any() else float("inf")
+
+    def decidable(self, s: Setting) -> bool:
+        return self.gap[s] >= DECIDABLE_GAP_SD * self.noise
 
     def score(self, s: Setting, rho: float, regime: str) -> tuple[bool, float, float]:
         f = self.f[s]
@@ -141,6 +164,7 @@ def _race(name: str, world: str, rep: int, problem: RaceProblem, truth: Truth, *
         name, world, rep, [a for a, _, _ in scores], [b for _, b, _ in scores], [c for _, _, c in scores],
         res.total_flops / problem.budget, res.ask_seconds, res.stop_reason, config,
         [res.calls[s].confidence >= problem.confidence for s in problem.settings],
+        [truth.decidable(s) for s in problem.settings],
     )
 
 
@@ -217,9 +241,12 @@ def table(outcomes: list[Outcome], problem: RaceProblem) -> list[dict[str, Any]]
             same = [x for o in os_ for x in o.same]
             conf = [x for o in os_ for x in o.confident]
             conf_same = [a for o in os_ for a, c in zip(o.same, o.confident, strict=True) if c]
+            dec_same = [a for o in os_ for a, d in zip(o.same, o.decidable, strict=True) if d]
             rows.append({
                 "world": world, "strategy": name, "config": config, "reps": len(os_),
                 "same_regime": float(np.mean(same)),
+                "same_regime_decidable": float(np.mean(dec_same)) if dec_same else float("nan"),
+                "decidable_share": float(np.mean([d for o in os_ for d in o.decidable])),
                 "rho_err_median": float(np.median([x for o in os_ for x in o.rho_err])),
                 "regret_median": float(np.median([x for o in os_ for x in o.regret])),
                 "regret_mean": float(np.mean([x for o in os_ for x in o.regret])),
@@ -232,9 +259,10 @@ def table(outcomes: list[Outcome], problem: RaceProblem) -> list[dict[str, Any]]
     return rows
 
 
-def grid_needed(rows: list[dict[str, Any]], world: str, rate: float) -> dict[str, Any] | None:
-    """The cheapest grid design on ``world`` whose same-regime rate reaches ``rate``."""
-    ok = [r for r in rows if r["world"] == world and r["strategy"] == "grid" and r["same_regime"] >= rate - 1e-9]
+def grid_needed(rows: list[dict[str, Any]], world: str, rate: float,
+                key: str = "same_regime") -> dict[str, Any] | None:
+    """The cheapest grid design on ``world`` whose ``key`` rate reaches ``rate``."""
+    ok = [r for r in rows if r["world"] == world and r["strategy"] == "grid" and r[key] >= rate - 1e-9]
     return min(ok, key=lambda r: r["flops_target_units"]) if ok else None
 
 
@@ -243,13 +271,14 @@ def print_table(rows: list[dict[str, Any]], latency: dict[str, float]) -> None:
     from rich.table import Table
 
     t = Table(title="planner benchmark (simulated; FLOPs in target-run units)")
-    for col in ("world", "strategy", "design", "same-regime", "|rho* err| med", "regret med",
+    for col in ("world", "strategy", "design", "same-regime", "decidable", "|rho* err| med", "regret med",
                 "FLOPs", "ask s", "confident", "acc|conf", "stops"):
         t.add_column(col)
     for r in rows:
         if r["strategy"] == "grid" and not r.get("show", False):
             continue
         t.add_row(r["world"], r["strategy"], r["config"], f"{r['same_regime']:.3f}",
+                  f"{r['same_regime_decidable']:.3f} ({r['decidable_share']:.2f})",
                   f"{r['rho_err_median']:.3f}", f"{r['regret_median']:.4f}",
                   f"{r['flops_target_units']:.1f}", f"{r['ask_s']:.2f}", f"{r['confident_share']:.2f}",
                   f"{r['same_regime_when_confident']:.2f}", ",".join(f"{k}:{v}" for k, v in r["stops"].items()))
@@ -307,15 +336,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         rate = min(0.95, ours["same_regime"]) if ours else 0.95
         need = grid_needed(rows, w, rate)
         need95 = grid_needed(rows, w, 0.95)
+        rate_d = min(0.95, ours["same_regime_decidable"]) if ours else 0.95
+        need_d = grid_needed(rows, w, rate_d, "same_regime_decidable")
         best = max((r for r in rows if r["world"] == w and r["strategy"] == "grid"),
                    key=lambda r: (r["same_regime"], -r["flops_target_units"]), default=None)
-        for r in (need, need95, best):
+        for r in (need, need95, need_d, best):
             if r is not None:
                 r["show"] = True
         summary[w] = {
             "ours": ours, "grid_for_ours_rate": need, "grid_for_0.95": need95, "grid_best": best,
             "flops_ratio_ours_over_grid": (ours["flops_target_units"] / need["flops_target_units"])
             if ours and need else None,
+            "grid_for_ours_decidable_rate": need_d,
+            "flops_ratio_decidable": (ours["flops_target_units"] / need_d["flops_target_units"])
+            if ours and need_d else None,
         }
     latency = suggest_latency(problem, worlds[0]) if "ours" in strategies else {}
     print_table(rows, latency)

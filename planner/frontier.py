@@ -135,9 +135,10 @@ def classify_setting(
     """rho*, its ``level`` credible interval and regime probabilities of one setting at
     ``budget``, from ``n_samples`` joint posterior sample paths of the fitted surrogate.
 
-    ``rho_star`` maximises the posterior mean over grid points within ``support`` of a run
-    of this setting at >= budget / 1.5 (all grid points when there is none, or with
-    ``support=0``); ``extra["rho_star_support"]`` says which."""
+    The regime is the most probable label; ``rho_star`` maximises the posterior mean within
+    it over grid points within ``support`` of a run of this setting at >= budget / 1.5 (all
+    of the regime's grid points when there is none, or with ``support=0``);
+    ``extra["rho_star_support"]`` says which."""
     g = rho_grid(model, reward, opts=opts) if grid is None else np.asarray(grid, dtype=float)
     samples = surrogate.sample_frontier(model, reward, budget, g, n_samples=n_samples, seed=seed)
     mean, _ = surrogate.frontier(model, reward, budget, g)
@@ -145,9 +146,10 @@ def classify_setting(
     # rho* is the best posterior mean among allocations measured at (about) this budget
     # when there are any: a maximum of the mean that rests on extrapolation (typically at
     # an end of the range, where the GP reverts to a trend) is not a recommendation.
-    shown = np.where(near, mean, -np.inf) if near.any() else mean
-    call = classify(samples, g, allocation_shares(model, reward, g, opts), mean=shown, level=level)
-    call.extra["rho_star_support"] = "measured" if near.any() else "posterior-mean"
+    call = classify(samples, g, allocation_shares(model, reward, g, opts), mean=mean,
+                    eligible=near if near.any() else None, level=level)
+    at = int(np.argmin(np.abs(g - call.rho_star)))
+    call.extra["rho_star_support"] = "measured" if near[at] else "posterior-mean"
     return call
 
 

@@ -45,9 +45,9 @@ LABELS: tuple[str, ...] = ("search-heavy", "update-heavy", "reward-heavy")
 class RegimeCall:
     """The regime call of one setting.
 
-    ``rho_star`` is the argmax of the posterior-mean frontier (the recommendation);
-    ``rho_star_ci`` the central ``level`` interval of the sample argmaxes; ``regime`` the
-    label of the allocation at ``rho_star`` and ``probabilities`` every label's posterior
+    ``regime`` is the most probable label; ``rho_star`` the argmax of the posterior-mean
+    frontier within that regime (the recommendation); ``rho_star_ci`` the central
+    ``level`` interval of the sample argmaxes; ``probabilities`` every label's posterior
     probability;
     ``expected_loss`` the metric expected to be lost by committing to ``regime``
     (:func:`expected_loss`; NaN where a strategy has no posterior).
@@ -152,16 +152,26 @@ def classify(
     shares: ArrayLike,
     *,
     mean: ArrayLike | None = None,
+    eligible: ArrayLike | None = None,
     level: float = 0.9,
 ) -> RegimeCall:
     """The regime call of one setting from ``S`` joint sample paths on its rho grid.
+
+    The call is the Bayes decision under 0-1 loss on the regime: the label carried by the
+    most sample argmaxes. ``rho_star`` is then the best rho *within* that regime (argmax of
+    ``mean`` over its grid points), so the regime is, as DESIGN "Words" has it, the largest
+    component of the allocation at the reported rho*, and a report never contradicts
+    itself. Where the posterior is open the label at the unrestricted argmax of the mean
+    can differ; that rule was measured to be right less often (docs/planner.md).
 
     Args:
         samples: ``(S, G)`` posterior sample paths of the frontier.
         rho_grid: ``(G,)`` rho values of the grid.
         shares: ``(G, 3)`` allocation shares (search, learning, reward) at each grid rho.
-        mean: ``(G,)`` posterior mean; its argmax is ``rho_star``. Without it, the median
-            of the sample argmaxes is used.
+        mean: ``(G,)`` posterior mean; its argmax within the called regime is
+            ``rho_star``. Without it, the median argmax of the samples with that label.
+        eligible: ``(G,)`` bool, grid points allowed as ``rho_star`` (e.g. those measured
+            at the budget); ignored where it leaves none in the called regime.
         level: credible level of ``rho_star_ci``.
     """
     s = np.asarray(samples, dtype=float)
@@ -171,18 +181,19 @@ def classify(
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie in (0, 1), got {level}")
     probs = regime_probabilities(s, shares)
+    labels = regime_labels(shares)
+    label = int(np.argmax(probs))  # ties go to the earlier label
+    inside = labels == label
     if mean is not None:
-        star = int(np.argmax(np.asarray(mean, dtype=float)))
+        m = np.asarray(mean, dtype=float)
+        ok = inside if eligible is None else inside & np.asarray(eligible, dtype=bool)
+        star = int(np.argmax(np.where(ok if ok.any() else inside, m, -np.inf)))
     else:
-        argmaxes = np.sort(sample_argmax(s))
+        argmaxes = sample_argmax(s)
+        argmaxes = np.sort(argmaxes[labels[argmaxes] == label])
         star = int(argmaxes[(len(argmaxes) - 1) // 2])  # the median sample argmax
-    rho_star = float(grid[star])
-    # DESIGN "Words": the regime is the largest component of the allocation at rho*, reported
-    # with its posterior probability. (The most probable label can differ only when the
-    # call is open; then the report shows both.)
-    label = int(regime_labels(shares)[star])
     return RegimeCall(
-        rho_star=rho_star,
+        rho_star=float(grid[star]),
         rho_star_ci=rho_star_interval(s, grid, level),
         regime=LABELS[label],
         probabilities={lab: float(p) for lab, p in zip(LABELS, probs, strict=True)},

@@ -110,17 +110,30 @@ def test_expected_loss_of_a_call() -> None:
     assert expected_loss(samples, RULE, LABELS.index("reward-heavy")) == float("inf")
 
 
-def test_regime_is_the_label_at_rho_star_even_when_another_is_more_probable() -> None:
-    """DESIGN "Words": the regime is the allocation's largest component at rho*; with a
-    skewed posterior the most probable label can differ, and the call must not contradict
-    its own rho* (a rule reward with rho* > 0.5 is update-heavy)."""
+def test_call_is_the_most_probable_regime_and_rho_star_lies_inside_it() -> None:
+    """The regime is the Bayes call (most probable label); rho* is the best posterior mean
+    within it, so the call never contradicts its own rho* (DESIGN "Words")."""
     # 60% of paths peak at rho 0.4 (search-heavy), 40% at 0.8 (update-heavy), but the
-    # update-heavy paths peak far higher, so the posterior mean peaks at 0.8.
+    # update-heavy paths peak far higher, so the unrestricted posterior mean peaks at 0.8.
     centres = np.array([0.4] * 60 + [0.8] * 40)
     heights = np.array([1.0] * 60 + [5.0] * 40)
     samples = heights[:, None] * np.exp(-((GRID[None, :] - centres[:, None]) ** 2) / (2 * 0.05**2))
-    call = classify(samples, GRID, RULE, mean=samples.mean(axis=0))
-    assert call.rho_star == pytest.approx(0.8, abs=0.02)
-    assert call.regime == "update-heavy"
-    assert call.probabilities["search-heavy"] == pytest.approx(0.6)
-    assert call.confidence == pytest.approx(0.4)
+    mean = samples.mean(axis=0)
+    assert GRID[np.argmax(mean)] == pytest.approx(0.8, abs=0.02)
+    call = classify(samples, GRID, RULE, mean=mean)
+    assert call.regime == "search-heavy"
+    assert call.rho_star == pytest.approx(0.4, abs=0.02)
+    assert call.confidence == pytest.approx(0.6)
+    assert LABELS[int(regime_labels(shares_for_rho(np.array([call.rho_star]), 0.0))[0])] == call.regime
+    # Without a mean: the median argmax among the samples carrying the label.
+    assert classify(samples, GRID, RULE).rho_star == pytest.approx(0.4, abs=0.02)
+
+
+def test_eligible_points_restrict_rho_star_within_the_regime() -> None:
+    samples = humps(np.array([0.62, 0.7, 0.75]))
+    mean = humps(np.array([0.7]))[0]
+    eligible = np.abs(GRID - 0.6) <= 0.05
+    assert classify(samples, GRID, RULE, mean=mean, eligible=eligible).rho_star == pytest.approx(0.65)
+    # No eligible point in the called regime: the best mean within the regime.
+    far = np.abs(GRID - 0.2) <= 0.05
+    assert classify(samples, GRID, RULE, mean=mean, eligible=far).rho_star == pytest.approx(0.7)

@@ -1,0 +1,62 @@
+"""The planner benchmark's scoring: what counts as a decidable setting, and its table."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from planner.frontier import Setting
+from planner.strategies import RaceProblem
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "planner_bench.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("planner_bench_t", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gap_is_the_value_lost_by_the_best_allocation_of_another_regime(bench: ModuleType) -> None:
+    from planner.regime import LABELS, regime_labels
+    from runners.sim.truth import frontier
+
+    s_dec, s_ind = Setting("qwen2.5-1.5b", "sparse"), Setting("qwen2.5-7b", "prm")
+    problem = RaceProblem((s_dec, s_ind), budget=1e16, pilot_budget=1e15)
+    truth = bench.Truth("paper", problem)
+    for s in (s_dec, s_ind):
+        f = frontier("paper", s.model, s.reward, 1e16)
+        other = regime_labels(f.shares) != LABELS.index(f.regime)
+        assert truth.gap[s] == pytest.approx(f.value_star - f.value[other].max())
+        assert truth.gap[s] >= 0
+    # paper.toml (noise sd 0.01): 1.5b sparse loses ~0.011 outside its regime; 7b prm
+    # ~0.0004, a coin flip.
+    assert truth.noise == pytest.approx(0.01)
+    assert truth.gap[s_dec] > 0.5 * truth.noise > truth.gap[s_ind]
+    assert truth.decidable(s_dec) and not truth.decidable(s_ind)
+
+
+def test_table_reports_the_decidable_rate_separately(bench: ModuleType) -> None:
+    problem = RaceProblem((Setting("qwen2.5-1.5b", "sparse"),), budget=1e16, pilot_budget=1e15)
+    outs = [
+        bench.Outcome("grid", "w", 0, [True, False, False], [0.1] * 3, [0.0] * 3, 1.0,
+                      confident=[True] * 3, decidable=[True, True, False], config="c"),
+        bench.Outcome("grid", "w", 1, [True, True, True], [0.1] * 3, [0.0] * 3, 3.0,
+                      confident=[True] * 3, decidable=[True, False, False], config="c"),
+    ]
+    (row,) = bench.table(outs, problem)
+    assert row["same_regime"] == pytest.approx(4 / 6)
+    assert row["same_regime_decidable"] == pytest.approx(2 / 3)
+    assert row["decidable_share"] == pytest.approx(0.5)
+    assert row["flops_target_units"] == pytest.approx(2.0)
+    assert np.isclose(bench.grid_needed([row], "w", 0.6, "same_regime_decidable")["flops_target_units"], 2.0)
+    assert bench.grid_needed([row], "w", 0.7, "same_regime_decidable") is None
