@@ -106,6 +106,8 @@ class Outcome:
     config: str = ""
     confident: list[bool] = field(default_factory=list)
     decidable: list[bool] = field(default_factory=list)
+    # Anytime scores after each round: (FLOPs so far in target-run units, same, regret).
+    curve: list[tuple[float, list[bool], list[float]]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -115,6 +117,7 @@ class Outcome:
             "ask_s_mean": float(np.mean(self.asks)) if self.asks else 0.0, "stop": self.stop,
             "same": self.same, "regret": self.regret, "rho_err": self.rho_err, "confident": self.confident,
             "decidable": self.decidable,
+            "curve": [[f, same, regret] for f, same, regret in self.curve],
         }
 
 
@@ -157,14 +160,23 @@ def _race(name: str, world: str, rep: int, problem: RaceProblem, truth: Truth, *
           max_runs: int | None = None, max_flops: float | None = None, seeds: int = 1,
           config: str = "", **opts: Any) -> Outcome:
     strategy = make_strategy(name, problem, rep, **opts)
+    curve: list[tuple[float, list[bool], list[float]]] = []
+
+    def checkpoint(state: Any) -> None:
+        # The calls after every round: a race capped at these FLOPs would have made them.
+        sc = [truth.score(s, state.calls[s].rho_star, state.calls[s].regime) for s in problem.settings]
+        curve.append((state.flops / problem.budget, [a for a, _, _ in sc], [c for _, _, c in sc]))
+
     res = run_race(problem, strategy, SeededEngine(world, rep), MemoryStore(),
-                   max_runs=max_runs, max_flops=max_flops, seeds=seeds)
+                   max_runs=max_runs, max_flops=max_flops, seeds=seeds,
+                   progress=checkpoint if name == "ours" else None)
     scores = [truth.score(s, res.calls[s].rho_star, res.calls[s].regime) for s in problem.settings]
     return Outcome(
         name, world, rep, [a for a, _, _ in scores], [b for _, b, _ in scores], [c for _, _, c in scores],
         res.total_flops / problem.budget, res.ask_seconds, res.stop_reason, config,
         [res.calls[s].confidence >= problem.confidence for s in problem.settings],
         [truth.decidable(s) for s in problem.settings],
+        curve,
     )
 
 
@@ -259,6 +271,54 @@ def table(outcomes: list[Outcome], problem: RaceProblem) -> list[dict[str, Any]]
     return rows
 
 
+CHECKPOINTS = (3.0, 6.0, 9.0, 12.0, 18.0, 24.0, 30.0, 36.0)  # FLOPs, target-run units
+
+
+def anytime(outcomes: list[Outcome], world: str, budgets: Sequence[float] = CHECKPOINTS) -> list[dict[str, Any]]:
+    """``ours``' calls as if its races had been capped at each FLOP budget: per repetition,
+    the calls after the last round within the budget (repetitions without one are left
+    out and counted in ``reps``)."""
+    rows = []
+    os_ = [o for o in outcomes if o.world == world and o.strategy == "ours" and o.curve]
+    for cap in budgets:
+        same, dec, regret, spent = [], [], [], []
+        for o in os_:
+            within = [c for c in o.curve if c[0] <= cap * 1.0001]
+            if not within:
+                continue
+            f, sm, rg = within[-1]
+            same += sm
+            dec += [a for a, d in zip(sm, o.decidable, strict=True) if d]
+            regret += rg
+            spent.append(f)
+        if same:
+            rows.append({"world": world, "cap": cap, "reps": len(spent), "flops_target_units": float(np.mean(spent)),
+                         "same_regime": float(np.mean(same)),
+                         "same_regime_decidable": float(np.mean(dec)) if dec else float("nan"),
+                         "regret_median": float(np.median(regret))})
+    return rows
+
+
+def cost_to_reach(rows: list[dict[str, Any]], outcomes: list[Outcome], world: str,
+                  rates: Sequence[float] = (0.8, 0.9, 0.95)) -> list[dict[str, Any]]:
+    """FLOPs (target-run units) each of ``ours`` (anytime) and the cheapest ``grid`` design
+    needs to reach a same-regime rate, on all settings and on the decidable ones."""
+    curve = anytime(outcomes, world)
+    out = []
+    for key in ("same_regime", "same_regime_decidable"):
+        for rate in rates:
+            ours = next((c for c in curve if c[key] >= rate - 1e-9), None)
+            grid = grid_needed(rows, world, rate, key)
+            out.append({
+                "world": world, "metric": key, "rate": rate,
+                "ours_flops": ours["flops_target_units"] if ours else None,
+                "grid_flops": grid["flops_target_units"] if grid else None,
+                "grid_design": grid["config"] if grid else None,
+                "ratio": (ours["flops_target_units"] / grid["flops_target_units"]) if ours and grid else None,
+            })
+    return out
+
+
 def grid_needed(rows: list[dict[str, Any]], world: str, rate: float,
                 key: str = "same_regime") -> dict[str, Any] | None:
     """The cheapest grid design on ``world`` whose ``key`` rate reaches ``rate``."""
@@ -285,6 +345,31 @@ def print_table(rows: list[dict[str, Any]], latency: dict[str, float]) -> None:
     c = Console(width=200)
     c.print(t)
     c.print("suggest latency: " + ", ".join(f"{k} {v:.2f}" for k, v in latency.items()))
+
+
+def print_anytime(summary: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    c = Console(width=200)
+    t = Table(title="ours, anytime: the calls of a race capped at each FLOP budget (target-run units)")
+    for col in ("world", "cap", "FLOPs", "same-regime", "decidable", "regret med"):
+        t.add_column(col)
+    for w, sm in summary.items():
+        for r in sm["anytime"]:
+            t.add_row(w, f"{r['cap']:.0f}", f"{r['flops_target_units']:.1f}", f"{r['same_regime']:.3f}",
+                      f"{r['same_regime_decidable']:.3f}", f"{r['regret_median']:.4f}")
+    c.print(t)
+    t = Table(title="FLOPs to reach a same-regime rate: ours (anytime) vs the cheapest grid design")
+    for col in ("world", "settings", "rate", "ours", "grid", "grid design", "ours / grid"):
+        t.add_column(col)
+    for w, sm in summary.items():
+        for r in sm["cost_to_reach"]:
+            fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+            t.add_row(w, "decidable" if r["metric"].endswith("decidable") else "all", f"{r['rate']:.2f}",
+                      fmt(r["ours_flops"]), fmt(r["grid_flops"]), r["grid_design"] or "-",
+                      "-" if r["ratio"] is None else f"{r['ratio']:.2f}")
+    c.print(t)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -350,9 +435,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "grid_for_ours_decidable_rate": need_d,
             "flops_ratio_decidable": (ours["flops_target_units"] / need_d["flops_target_units"])
             if ours and need_d else None,
+            "anytime": anytime(outcomes, w),
+            "cost_to_reach": cost_to_reach(rows, outcomes, w),
         }
     latency = suggest_latency(problem, worlds[0]) if "ours" in strategies else {}
     print_table(rows, latency)
+    print_anytime(summary)
     doc = {
         "config": {"worlds": worlds, "models": models, "rewards": rewards, "reps": reps,
                    "budget": a.budget, "pilot_budget": a.pilot_budget, "target": a.target,

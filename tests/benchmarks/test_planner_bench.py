@@ -60,3 +60,15 @@ def test_table_reports_the_decidable_rate_separately(bench: ModuleType) -> None:
     assert row["flops_target_units"] == pytest.approx(2.0)
     assert np.isclose(bench.grid_needed([row], "w", 0.6, "same_regime_decidable")["flops_target_units"], 2.0)
     assert bench.grid_needed([row], "w", 0.7, "same_regime_decidable") is None
+
+
+def test_anytime_scores_the_last_round_within_each_flop_cap(bench: ModuleType) -> None:
+    o = bench.Outcome("ours", "w", 0, [True, True], [0.0] * 2, [0.0] * 2, 10.0,
+                      decidable=[True, False],
+                      curve=[(2.0, [False, False], [0.02, 0.01]), (5.0, [True, False], [0.01, 0.0]),
+                             (10.0, [True, True], [0.0, 0.0])])
+    rows = {r["cap"]: r for r in bench.anytime([o], "w", budgets=(1.0, 3.0, 6.0, 12.0))}
+    assert 1.0 not in rows  # no round finished within one target run's FLOPs
+    assert rows[3.0]["same_regime"] == 0.0 and rows[3.0]["flops_target_units"] == 2.0
+    assert rows[6.0]["same_regime"] == 0.5 and rows[6.0]["same_regime_decidable"] == 1.0
+    assert rows[12.0]["same_regime"] == 1.0 and rows[12.0]["regret_median"] == 0.0
