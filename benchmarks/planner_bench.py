@@ -271,6 +271,54 @@ def table(outcomes: list[Outcome], problem: RaceProblem) -> list[dict[str, Any]]
     return rows
 
 
+def constant_row(world: str, truth: Truth) -> dict[str, Any]:
+    """What bias alone scores: the best single regime called for every setting of a world
+    (every shipped world at 1e16 has one dominant true regime, so this is the bar a
+    strategy's same-regime rate must clear before it shows any skill)."""
+    from planner.regime import LABELS
+
+    regimes = [f.regime for f in truth.f.values()]
+    dec = [f.regime for s, f in truth.f.items() if truth.decidable(s)]
+    best = max(LABELS, key=regimes.count)
+    nan = float("nan")
+    return {"world": world, "strategy": "constant", "config": best, "reps": 1,
+            "same_regime": regimes.count(best) / len(regimes),
+            "same_regime_decidable": dec.count(best) / len(dec) if dec else nan,
+            "decidable_share": len(dec) / len(regimes), "rho_err_median": nan, "regret_median": nan,
+            "regret_mean": nan, "flops_target_units": 0.0, "ask_s": 0.0, "confident_share": nan,
+            "same_regime_when_confident": nan, "stops": {}, "show": True,
+            "true_regimes": regimes, "true_regimes_decidable": dec}
+
+
+def pooled(outcomes: list[Outcome], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every (strategy, design) over all worlds together, the constant call included: the
+    worlds differ in their dominant regime, so only the pooled rate rewards skill over bias."""
+    groups: dict[tuple[str, str], list[Outcome]] = {}
+    for o in outcomes:
+        groups.setdefault((o.strategy, o.config), []).append(o)
+    out = []
+    for (name, config), os_ in groups.items():
+        dec = [a for o in os_ for a, d in zip(o.same, o.decidable, strict=True) if d]
+        out.append({"strategy": name, "config": config, "worlds": len({o.world for o in os_}),
+                    "same_regime": float(np.mean([x for o in os_ for x in o.same])),
+                    "same_regime_decidable": float(np.mean(dec)) if dec else float("nan"),
+                    "regret_median": float(np.median([x for o in os_ for x in o.regret])),
+                    "flops_target_units": float(np.mean([o.flops for o in os_]))})
+    const = [r for r in rows if r["strategy"] == "constant"]
+    if const:
+        from planner.regime import LABELS
+
+        # One label for every setting of every world: the best single call over the pool.
+        every = [x for r in const for x in r["true_regimes"]]
+        dec = [x for r in const for x in r["true_regimes_decidable"]]
+        best = max(LABELS, key=every.count)
+        out.append({"strategy": "constant", "config": best, "worlds": len(const),
+                    "same_regime": every.count(best) / len(every),
+                    "same_regime_decidable": max(dec.count(lab) for lab in LABELS) / len(dec) if dec else float("nan"),
+                    "regret_median": float("nan"), "flops_target_units": 0.0})
+    return out
+
+
 CHECKPOINTS = (3.0, 6.0, 9.0, 12.0, 18.0, 24.0, 30.0, 36.0)  # FLOPs, target-run units
 
 
@@ -334,7 +382,8 @@ def print_table(rows: list[dict[str, Any]], latency: dict[str, float]) -> None:
     for col in ("world", "strategy", "design", "same-regime", "decidable", "|rho* err| med", "regret med",
                 "FLOPs", "ask s", "confident", "acc|conf", "stops"):
         t.add_column(col)
-    for r in rows:
+    order = list(dict.fromkeys(r["world"] for r in rows))
+    for r in sorted(rows, key=lambda r: order.index(r["world"])):  # stable: keeps strategies' order
         if r["strategy"] == "grid" and not r.get("show", False):
             continue
         t.add_row(r["world"], r["strategy"], r["config"], f"{r['same_regime']:.3f}",
@@ -345,6 +394,19 @@ def print_table(rows: list[dict[str, Any]], latency: dict[str, float]) -> None:
     c = Console(width=200)
     c.print(t)
     c.print("suggest latency: " + ", ".join(f"{k} {v:.2f}" for k, v in latency.items()))
+
+
+def print_pooled(pool: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="all worlds pooled (the constant row: one label called everywhere)")
+    for col in ("strategy", "design", "same-regime", "decidable", "regret med", "FLOPs"):
+        t.add_column(col)
+    for r in sorted(pool, key=lambda r: -r["same_regime"]):
+        t.add_row(r["strategy"], r["config"], f"{r['same_regime']:.3f}", f"{r['same_regime_decidable']:.3f}",
+                  f"{r['regret_median']:.4f}", f"{r['flops_target_units']:.1f}")
+    Console(width=200).print(t)
 
 
 def print_anytime(summary: dict[str, Any]) -> None:
@@ -415,6 +477,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         bb = a.budget if a.baseline_budget == "target" else a.pilot_budget
         outcomes += bench_world(w, problem, reps, strategies, a.quick, log, bb)
     rows = table(outcomes, problem)
+    rows += [constant_row(w, Truth(w, problem)) for w in worlds]
     summary: dict[str, Any] = {}
     for w in worlds:
         ours = next((r for r in rows if r["world"] == w and r["strategy"] == "ours"), None)
@@ -435,18 +498,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "grid_for_ours_decidable_rate": need_d,
             "flops_ratio_decidable": (ours["flops_target_units"] / need_d["flops_target_units"])
             if ours and need_d else None,
+            "constant": next(r for r in rows if r["world"] == w and r["strategy"] == "constant"),
             "anytime": anytime(outcomes, w),
             "cost_to_reach": cost_to_reach(rows, outcomes, w),
         }
     latency = suggest_latency(problem, worlds[0]) if "ours" in strategies else {}
+    pool = pooled(outcomes, rows)
     print_table(rows, latency)
+    print_pooled(pool)
     print_anytime(summary)
     doc = {
         "config": {"worlds": worlds, "models": models, "rewards": rewards, "reps": reps,
                    "budget": a.budget, "pilot_budget": a.pilot_budget, "target": a.target,
                    "confidence": a.confidence, "strategies": strategies, "quick": a.quick,
                    "baseline_budget": a.baseline_budget, "indifference": a.indifference},
-        "rows": rows, "summary": summary, "suggest_latency": latency,
+        "rows": rows, "pooled": pool, "summary": summary, "suggest_latency": latency,
         "outcomes": [o.summary() for o in outcomes], "wall_s": time.perf_counter() - t0,
         "simulated": True,
     }
