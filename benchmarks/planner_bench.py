@@ -2,10 +2,11 @@
 
 For each world and repetition (seed), on the settings (3 Qwen2.5 sizes x {sparse, prm} by
 default; ``--rewards`` for all five), target ``native`` at a target budget (1e16, where the
-paper's IsoFLOP band sits) with 10x cheaper pilots (1e15), every race capped at 15 runs
-per setting:
+paper's IsoFLOP band sits) with 10x cheaper pilots (1e15):
 
-* ``ours`` races until every setting is called with the confidence (or a cap);
+* ``ours`` races until every setting is called with the confidence or a cap: FLOPs worth 6
+  target-budget runs per setting (:data:`FLOPS_PER_SETTING`), 40 runs per setting; its
+  calls after every round are also scored (*anytime*: what a race capped there would say);
 * ``grid`` (the paper's RACE protocol) is swept over its design: rho points per setting x
   seed replicates x pilot budget (the pilot budget or the target budget itself); the
   cheapest design reaching the same-regime rate of ``ours`` (and 0.95) is reported;
@@ -54,7 +55,10 @@ from runners.sim.world import list_worlds  # noqa: E402
 STRATEGIES = ("ours", "grid", "random", "optuna-tpe", "optuna-gp")
 GRID_POINTS = (3, 5, 9)
 GRID_REPS = (1, 2, 4)
-RUNS_PER_SETTING = 15  # cap on every race (ours stops earlier when confident)
+# Caps on every race of ours (it stops earlier when confident): FLOPs worth 6 target-budget
+# runs per setting, and a run count that only binds when nearly every run is a pilot.
+FLOPS_PER_SETTING = 6.0  # in target-run units
+RUNS_PER_SETTING = 40
 REWARDS = ("sparse", "prm")  # a rule reward and a PRM: the paper's contrast
 
 
@@ -215,10 +219,11 @@ def bench_world(world: str, problem: RaceProblem, reps: int, strategies: Sequenc
     truth = Truth(world, problem)
     out: list[Outcome] = []
     cap = RUNS_PER_SETTING * len(problem.settings)
+    flop_cap = FLOPS_PER_SETTING * len(problem.settings) * problem.budget
     for rep in range(reps):
         spend = None
         if "ours" in strategies:
-            o = _race("ours", world, rep, problem, truth, max_runs=cap)
+            o = _race("ours", world, rep, problem, truth, max_runs=cap, max_flops=flop_cap)
             spend = o.flops * problem.budget
             out.append(o)
             log(o)
@@ -434,6 +439,18 @@ def print_anytime(summary: dict[str, Any]) -> None:
     c.print(t)
 
 
+@dataclass(frozen=True)
+class Log:
+    """One line per finished race (a class, not a closure: worker processes get a copy)."""
+
+    t0: float
+
+    def __call__(self, o: Outcome) -> None:
+        print(f"[{time.perf_counter() - self.t0:7.0f}s] {o.world} rep {o.rep} {o.strategy:10s} "
+              f"same {np.mean(o.same):.2f} regret {np.median(o.regret):.4f} flops {o.flops:.1f} "
+              f"stop {o.stop}", flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="CI-sized: one world, 3 reps, 5 settings")
@@ -451,6 +468,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                          "(off by default: at 0.001-0.0025 it stopped on overconfident flatness in shifted.toml)")
     ap.add_argument("--baseline-budget", choices=("target", "pilot"), default="target",
                     help="budget random/optuna runs at (equal spend either way)")
+    ap.add_argument("--jobs", type=int, default=1, help="worlds benchmarked in parallel processes")
     ap.add_argument("--out", default="planner_bench.json")
     a = ap.parse_args(list(argv) if argv is not None else None)
     warnings.simplefilter("ignore")
@@ -466,16 +484,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                           pilot_budget=a.pilot_budget, target=a.target, confidence=a.confidence,
                           indifference=a.indifference)
     t0 = time.perf_counter()
+    log = Log(t0)
 
-    def log(o: Outcome) -> None:
-        print(f"[{time.perf_counter() - t0:7.0f}s] {o.world} rep {o.rep} {o.strategy:10s} "
-              f"same {np.mean(o.same):.2f} regret {np.median(o.regret):.4f} flops {o.flops:.1f} "
-              f"stop {o.stop}", flush=True)
-
+    bb = a.budget if a.baseline_budget == "target" else a.pilot_budget
     outcomes: list[Outcome] = []
-    for w in worlds:
-        bb = a.budget if a.baseline_budget == "target" else a.pilot_budget
-        outcomes += bench_world(w, problem, reps, strategies, a.quick, log, bb)
+    if a.jobs > 1 and len(worlds) > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        # fork: the children inherit this module (``planner bench`` loads it by path).
+        with ProcessPoolExecutor(min(a.jobs, len(worlds)), mp_context=mp.get_context("fork")) as ex:
+            futures = [ex.submit(bench_world, w, problem, reps, strategies, a.quick, log, bb) for w in worlds]
+            for f in futures:
+                outcomes += f.result()
+    else:
+        for w in worlds:
+            outcomes += bench_world(w, problem, reps, strategies, a.quick, log, bb)
     rows = table(outcomes, problem)
     rows += [constant_row(w, Truth(w, problem)) for w in worlds]
     summary: dict[str, Any] = {}
