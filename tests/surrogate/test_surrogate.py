@@ -127,3 +127,25 @@ def test_lookahead_matches_conditioning(fitted: FrontierSurrogate) -> None:
         cond_mean, cond_sd = fitted.condition_on(Xc, [y]).frontier("big", "prm", 1e16, grid)
         np.testing.assert_allclose(la[f, 0].mean(0), cond_mean, atol=3e-3)
         np.testing.assert_allclose(la[f, 0].std(0), cond_sd, rtol=0.15, atol=1e-3)
+
+
+def test_pilots_alone_inform_the_target_budget_shape() -> None:
+    """With every run at one (pilot) budget the data say nothing about the budget
+    lengthscale, so the MAP fit sits at the prior's mode; that mode must be the stated
+    one (0.4 unit widths), not e times shorter, or pilots 10x below the target tell the
+    target nothing and its frontier comes out flat."""
+    import torch
+
+    from surrogate.model import LENGTHSCALE_PRIOR, B
+
+    sur = FrontierSurrogate(rewards=REWARDS, budget_range=(1e14, 1e16)).fit(rows(n_rho=8, budgets=(1e15,)))
+    shape = sur.model_.covar_module.kernels[1].base_kernel.kernels[0]
+    prior = shape.lengthscale_prior
+    mode = torch.exp(prior.loc - prior.scale**2)
+    assert torch.allclose(mode[-1], torch.tensor(LENGTHSCALE_PRIOR[B], dtype=mode.dtype))
+    assert float(shape.lengthscale[..., -1]) > 0.3
+    # The toy frontier peaks at 0.72 (sparse) at every budget: the target's mean must show it.
+    grid = np.linspace(0.15, 0.9, 31)
+    mean, _ = sur.frontier("small", "sparse", 1e16, grid)
+    assert abs(grid[int(np.argmax(mean))] - 0.72) < 0.1
+    assert float(mean.max() - mean.min()) > 0.02
