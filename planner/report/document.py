@@ -103,12 +103,13 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
     fit = data.primary
     if fit is not None and fit.frontiers:
         out.append(Block("h2", "Regime calls"))
-        out.append(Block("p", f"Per setting under the {data.target} target: rho* is the argmax of the "
-                              "posterior-mean frontier, its interval the 90% credible interval of the "
-                              "argmax over posterior sample paths, and the regime the largest component "
-                              "of the allocation at rho* (P: the share of sample paths whose argmax "
-                              "falls in that regime). With a flat frontier rho* can "
-                              "sit outside the interval: the data do not pin the argmax down."))
+        out.append(Block("p", f"Per setting under the {data.target} target: the regime is the one "
+                              "holding the argmax of most posterior sample paths (P: that share), "
+                              "rho* the argmax of the posterior-mean frontier within that regime, so "
+                              "the regime is the largest component of the allocation at rho*; the "
+                              "interval is the 90% credible interval of the argmax over sample paths. "
+                              "With a flat frontier rho* can sit outside the interval: the data do not "
+                              "pin the argmax down."))
         rows = []
         for s, f in fit.frontiers.items():
             n = sum(1 for r in data.ok if (r.model, r.reward, float(r.budget)) == (s.model, s.reward, s.budget))

@@ -191,7 +191,8 @@ def size_figure(data: ReportData) -> FigureSpec | None:
                loc="outside right upper")
     fig.suptitle("rho* against model size for each reward system", fontsize=10)
     foot = _footer(fig, data, data.target)
-    cap = ("rho* (argmax of the posterior-mean frontier) against policy size, one line per reward "
+    cap = ("rho* (argmax of the posterior-mean frontier within the called regime) against policy size, "
+           "one line per reward "
            f"system, with 90% intervals; the dotted line is rho = 0.5. {foot}.")
     return FigureSpec("rho-star-vs-size", "rho* vs model size", cap, fig, "size")
 
