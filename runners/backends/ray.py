@@ -8,17 +8,16 @@ there themselves.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Sequence
 from typing import Any
 
 from runners.backends import Handle, WorkerLost, require
-from runners.execution import Outcome, Task, run_task
+from runners.backends.queue import ThrottledQueue
+from runners.execution import Outcome, run_task
 
 __all__ = ["RayBackend"]
 
 
-class RayBackend:
+class RayBackend(ThrottledQueue):
     name = "ray"
 
     def __init__(
@@ -42,21 +41,11 @@ class RayBackend:
         num_gpus = gpus_per_run if gpus_per_run is not None else (1.0 if cuda else 0.0)
         # max_retries=0: retries are ours (they count attempts and keep failed records).
         self._remote = ray.remote(num_cpus=cpus_per_run, num_gpus=num_gpus, max_retries=0)(run_task)
-        self._limit = workers  # at most this many runs in flight, whatever the cluster size
-        self._waiting: deque[Handle] = deque()
-        self._running: set[Handle] = set()
+        super().__init__(limit=workers)  # at most this many runs in flight, whatever the cluster size
 
-    def submit(self, tasks: Sequence[Task]) -> list[Handle]:
-        handles = [Handle(t) for t in tasks]
-        self._waiting.extend(handles)
-        self._fill()
-        return handles
-
-    def _fill(self) -> None:
-        while self._waiting and len(self._running) < self._limit:
-            h = self._waiting.popleft()
+    def _launch(self, batch: list[Handle]) -> None:
+        for h in batch:
             h.ref = self._remote.remote(h.task)
-            self._running.add(h)
 
     def poll(self, handle: Handle) -> bool:
         if handle.ref is None:
@@ -64,8 +53,7 @@ class RayBackend:
             return False
         ready, _ = self._ray.wait([handle.ref], timeout=0)
         if ready:
-            self._running.discard(handle)
-            self._fill()
+            self._finished(handle)
         return bool(ready)
 
     def result(self, handle: Handle) -> Outcome:

@@ -8,20 +8,19 @@ be on a filesystem the compute nodes see: jobs write their records there themsel
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from runners.backends import Handle, WorkerLost, require
-from runners.execution import Outcome, Task, run_task
+from runners.backends.queue import ThrottledQueue
+from runners.execution import Outcome, run_task
 
 __all__ = ["DEFAULT_TIME_MIN", "SlurmBackend"]
 
 DEFAULT_TIME_MIN = 240  # submitit's own default is 5 minutes, far too short for a pilot run
 
 
-class SlurmBackend:
+class SlurmBackend(ThrottledQueue):
     name = "slurm"
 
     def __init__(
@@ -59,35 +58,20 @@ class SlurmBackend:
         params.update(extra or {})
         self._ex.update_parameters(**params)
         # submitit's local executor ignores array parallelism: throttle to ``workers`` here.
-        self._limit = math.inf if self._ex.cluster == "slurm" else workers
-        self._waiting: deque[Handle] = deque()
-        self._running: set[Handle] = set()
+        super().__init__(limit=math.inf if self._ex.cluster == "slurm" else workers)
 
-    def submit(self, tasks: Sequence[Task]) -> list[Handle]:
-        handles = [Handle(t) for t in tasks]
-        self._waiting.extend(handles)
-        self._fill()
-        return handles
-
-    def _fill(self) -> None:
-        batch: list[Handle] = []
-        while self._waiting and len(self._running) + len(batch) < self._limit:
-            batch.append(self._waiting.popleft())
-        if not batch:
-            return
+    def _launch(self, batch: list[Handle]) -> None:
         with self._ex.batch():  # one job array for the lot
             jobs = [self._ex.submit(run_task, h.task) for h in batch]
         for h, job in zip(batch, jobs, strict=True):
             h.ref = job
-            self._running.add(h)
 
     def poll(self, handle: Handle) -> bool:
         if handle.ref is None:
             self._fill()
             return False
         if isinstance(handle.ref, WorkerLost) or handle.ref.done():
-            self._running.discard(handle)
-            self._fill()
+            self._finished(handle)
             return True
         return False
 
