@@ -295,6 +295,23 @@ def constant_row(world: str, truth: Truth) -> dict[str, Any]:
             "true_regimes": regimes, "true_regimes_decidable": dec}
 
 
+def _binomial_se(xs: Sequence[bool]) -> float:
+    """Standard error of a rate from ``len(xs)`` calls (calls treated as independent)."""
+    if not xs:
+        return float("nan")
+    p = float(np.mean(xs))
+    return float(np.sqrt(p * (1 - p) / len(xs)))
+
+
+def _bootstrap_median_se(xs: Sequence[float], n: int = 1000) -> float:
+    """Bootstrap standard error of a median (resampling calls, fixed seed)."""
+    if len(xs) < 2:
+        return float("nan")
+    a = np.asarray(xs, dtype=float)
+    idx = np.random.default_rng(0).integers(0, len(a), size=(n, len(a)))
+    return float(np.median(a[idx], axis=1).std())
+
+
 def pooled(outcomes: list[Outcome], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every (strategy, design) over all worlds together, the constant call included: the
     worlds differ in their dominant regime, so only the pooled rate rewards skill over bias."""
@@ -304,10 +321,14 @@ def pooled(outcomes: list[Outcome], rows: list[dict[str, Any]]) -> list[dict[str
     out = []
     for (name, config), os_ in groups.items():
         dec = [a for o in os_ for a, d in zip(o.same, o.decidable, strict=True) if d]
+        same = [x for o in os_ for x in o.same]
         out.append({"strategy": name, "config": config, "worlds": len({o.world for o in os_}),
-                    "same_regime": float(np.mean([x for o in os_ for x in o.same])),
+                    "same_regime": float(np.mean(same)), "calls": len(same),
+                    "same_regime_se": _binomial_se(same),
                     "same_regime_decidable": float(np.mean(dec)) if dec else float("nan"),
+                    "decidable_calls": len(dec), "same_regime_decidable_se": _binomial_se(dec),
                     "regret_median": float(np.median([x for o in os_ for x in o.regret])),
+                    "regret_median_se": _bootstrap_median_se([x for o in os_ for x in o.regret]),
                     "flops_target_units": float(np.mean([o.flops for o in os_]))})
     const = [r for r in rows if r["strategy"] == "constant"]
     if const:
@@ -405,12 +426,18 @@ def print_pooled(pool: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title="all worlds pooled (the constant row: one label called everywhere)")
+    t = Table(title="all worlds pooled (± one binomial standard error; constant: one label called everywhere)")
     for col in ("strategy", "design", "same-regime", "decidable", "regret med", "FLOPs"):
         t.add_column(col)
+    def pm(r: dict[str, Any], key: str) -> str:
+        se = r.get(key + "_se", float("nan"))
+        return f"{r[key]:.3f}" + ("" if np.isnan(se) else f" ± {se:.3f}")
+
     for r in sorted(pool, key=lambda r: -r["same_regime"]):
-        t.add_row(r["strategy"], r["config"], f"{r['same_regime']:.3f}", f"{r['same_regime_decidable']:.3f}",
-                  f"{r['regret_median']:.4f}", f"{r['flops_target_units']:.1f}")
+        t.add_row(r["strategy"], r["config"], pm(r, "same_regime"), pm(r, "same_regime_decidable"),
+                  f"{r['regret_median']:.4f}" + (f" ± {r['regret_median_se']:.4f}"
+                                                  if not np.isnan(r.get("regret_median_se", np.nan)) else ""),
+                  f"{r['flops_target_units']:.1f}")
     Console(width=200).print(t)
 
 
