@@ -2,10 +2,14 @@
 
 1. Settings with fewer than ``n_init`` records get a space-filling rho design at the pilot
    budget (:func:`planner.design.initial_design`).
-2. Otherwise a batch from :func:`planner.acquisition.select_batch` over the settings whose
+2. Then ``n_anchor`` stratified runs per setting at the target budget (the paper's 3-point
+   IsoFLOP grid as an anchor): pilots 10x cheaper carry a flatter frontier, and a call
+   that rests on extrapolating them loses to a 3-point grid at the target budget on
+   exactly the settings whose regime can be told apart (docs/planner.md).
+3. Otherwise a batch from :func:`planner.acquisition.select_batch` over the settings whose
    regime is not yet decided: expected reduction of regime entropy and rho* spread at
    the target budget per FLOP, budgets from pilot to target as fidelities.
-3. ``decide`` samples each setting's frontier at the target budget from the surrogate.
+4. ``decide`` samples each setting's frontier at the target budget from the surrogate.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ class RaceStrategy:
     Args:
         problem: settings, target, budgets, confidence.
         seed: seeds the posterior samplers (calls are reproducible).
-        n_init: initial design size per setting.
+        n_init: initial design size per setting (pilot budget).
+        n_anchor: stratified target-budget runs per setting after the initial design.
         batch_size: proposals per acquisition batch (None: one per undecided setting,
             at most 8).
         config: acquisition knobs.
@@ -51,6 +56,7 @@ class RaceStrategy:
         seed: int = 0,
         *,
         n_init: int = 4,
+        n_anchor: int = 3,
         batch_size: int | None = None,
         config: AcquisitionConfig | None = None,
         n_samples: int = 256,
@@ -59,6 +65,7 @@ class RaceStrategy:
         self.problem = problem
         self.seed = seed
         self.n_init = n_init
+        self.n_anchor = n_anchor
         self.batch_size = batch_size
         self.config = config or AcquisitionConfig(seed=seed)
         self.n_samples = n_samples
@@ -158,6 +165,9 @@ class RaceStrategy:
             initial = self._initial(todo, counts, n)
             if initial:
                 return initial
+        anchors = self._anchors()
+        if anchors:
+            return anchors[: n if n is not None else len(anchors)]
         calls = self.decide()
         checks = self._validation(calls)
         open_ = [s for s in p.settings if not self._would_decide(calls[s])]
@@ -224,6 +234,36 @@ class RaceStrategy:
                             f"{c.rho_star:.3f}) is checked by runs at the target budget at rho* and "
                             f"at the best rho of another regime" + (f"; {note.strip('; ')}" if note else "")),
                 ))
+        return out
+
+    def _anchors(self) -> list[Proposal]:
+        """Stratified target-budget runs for settings with fewer than ``n_anchor`` of them."""
+        from planner.design import space_filling_rho
+        from planner.frontier import rho_grid
+
+        p, sur = self.problem, self.surrogate()
+        out: list[Proposal] = []
+        ids = self._proposal_ids()
+        for s in p.settings:
+            have = self._target_runs(s)
+            if have >= self.n_anchor:
+                continue
+            lo, hi = rho_grid(s.model, s.reward, 2, p.opts)
+            for rho in space_filling_rho(float(lo), float(hi), self.n_anchor, 0.5):
+                plan, note = compile_feasible(s, float(rho), p.budget, p.opts)
+                if plan is None:
+                    continue
+                pred = None
+                if sur is not None:
+                    m, sd = sur.predict(sur.encode(s.model, s.reward, [plan.rho], plan.flops.total))
+                    pred = Prediction(target=p.target, mean=float(m[0]), std=float(sd[0]))  # type: ignore[arg-type]
+                prop = make_proposal(plan, target=p.target, prediction=pred, reason=(
+                    f"anchor: {self.n_anchor} stratified runs of {s.key} at the target budget, so the "
+                    f"call is measured where it applies, not only extrapolated from pilots "
+                    f"({have} there so far)" + (f"; {note.strip('; ')}" if note else "")))
+                if prop.id not in ids:
+                    ids.add(prop.id)
+                    out.append(prop)
         return out
 
     def _near_target_run(self, s: Setting, rho: float, tol: float = 0.08) -> bool:

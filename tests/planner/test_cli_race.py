@@ -85,7 +85,9 @@ def test_race_sim_writes_regimes_and_resumes(tmp_path: Path) -> None:
                                "--rewards", "sparse,prm", "--n", "2", "--data", str(data), "--out", str(out)])
     assert res3.exit_code == 0, res3.output
     new = read_proposals(out).proposals
-    assert len(new) == 2 and all(p.prediction is not None and "acquisition" in p.reason for p in new)
+    assert len(new) == 2 and all(p.prediction is not None for p in new)
+    # After the pilots: the target-budget anchors first, then the acquisition.
+    assert all(("anchor" in p.reason and p.budget == 1e16) or "acquisition" in p.reason for p in new)
 
 
 def test_race_grid_strategy_stops_when_exhausted(tmp_path: Path) -> None:

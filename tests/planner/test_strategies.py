@@ -85,3 +85,26 @@ def test_unknown_strategy_names_the_choices() -> None:
     with pytest.raises(ConfigError, match="optuna-tpe"):
         make_strategy("bogus", PROBLEM)
     assert STRATEGIES == ("ours", "grid", "random", "optuna-tpe", "optuna-gp")
+
+
+def test_ours_anchors_the_target_budget_after_the_pilot_design() -> None:
+    """After its pilot design, ours measures each setting at the target budget at
+    ``n_anchor`` stratified rho values before the acquisition takes over."""
+    peak = {S: 0.72, P: 0.44}
+    st = make_strategy("ours", PROBLEM, 0, n_anchor=3)
+    pilots = st.ask()
+    assert {p.budget for p in pilots} == {1e15} and len(pilots) == 8
+    st.tell([run(p, peak) for p in pilots])
+    anchors = st.ask()
+    assert len(anchors) == 6 and all(p.budget == 1e16 and "anchor" in p.reason for p in anchors)
+    for s in (S, P):
+        rhos = sorted(p.rho for p in anchors if (p.model, p.reward) == s)
+        assert len(rhos) == 3 and rhos[0] < 0.35 and rhos[-1] > 0.65  # spread over the range
+        assert all(p.prediction is not None for p in anchors)
+    st.tell([run(p, peak) for p in anchors])
+    after = st.ask()
+    assert after and not any("anchor" in p.reason for p in after)
+    # n_anchor=0: straight from the pilots to the acquisition.
+    st0 = make_strategy("ours", PROBLEM, 0, n_anchor=0)
+    st0.tell([run(p, peak) for p in pilots])
+    assert not any("anchor" in p.reason for p in st0.ask())
