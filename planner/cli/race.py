@@ -82,6 +82,7 @@ def suggest(
     out: Annotated[Path, typer.Option(help="Where to write the proposals.")] = Path("proposals.json"),
     pending: Annotated[Path | None, typer.Option(help="proposals.json of runs still executing (not proposed again, conditioned on).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the posterior samplers.")] = 0,
+    anchors: Annotated[int, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (0 = trust the pilots).")] = 3,
     as_json: Annotated[bool, typer.Option("--json", help="Print the proposals as JSON.")] = False,
 ) -> None:
     import time
@@ -92,7 +93,7 @@ def suggest(
     from planner.proposals import read_proposals, write_proposals
     from planner.strategies.ours import RaceStrategy
 
-    strategy = RaceStrategy(problem, seed)
+    strategy = RaceStrategy(problem, seed, n_anchor=anchors)
     if data is not None and (data / "runs").is_dir():
         from planner.engine import open_store
 
@@ -148,6 +149,7 @@ def race(
     pilot_budget: PilotOpt = None,
     batch: Annotated[int | None, typer.Option(min=1, help="Proposals per round (default: the strategy's).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the strategy's samplers.")] = 0,
+    anchors: Annotated[int, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (0 = trust the pilots).")] = 3,
     quiet: Annotated[bool, typer.Option(help="No live progress display.")] = False,
 ) -> None:
     from planner.engine import load_engine, open_store
@@ -171,7 +173,9 @@ def race(
             raise ConfigError(f"world: only the sim engine takes a world, not {engine!r}; drop --world")
         opts["world"] = world
     eng = load_engine(engine, **opts)
-    strat = make_strategy(strategy, problem, seed)
+    if strategy != "ours" and anchors != 3:
+        raise ConfigError(f"anchors: only the ours strategy takes anchors, not {strategy!r}; drop --anchors")
+    strat = make_strategy(strategy, problem, seed, **({"n_anchor": anchors} if strategy == "ours" else {}))
     store = open_store(data)
     display = _Display(problem, quiet)
     with display:

@@ -121,3 +121,19 @@ def test_bench_runs_through_the_cli(tmp_path: Path) -> None:
     )
     assert res.exit_code == 0, res.output
     assert out.is_file() and out.stat().st_size > 0
+
+
+def test_anchors_option_sets_the_target_budget_runs(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    base = ["--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+            "--data", str(data)]
+    res = runner.invoke(app, ["race", *base, "--engine", "sim", "--max-runs", "4", "--quiet"])
+    assert res.exit_code == 0, res.output  # the 4 pilots
+    for k, expect in ((0, 0), (2, 2)):
+        out = tmp_path / f"next{k}.json"
+        res = runner.invoke(app, ["suggest", *base, "--anchors", str(k), "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        props = read_proposals(out).proposals
+        assert sum("anchor" in p.reason for p in props) == expect
+    bad = runner.invoke(app, ["race", *base, "--strategy", "grid", "--anchors", "0", "--quiet"])
+    assert bad.exit_code == 2 and "anchors" in bad.output
