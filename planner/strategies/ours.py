@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from planner.acquisition import AcquisitionConfig, select_batch
-from planner.design import compile_feasible, initial_design
-from planner.frontier import Setting, classify_setting
+from planner.design import compile_feasible, initial_design, space_filling_rho
+from planner.frontier import Setting, allocation_shares, classify_setting, rho_grid
 from planner.proposals import make_proposal
 from planner.regime import RegimeCall
 from planner.registry import get_model
@@ -134,7 +134,6 @@ class RaceStrategy:
 
     def _validated(self, s: Setting, c: RegimeCall) -> bool:
         """Target-budget runs exist near rho* and near the runner-up regime's best rho."""
-        from planner.frontier import allocation_shares, rho_grid
         from planner.regime import LABELS, regime_labels
 
         if not self._near_target_run(s, c.rho_star):
@@ -201,7 +200,6 @@ class RaceStrategy:
         near the best rho of any other regime (the runner-up), both at the target budget.
         Until both exist the call stays open (DESIGN: validation runs)."""
         from planner.acquisition import plan_key
-        from planner.frontier import allocation_shares, rho_grid
         from planner.regime import LABELS, regime_labels
 
         p, sur = self.problem, self.surrogate()
@@ -226,10 +224,8 @@ class RaceStrategy:
                 else:
                     continue
                 done.add(plan_key(plan))
-                m, sd = sur.predict(sur.encode(s.model, s.reward, [plan.rho], plan.flops.total))
                 out.append(make_proposal(
-                    plan, target=p.target,
-                    prediction=Prediction(target=p.target, mean=float(m[0]), std=float(sd[0])),  # type: ignore[arg-type]
+                    plan, target=p.target, prediction=self._predict(plan),
                     reason=(f"validation ({role}): the call {c.regime} (p={c.confidence:.2f}, rho* "
                             f"{c.rho_star:.3f}) is checked by runs at the target budget at rho* and "
                             f"at the best rho of another regime" + (f"; {note.strip('; ')}" if note else "")),
@@ -238,10 +234,7 @@ class RaceStrategy:
 
     def _anchors(self) -> list[Proposal]:
         """Stratified target-budget runs for settings with fewer than ``n_anchor`` of them."""
-        from planner.design import space_filling_rho
-        from planner.frontier import rho_grid
-
-        p, sur = self.problem, self.surrogate()
+        p = self.problem
         out: list[Proposal] = []
         ids = self._proposal_ids()
         for s in p.settings:
@@ -253,11 +246,7 @@ class RaceStrategy:
                 plan, note = compile_feasible(s, float(rho), p.budget, p.opts)
                 if plan is None:
                     continue
-                pred = None
-                if sur is not None:
-                    m, sd = sur.predict(sur.encode(s.model, s.reward, [plan.rho], plan.flops.total))
-                    pred = Prediction(target=p.target, mean=float(m[0]), std=float(sd[0]))  # type: ignore[arg-type]
-                prop = make_proposal(plan, target=p.target, prediction=pred, reason=(
+                prop = make_proposal(plan, target=p.target, prediction=self._predict(plan), reason=(
                     f"anchor: {self.n_anchor} stratified runs of {s.key} at the target budget, so the "
                     f"call is measured where it applies, not only extrapolated from pilots "
                     f"({have} there so far)" + (f"; {note.strip('; ')}" if note else "")))
@@ -265,6 +254,14 @@ class RaceStrategy:
                     ids.add(prop.id)
                     out.append(prop)
         return out
+
+    def _predict(self, plan: Any) -> Prediction | None:
+        """The surrogate's prediction for ``plan``'s run (None before the first fit)."""
+        sur = self.surrogate()
+        if sur is None:
+            return None
+        mean, std = sur.predict(sur.encode(plan.model, plan.reward, [plan.rho], plan.flops.total))
+        return Prediction(target=self.problem.target, mean=float(mean[0]), std=float(std[0]))  # type: ignore[arg-type]
 
     def _near_target_run(self, s: Setting, rho: float, tol: float = 0.08) -> bool:
         b = self.problem.budget
@@ -280,10 +277,7 @@ class RaceStrategy:
             plan, note = compile_feasible(pt.setting, pt.rho, pt.budget, p.opts)
             if plan is None:
                 continue
-            pred = None
-            if sur is not None:
-                mean, std = sur.predict(sur.encode(plan.model, plan.reward, [plan.rho], plan.flops.total))
-                pred = Prediction(target=p.target, mean=float(mean[0]), std=float(std[0]))  # type: ignore[arg-type]
+            pred = self._predict(plan)
             reason = (
                 f"initial design: {self.n_init} space-filling pilot runs over the reachable rho range "
                 f"of {pt.setting.key} at the pilot budget ({counts[pt.setting]} recorded so far)"

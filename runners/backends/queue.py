@@ -9,6 +9,7 @@ cluster size (and submitit's local executor ignores array parallelism altogether
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Sequence
 
@@ -18,7 +19,7 @@ from runners.execution import Task
 __all__ = ["ThrottledQueue"]
 
 
-class ThrottledQueue:
+class ThrottledQueue(ABC):
     def __init__(self, limit: float = math.inf) -> None:
         self._limit = limit
         self._waiting: deque[Handle] = deque()
@@ -30,9 +31,9 @@ class ThrottledQueue:
         self._fill()
         return handles
 
+    @abstractmethod
     def _launch(self, batch: list[Handle]) -> None:
         """Start every handle of ``batch`` and set its ``ref``."""
-        raise NotImplementedError
 
     def _fill(self) -> None:
         batch: list[Handle] = []

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runners.tinyworld.pretrain import Recipe, _torch_threads, policy_config
 
@@ -112,12 +112,7 @@ def train_policy(name: str, seed: int, recipe: Recipe, out: Path, show: bool) ->
                     mask[i, : len(s)] = 1
                     labels[i, st : len(s)] = ids[i, st : len(s)]  # loss on the completion only
                 loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-                sched.step()
-                opt.zero_grad(set_to_none=True)
-                losses.append(loss.item())
+                losses.append(_step(loss, model, opt, sched))
                 tick(losses[-1])
         model.eval()
         model.generation_config.pad_token_id = pad
@@ -126,6 +121,18 @@ def train_policy(name: str, seed: int, recipe: Recipe, out: Path, show: bool) ->
         model.save_pretrained(out)
         build_tokenizer().save_pretrained(out)
     return {**_loss_stats(losses), "steps": recipe.steps, "parameters": model.num_parameters()}
+
+
+def _step(loss: Any, model: Any, opt: Any, sched: Any) -> float:
+    """One optimiser step on ``loss`` (gradients clipped to norm 1); returns the loss."""
+    import torch
+
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    opt.zero_grad(set_to_none=True)
+    return float(loss.item())
 
 
 PrmExample = tuple[list[int], list[int], list[float]]  # token ids, scored positions, labels
@@ -170,13 +177,7 @@ def train_prm(name: str, seed: int, recipe: Recipe, out: Path, show: bool) -> di
         with _bar(recipe.steps, f"train {name}", show) as tick:
             for _ in range(recipe.steps):
                 batch = [_prm_example(rng, recipe) for _ in range(recipe.batch_size)]
-                loss = _prm_loss(model, batch, pad, recipe.aux_lm)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-                sched.step()
-                opt.zero_grad(set_to_none=True)
-                losses.append(loss.item())
+                losses.append(_step(_prm_loss(model, batch, pad, recipe.aux_lm), model, opt, sched))
                 tick(losses[-1])
         model.eval()
         stats = _prm_heldout(model, pad, seed)
