@@ -46,3 +46,21 @@ def test_engine_options_are_checked() -> None:
         SimEngine("paper", wrold="x")
     with pytest.raises(ConfigError, match="truth"):
         SimEngine("paper", truth="yes")  # type: ignore[arg-type]
+
+
+def test_contrast_world_mixes_decidable_regimes() -> None:
+    """contrast.toml: on the benchmark settings (3 sizes x sparse, prm) at 1e16 no single
+    label is right on more than half, and the smaller policies' regimes are decidable."""
+    from planner.regime import LABELS, regime_labels
+
+    noise = load_world("contrast").noise["native"]
+    regimes, gaps = [], {}
+    for m in ("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b"):
+        for r in ("sparse", "prm"):
+            f = frontier("contrast", m, r, B)
+            regimes.append(f.regime)
+            other = regime_labels(f.shares) != LABELS.index(f.regime)
+            gaps[m, r] = (f.value_star - f.value[other].max()) / noise
+    assert max(regimes.count(lab) for lab in set(regimes)) <= 3
+    assert len(set(regimes)) >= 2
+    assert gaps[M15, "sparse"] >= 2.0 and gaps[M15, "prm"] >= 0.5 and gaps["qwen2.5-3b", "sparse"] >= 1.0
