@@ -215,7 +215,7 @@ def suggest_latency(base: RaceProblem, world: str, n_records: int = 200) -> dict
 
 
 def bench_world(world: str, problem: RaceProblem, reps: int, strategies: Sequence[str], quick: bool,
-                log: Any, baseline_budget: float) -> list[Outcome]:
+                log: Any, baseline_budget: float, ours: dict[str, Any] | None = None) -> list[Outcome]:
     truth = Truth(world, problem)
     out: list[Outcome] = []
     cap = RUNS_PER_SETTING * len(problem.settings)
@@ -223,7 +223,7 @@ def bench_world(world: str, problem: RaceProblem, reps: int, strategies: Sequenc
     for rep in range(reps):
         spend = None
         if "ours" in strategies:
-            o = _race("ours", world, rep, problem, truth, max_runs=cap, max_flops=flop_cap)
+            o = _race("ours", world, rep, problem, truth, max_runs=cap, max_flops=flop_cap, **(ours or {}))
             spend = o.flops * problem.budget
             out.append(o)
             log(o)
@@ -495,6 +495,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                          "(off by default: at 0.001-0.0025 it stopped on overconfident flatness in shifted.toml)")
     ap.add_argument("--baseline-budget", choices=("target", "pilot"), default="target",
                     help="budget random/optuna runs at (equal spend either way)")
+    ap.add_argument("--anchors", type=int, default=3, help="ours: target-budget anchor runs per setting")
+    ap.add_argument("--anchor", choices=("stratified", "duel"), default="stratified",
+                    help="ours: where the anchors go (see planner.strategies.ours)")
     ap.add_argument("--jobs", type=int, default=1, help="worlds benchmarked in parallel processes")
     ap.add_argument("--out", default="planner_bench.json")
     a = ap.parse_args(list(argv) if argv is not None else None)
@@ -514,6 +517,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     log = Log(t0)
 
     bb = a.budget if a.baseline_budget == "target" else a.pilot_budget
+    ours_opts = {"n_anchor": a.anchors, "anchor": a.anchor}
     outcomes: list[Outcome] = []
     if a.jobs > 1 and len(worlds) > 1:
         import multiprocessing as mp
@@ -521,12 +525,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
         # fork: the children inherit this module (``planner bench`` loads it by path).
         with ProcessPoolExecutor(min(a.jobs, len(worlds)), mp_context=mp.get_context("fork")) as ex:
-            futures = [ex.submit(bench_world, w, problem, reps, strategies, a.quick, log, bb) for w in worlds]
+            futures = [ex.submit(bench_world, w, problem, reps, strategies, a.quick, log, bb, ours_opts) for w in worlds]
             for f in futures:
                 outcomes += f.result()
     else:
         for w in worlds:
-            outcomes += bench_world(w, problem, reps, strategies, a.quick, log, bb)
+            outcomes += bench_world(w, problem, reps, strategies, a.quick, log, bb, ours_opts)
     rows = table(outcomes, problem)
     rows += [constant_row(w, Truth(w, problem)) for w in worlds]
     summary: dict[str, Any] = {}
@@ -562,7 +566,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "config": {"worlds": worlds, "models": models, "rewards": rewards, "reps": reps,
                    "budget": a.budget, "pilot_budget": a.pilot_budget, "target": a.target,
                    "confidence": a.confidence, "strategies": strategies, "quick": a.quick,
-                   "baseline_budget": a.baseline_budget, "indifference": a.indifference},
+                   "baseline_budget": a.baseline_budget, "indifference": a.indifference,
+                   "ours": ours_opts},
         "rows": rows, "pooled": pool, "summary": summary, "suggest_latency": latency,
         "outcomes": [o.summary() for o in outcomes], "wall_s": time.perf_counter() - t0,
         "simulated": True,

@@ -38,7 +38,11 @@ class RaceStrategy:
         problem: settings, target, budgets, confidence.
         seed: seeds the posterior samplers (calls are reproducible).
         n_init: initial design size per setting (pilot budget).
-        n_anchor: stratified target-budget runs per setting after the initial design.
+        n_anchor: target-budget runs per setting after the initial design.
+        anchor: where they go: ``"stratified"`` (evenly over the reachable rho range, the
+            paper's IsoFLOP grid) or ``"duel"`` (the current call's rho* and the best rho of
+            the runner-up regime, i.e. the validation duel run up front; with
+            ``n_anchor > 2`` the rest are stratified).
         batch_size: proposals per acquisition batch (None: one per undecided setting,
             at most 8).
         config: acquisition knobs.
@@ -57,6 +61,7 @@ class RaceStrategy:
         *,
         n_init: int = 4,
         n_anchor: int = 3,
+        anchor: str = "stratified",
         batch_size: int | None = None,
         config: AcquisitionConfig | None = None,
         n_samples: int = 256,
@@ -66,6 +71,9 @@ class RaceStrategy:
         self.seed = seed
         self.n_init = n_init
         self.n_anchor = n_anchor
+        if anchor not in ("stratified", "duel"):
+            raise ValueError(f"anchor: unknown placement {anchor!r}; use stratified or duel")
+        self.anchor = anchor
         self.batch_size = batch_size
         self.config = config or AcquisitionConfig(seed=seed)
         self.n_samples = n_samples
@@ -134,17 +142,7 @@ class RaceStrategy:
 
     def _validated(self, s: Setting, c: RegimeCall) -> bool:
         """Target-budget runs exist near rho* and near the runner-up regime's best rho."""
-        from planner.regime import LABELS, regime_labels
-
-        if not self._near_target_run(s, c.rho_star):
-            return False
-        p = self.problem
-        grid = rho_grid(s.model, s.reward, opts=p.opts)
-        other = regime_labels(allocation_shares(s.model, s.reward, grid, p.opts)) != LABELS.index(c.regime)
-        if not other.any():
-            return True
-        mean, _ = self.surrogate().frontier(s.model, s.reward, p.budget, grid)
-        return self._near_target_run(s, float(grid[other][np.argmax(mean[other])]))
+        return all(self._near_target_run(s, rho) for _, rho in self._duel(s, c))
 
     def _target_runs(self, s: Setting) -> int:
         b = self.problem.budget
@@ -200,7 +198,6 @@ class RaceStrategy:
         near the best rho of any other regime (the runner-up), both at the target budget.
         Until both exist the call stays open (DESIGN: validation runs)."""
         from planner.acquisition import plan_key
-        from planner.regime import LABELS, regime_labels
 
         p, sur = self.problem, self.surrogate()
         done = {plan_key(r.plan) for r in self.records_}
@@ -208,13 +205,7 @@ class RaceStrategy:
         for s, c in calls.items():
             if sur is None or not c.extra.get("needs_validation") or not self._would_decide(c):
                 continue
-            grid = rho_grid(s.model, s.reward, opts=p.opts)
-            mean, _ = sur.frontier(s.model, s.reward, p.budget, grid)
-            other = regime_labels(allocation_shares(s.model, s.reward, grid, p.opts)) != LABELS.index(c.regime)
-            targets = [("rho*", c.rho_star)]
-            if other.any():
-                targets.append(("runner-up", float(grid[other][np.argmax(mean[other])])))
-            for role, rho in targets:
+            for role, rho in self._duel(s, c):
                 if self._near_target_run(s, rho):
                     continue
                 for dr in (0.0, 0.02, -0.02, 0.04, -0.04):  # nearest plan not run yet
@@ -233,26 +224,52 @@ class RaceStrategy:
         return out
 
     def _anchors(self) -> list[Proposal]:
-        """Stratified target-budget runs for settings with fewer than ``n_anchor`` of them."""
+        """Target-budget runs for settings with fewer than ``n_anchor`` of them."""
         p = self.problem
         out: list[Proposal] = []
         ids = self._proposal_ids()
+        calls = self.decide() if self.anchor == "duel" and self.n_anchor > 0 else {}
         for s in p.settings:
             have = self._target_runs(s)
             if have >= self.n_anchor:
                 continue
             lo, hi = rho_grid(s.model, s.reward, 2, p.opts)
-            for rho in space_filling_rho(float(lo), float(hi), self.n_anchor, 0.5):
-                plan, note = compile_feasible(s, float(rho), p.budget, p.opts)
+            rhos = [("stratified", float(r)) for r in space_filling_rho(float(lo), float(hi), self.n_anchor, 0.5)]
+            if s in calls:
+                duel = self._duel(s, calls[s])
+                rhos = duel + rhos[len(duel):]
+            for role, rho in rhos:
+                if role != "stratified" and self._near_target_run(s, rho):
+                    continue
+                plan, note = compile_feasible(s, rho, p.budget, p.opts)
                 if plan is None:
                     continue
+                what = (f"{self.n_anchor} stratified runs" if role == "stratified" else
+                        f"the duel's {role} run (the current call {calls[s].regime}, p="
+                        f"{calls[s].confidence:.2f})")
                 prop = make_proposal(plan, target=p.target, prediction=self._predict(plan), reason=(
-                    f"anchor: {self.n_anchor} stratified runs of {s.key} at the target budget, so the "
+                    f"anchor: {what} of {s.key} at the target budget, so the "
                     f"call is measured where it applies, not only extrapolated from pilots "
                     f"({have} there so far)" + (f"; {note.strip('; ')}" if note else "")))
                 if prop.id not in ids:
                     ids.add(prop.id)
                     out.append(prop)
+        return out
+
+    def _duel(self, s: Setting, c: RegimeCall) -> list[tuple[str, float]]:
+        """(role, rho) of the duel: the call's rho* and the best rho of another regime."""
+        from planner.regime import LABELS, regime_labels
+
+        p = self.problem
+        out = [("rho*", float(c.rho_star))]
+        sur = self.surrogate()
+        if sur is None:
+            return out
+        grid = rho_grid(s.model, s.reward, opts=p.opts)
+        other = regime_labels(allocation_shares(s.model, s.reward, grid, p.opts)) != LABELS.index(c.regime)
+        if other.any():
+            mean, _ = sur.frontier(s.model, s.reward, p.budget, grid)
+            out.append(("runner-up", float(grid[other][np.argmax(mean[other])])))
         return out
 
     def _predict(self, plan: Any) -> Prediction | None:
