@@ -99,8 +99,8 @@ class RaceStrategy:
                 from surrogate import FrontierSurrogate
 
                 p = self.problem
-                # One estimator refitted with warm starts: each refit begins at the last
-                # batch's hyperparameters (faster, and calls do not jump between optima).
+                # One estimator refitted with warm starts: each refit also starts from the
+                # last batch's optimum, so calls do not jump between optima needlessly.
                 self._model = FrontierSurrogate(
                     p.target,
                     rewards=sorted({s.reward for s in p.settings}),

@@ -149,3 +149,23 @@ def test_pilots_alone_inform_the_target_budget_shape() -> None:
     mean, _ = sur.frontier("small", "sparse", 1e16, grid)
     assert abs(grid[int(np.argmax(mean))] - 0.72) < 0.1
     assert float(mean.max() - mean.min()) > 0.02
+
+
+def test_warm_refit_escapes_a_collapsed_shape_term() -> None:
+    """A warm start alone stays where the last fit was, and a shape term whose outputscale
+    collapsed to ~1e-8 has no gradient left: every frontier would stay flat for good. The
+    refit also starts fresh and keeps the better optimum."""
+    import torch
+
+    data = rows(budgets=(1e15, 1e16))
+    sur = FrontierSurrogate(rewards=REWARDS, budget_range=(1e14, 1e16), warm_start=True).fit(data)
+    shape = sur.model_.covar_module.kernels[1]
+    healthy = float(shape.outputscale)
+    with torch.no_grad():
+        shape.raw_outputscale.fill_(-16.0)  # softplus(-16) ~ 1e-7: the collapsed optimum
+    sur.fit(data)
+    assert float(sur.model_.covar_module.kernels[1].outputscale) > 0.1 * healthy
+    grid = np.linspace(0.15, 0.9, 16)
+    mean, _ = sur.frontier("small", "sparse", 1e16, grid)
+    assert np.ptp(mean) > 0.05 and abs(grid[np.argmax(mean)] - 0.72) < 0.1
+    assert math.isfinite(sur.log_posterior_)
