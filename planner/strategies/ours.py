@@ -72,7 +72,9 @@ class RaceStrategy:
         self.n_init = n_init
         self.n_anchor = n_anchor
         if anchor not in ("stratified", "duel"):
-            raise ValueError(f"anchor: unknown placement {anchor!r}; use stratified or duel")
+            from planner.errors import ConfigError
+
+            raise ConfigError(f"anchor: unknown placement {anchor!r}; use stratified or duel")
         self.anchor = anchor
         self.batch_size = batch_size
         self.config = config or AcquisitionConfig(seed=seed)

@@ -108,3 +108,27 @@ def test_ours_anchors_the_target_budget_after_the_pilot_design() -> None:
     st0 = make_strategy("ours", PROBLEM, 0, n_anchor=0)
     st0.tell([run(p, peak) for p in pilots])
     assert not any("anchor" in p.reason for p in st0.ask())
+
+
+def test_ours_duel_anchors_aim_at_the_call_and_its_runner_up() -> None:
+    """``anchor="duel"``: the first target-budget runs go to the current call's rho* and to
+    the best rho of another regime, which then also counts as the call's validation."""
+    from planner.frontier import allocation_shares
+    from planner.regime import LABELS, regime_labels
+
+    peak = {S: 0.72, P: 0.44}
+    st = make_strategy("ours", PROBLEM, 0, n_anchor=2, anchor="duel")
+    st.tell([run(p, peak) for p in st.ask()])
+    calls = st.decide()
+    anchors = st.ask()
+    assert len(anchors) == 4 and all(p.budget == 1e16 and "duel" in p.reason for p in anchors)
+    for s in (S, P):
+        mine = [p for p in anchors if (p.model, p.reward) == s]
+        near_star = [p for p in mine if abs(p.rho - calls[s].rho_star) <= 0.05]
+        assert near_star, (s, calls[s].rho_star, [p.rho for p in mine])
+        labels = regime_labels(allocation_shares(s.model, s.reward, np.array([p.rho for p in mine])))
+        assert {LABELS[i] for i in labels} - {calls[s].regime}  # one run in another regime
+    st.tell([run(p, peak) for p in anchors])
+    assert not any("anchor" in p.reason for p in st.ask())
+    with pytest.raises(ConfigError, match="anchor"):
+        make_strategy("ours", PROBLEM, 0, anchor="middle")
