@@ -412,7 +412,7 @@ class FrontierSurrogate:
         if self.data_.yvar is not None:
             return float(np.median(self.data_.yvar * self.data_.counts))
         std = float(self.model_.outcome_transform.stdvs.squeeze())
-        return float(self.model_.likelihood.noise.mean()) * std**2
+        return float(self.model_.likelihood.noise.detach().mean()) * std**2
 
     def _noise_for(self, X: torch.Tensor) -> torch.Tensor | None:
         """Noise of one new run in the model's standardised outcome space (fixed-noise
