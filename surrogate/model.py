@@ -230,7 +230,7 @@ class FrontierSurrogate:
         # optimum; the higher posterior density wins. The warm start alone can stay in a
         # collapsed optimum for good: once the shape term's outputscale is ~1e-8 its
         # gradient vanishes, every frontier is flat and no run can revive it (seen on
-        # contrast.toml: log-likelihood per point 1.31 warm vs 1.46 fresh).
+        # contrast.toml: MAP objective per point 1.31 warm vs 1.46 fresh; docs/planner.md).
         fits = []
         for start in (None, warm) if warm else (None,):
             model = self._build(self.data_)
