@@ -429,15 +429,13 @@ def print_pooled(pool: list[dict[str, Any]]) -> None:
     t = Table(title="all worlds pooled (± one binomial standard error; constant: one label called everywhere)")
     for col in ("strategy", "design", "same-regime", "decidable", "regret med", "FLOPs"):
         t.add_column(col)
-    def pm(r: dict[str, Any], key: str) -> str:
+    def pm(r: dict[str, Any], key: str, digits: int = 3) -> str:
         se = r.get(key + "_se", float("nan"))
-        return f"{r[key]:.3f}" + ("" if np.isnan(se) else f" ± {se:.3f}")
+        return f"{r[key]:.{digits}f}" + ("" if np.isnan(se) else f" ± {se:.{digits}f}")
 
     for r in sorted(pool, key=lambda r: -r["same_regime"]):
         t.add_row(r["strategy"], r["config"], pm(r, "same_regime"), pm(r, "same_regime_decidable"),
-                  f"{r['regret_median']:.4f}" + (f" ± {r['regret_median_se']:.4f}"
-                                                  if not np.isnan(r.get("regret_median_se", np.nan)) else ""),
-                  f"{r['flops_target_units']:.1f}")
+                  pm(r, "regret_median", 4), f"{r['flops_target_units']:.1f}")
     Console(width=200).print(t)
 
 
