@@ -47,6 +47,7 @@ from planner.loop import run_race  # noqa: E402
 from planner.registry import POLICIES_QWEN  # noqa: E402
 from planner.schema import RunRecord  # noqa: E402
 from planner.strategies import RaceProblem, make_strategy  # noqa: E402
+from planner.strategies.ours import N_ANCHOR  # noqa: E402
 from runners.engines.sim import SimEngine  # noqa: E402
 from runners.sim.simulate import simulate  # noqa: E402
 from runners.sim.truth import frontier  # noqa: E402
@@ -158,6 +159,29 @@ class Truth:
         r = float(np.clip(rho, f.rho[0], f.rho[-1]))
         v = simulate(self.world, s.model, s.reward, r, self.problem.budget, self.problem.target)
         return regime == f.regime, abs(rho - f.rho_star), max(0.0, f.value_star - float(v))
+
+
+def oracle_duel(truth: Truth, runs_per_arm: int) -> float:
+    """Expected same-regime rate of an *oracle duel*: per setting, ``runs_per_arm`` target-budget
+    runs at the true best rho of the true regime and as many at the best rho of the runner-up
+    regime, the call going to the higher mean. P(right) = Phi(gap / (sd * sqrt(2 / n))) for
+    the sim's Gaussian noise (clipping at 0 and 1 ignored; no setting sits near either).
+
+    It knows where both contenders sit and spends nothing on finding them, so a strategy that
+    shares no knowledge of the winner across settings cannot beat it at equal target-budget
+    spend; it is the ceiling that says whether a same-regime rate is reachable at all.
+    """
+    from math import erf, sqrt
+
+    def phi(z: float) -> float:
+        return 0.5 * (1.0 + erf(z / sqrt(2.0)))
+
+    sd = truth.noise * sqrt(2.0 / runs_per_arm)
+    return float(np.mean([1.0 if truth.gap[s] == float("inf") else phi(truth.gap[s] / sd)
+                          for s in truth.problem.settings]))
+
+
+ORACLE_RUNS = (1, 3, 9)  # runs per arm: 2, 6 (the cap of ours' races) and 18 target-run units per setting
 
 
 def _race(name: str, world: str, rep: int, problem: RaceProblem, truth: Truth, *,
@@ -462,6 +486,13 @@ def print_anytime(summary: dict[str, Any]) -> None:
                       fmt(r["ours_flops"]), fmt(r["grid_flops"]), r["grid_design"] or "-",
                       "-" if r["ratio"] is None else f"{r['ratio']:.2f}")
     c.print(t)
+    t = Table(title="oracle duel ceiling: expected same-regime rate of a call that knows both contenders' best rho "
+                    "(FLOPs per setting = 2 x runs per arm, target-run units)")
+    for col in ("world", *(f"{2 * k} units/setting" for k in ORACLE_RUNS)):
+        t.add_column(col)
+    for w, sm in summary.items():
+        t.add_row(w, *(f"{sm['oracle_duel'][str(k)]:.3f}" for k in ORACLE_RUNS))
+    c.print(t)
 
 
 @dataclass(frozen=True)
@@ -493,7 +524,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                          "(off by default: at 0.001-0.0025 it stopped on overconfident flatness in shifted.toml)")
     ap.add_argument("--baseline-budget", choices=("target", "pilot"), default="target",
                     help="budget random/optuna runs at (equal spend either way)")
-    ap.add_argument("--anchors", type=int, default=3, help="ours: target-budget anchor runs per setting")
+    ap.add_argument("--anchors", type=int, default=None, help="ours: target-budget anchor runs per setting (default: ours' own, 2)")
     ap.add_argument("--anchor", choices=("stratified", "duel"), default="stratified",
                     help="ours: where the anchors go (see planner.strategies.ours)")
     ap.add_argument("--jobs", type=int, default=1, help="worlds benchmarked in parallel processes")
@@ -515,7 +546,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     log = Log(t0)
 
     bb = a.budget if a.baseline_budget == "target" else a.pilot_budget
-    ours_opts = {"n_anchor": a.anchors, "anchor": a.anchor}
+    ours_opts = {"n_anchor": N_ANCHOR if a.anchors is None else a.anchors, "anchor": a.anchor}
     outcomes: list[Outcome] = []
     if a.jobs > 1 and len(worlds) > 1:
         import multiprocessing as mp
@@ -554,6 +585,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "constant": next(r for r in rows if r["world"] == w and r["strategy"] == "constant"),
             "anytime": anytime(outcomes, w),
             "cost_to_reach": cost_to_reach(rows, outcomes, w),
+            "oracle_duel": {str(k): oracle_duel(Truth(w, problem), k) for k in ORACLE_RUNS},
         }
     latency = suggest_latency(problem, worlds[0]) if "ours" in strategies else {}
     pool = pooled(outcomes, rows)

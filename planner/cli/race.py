@@ -76,13 +76,13 @@ def suggest(
     models: ModelsOpt = None,
     rewards: RewardsOpt = None,
     target: TargetOpt = "native",
-    n: Annotated[int | None, typer.Option("--n", min=1, help="Proposals to make (default: initial design, or one per undecided setting).")] = None,
+    n: Annotated[int | None, typer.Option("--n", min=1, help="At most this many proposals (default: the rest of the current phase — initial design, anchors — or one per undecided setting); phases are not mixed.")] = None,
     pilot_budget: PilotOpt = None,
     data: Annotated[Path | None, typer.Option(help="Pilot dataset directory (records so far).")] = None,
     out: Annotated[Path, typer.Option(help="Where to write the proposals.")] = Path("proposals.json"),
     pending: Annotated[Path | None, typer.Option(help="proposals.json of runs still executing (not proposed again, conditioned on).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the posterior samplers.")] = 0,
-    anchors: Annotated[int, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (0 = trust the pilots).")] = 3,
+    anchors: Annotated[int | None, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the proposals as JSON.")] = False,
 ) -> None:
     import time
@@ -93,7 +93,7 @@ def suggest(
     from planner.proposals import read_proposals, write_proposals
     from planner.strategies.ours import RaceStrategy
 
-    strategy = RaceStrategy(problem, seed, n_anchor=anchors)
+    strategy = RaceStrategy(problem, seed, **({} if anchors is None else {"n_anchor": anchors}))
     if data is not None and (data / "runs").is_dir():
         from planner.engine import open_store
 
@@ -149,7 +149,7 @@ def race(
     pilot_budget: PilotOpt = None,
     batch: Annotated[int | None, typer.Option(min=1, help="Proposals per round (default: the strategy's).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the strategy's samplers.")] = 0,
-    anchors: Annotated[int, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (0 = trust the pilots).")] = 3,
+    anchors: Annotated[int | None, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots).")] = None,
     quiet: Annotated[bool, typer.Option(help="No live progress display.")] = False,
 ) -> None:
     from planner.engine import load_engine, open_store
@@ -173,9 +173,9 @@ def race(
             raise ConfigError(f"world: only the sim engine takes a world, not {engine!r}; drop --world")
         opts["world"] = world
     eng = load_engine(engine, **opts)
-    if strategy != "ours" and anchors != 3:
+    if strategy != "ours" and anchors is not None:
         raise ConfigError(f"anchors: only the ours strategy takes anchors, not {strategy!r}; drop --anchors")
-    strat = make_strategy(strategy, problem, seed, **({"n_anchor": anchors} if strategy == "ours" else {}))
+    strat = make_strategy(strategy, problem, seed, **({"n_anchor": anchors} if anchors is not None else {}))
     store = open_store(data)
     display = _Display(problem, quiet)
     with display:

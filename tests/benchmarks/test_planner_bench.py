@@ -72,3 +72,28 @@ def test_anytime_scores_the_last_round_within_each_flop_cap(bench: ModuleType) -
     assert rows[3.0]["same_regime"] == 0.0 and rows[3.0]["flops_target_units"] == 2.0
     assert rows[6.0]["same_regime"] == 0.5 and rows[6.0]["same_regime_decidable"] == 1.0
     assert rows[12.0]["same_regime"] == 1.0 and rows[12.0]["regret_median"] == 0.0
+
+
+def test_oracle_duel_matches_duels_run_on_the_sim(bench: ModuleType) -> None:
+    """The ceiling's closed form against duels actually run on the sim's seeded noise: n runs
+    at the best rho of the true regime and n at the runner-up regime's, higher mean wins."""
+    from planner.regime import LABELS, regime_labels
+    from runners.sim.simulate import simulate
+
+    s = Setting("qwen2.5-3b", "sparse")  # paper.toml: gap ~0.55 noise sd, neither 0 nor 1
+    problem = RaceProblem((s,), budget=1e16, pilot_budget=1e15)
+    truth = bench.Truth("paper", problem)
+    f = truth.f[s]
+    other = regime_labels(f.shares) != LABELS.index(f.regime)
+    rho_true, rho_other = f.rho_star, float(f.rho[other][np.argmax(f.value[other])])
+    n, trials = 3, 4000
+    a = simulate("paper", s.model, s.reward, np.full(n * trials, rho_true), 1e16, seed=1)
+    b = simulate("paper", s.model, s.reward, np.full(n * trials, rho_other), 1e16, seed=2)
+    empirical = float(np.mean(a.reshape(trials, n).mean(1) > b.reshape(trials, n).mean(1)))
+    expected = bench.oracle_duel(truth, n)
+    assert 0.6 < expected < 0.9  # neither trivial end, so the check has teeth
+    assert empirical == pytest.approx(expected, abs=0.025)  # 4000 trials: se ~0.007
+    # More runs per arm can only help; a coin-flip setting stays near 1/2.
+    assert bench.oracle_duel(truth, 9) > expected
+    coin = bench.Truth("paper", RaceProblem((Setting("qwen2.5-7b", "prm"),), budget=1e16, pilot_budget=1e15))
+    assert bench.oracle_duel(coin, 3) < 0.55

@@ -63,12 +63,12 @@ def test_suggest_bad_input_is_one_line(tmp_path: Path, args: list[str], field: s
 def test_race_sim_writes_regimes_and_resumes(tmp_path: Path) -> None:
     data = tmp_path / "data"
     args = ["race", "--engine", "sim", "--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b",
-            "--rewards", "sparse,prm", "--max-runs", "11", "--data", str(data), "--quiet"]
+            "--rewards", "sparse,prm", "--max-runs", "10", "--data", str(data), "--quiet"]
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     doc = json.loads((data / "regimes.json").read_text())
     assert doc["engine"] == "sim" and doc["simulated"] is True and doc["world"] == "paper"
-    assert doc["stop_reason"] in ("max-runs", "confident") and doc["runs"] <= 11
+    assert doc["stop_reason"] in ("max-runs", "confident") and doc["runs"] <= 10
     assert [(e["model"], e["reward"]) for e in doc["settings"]] == [("qwen2.5-1.5b", "sparse"), ("qwen2.5-1.5b", "prm")]
     e = doc["settings"][0]
     assert e["target"] == "native" and e["budget"] == 1e16

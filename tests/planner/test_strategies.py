@@ -108,6 +108,10 @@ def test_ours_anchors_the_target_budget_after_the_pilot_design() -> None:
     st0 = make_strategy("ours", PROBLEM, 0, n_anchor=0)
     st0.tell([run(p, peak) for p in pilots])
     assert not any("anchor" in p.reason for p in st0.ask())
+    # The default: 2 per setting (measured against 3 in docs/planner.md).
+    st2 = make_strategy("ours", PROBLEM, 0)
+    st2.tell([run(p, peak) for p in pilots])
+    assert sum("anchor" in p.reason for p in st2.ask()) == 2 * 2
 
 
 def test_ours_duel_anchors_aim_at_the_call_and_its_runner_up() -> None:
