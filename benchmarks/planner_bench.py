@@ -161,7 +161,7 @@ class Truth:
         return regime == f.regime, abs(rho - f.rho_star), max(0.0, f.value_star - float(v))
 
 
-def oracle_duel(truth: Truth, runs_per_arm: int) -> float:
+def oracle_duel(truth: Truth, runs_per_arm: int, *, decidable_only: bool = False) -> float:
     """Expected same-regime rate of an *oracle duel*: per setting, ``runs_per_arm`` target-budget
     runs at the true best rho of the true regime and as many at the best rho of the runner-up
     regime, the call going to the higher mean. P(right) = Phi(gap / (sd * sqrt(2 / n))) for
@@ -177,8 +177,10 @@ def oracle_duel(truth: Truth, runs_per_arm: int) -> float:
         return 0.5 * (1.0 + erf(z / sqrt(2.0)))
 
     sd = truth.noise * sqrt(2.0 / runs_per_arm)
-    return float(np.mean([1.0 if truth.gap[s] == float("inf") else phi(truth.gap[s] / sd)
-                          for s in truth.problem.settings]))
+    settings = [s for s in truth.problem.settings if truth.decidable(s) or not decidable_only]
+    if not settings:
+        return float("nan")
+    return float(np.mean([1.0 if truth.gap[s] == float("inf") else phi(truth.gap[s] / sd) for s in settings]))
 
 
 ORACLE_RUNS = (1, 3, 9)  # runs per arm: 2, 6 (the cap of ours' races) and 18 target-run units per setting
@@ -486,12 +488,14 @@ def print_anytime(summary: dict[str, Any]) -> None:
                       fmt(r["ours_flops"]), fmt(r["grid_flops"]), r["grid_design"] or "-",
                       "-" if r["ratio"] is None else f"{r['ratio']:.2f}")
     c.print(t)
-    t = Table(title="oracle duel ceiling: expected same-regime rate of a call that knows both contenders' best rho "
-                    "(FLOPs per setting = 2 x runs per arm, target-run units)")
+    t = Table(title="oracle duel ceiling: expected same-regime rate (all settings / decidable ones) of a call "
+                    "that knows both contenders' best rho; FLOPs per setting = 2 x runs per arm, target-run units")
     for col in ("world", *(f"{2 * k} units/setting" for k in ORACLE_RUNS)):
         t.add_column(col)
     for w, sm in summary.items():
-        t.add_row(w, *(f"{sm['oracle_duel'][str(k)]:.3f}" for k in ORACLE_RUNS))
+        dec = lambda v: "-" if np.isnan(v) else f"{v:.3f}"  # noqa: E731
+        t.add_row(w, *(f"{sm['oracle_duel'][str(k)]:.3f} / {dec(sm['oracle_duel_decidable'][str(k)])}"
+                       for k in ORACLE_RUNS))
     c.print(t)
 
 
@@ -586,6 +590,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "anytime": anytime(outcomes, w),
             "cost_to_reach": cost_to_reach(rows, outcomes, w),
             "oracle_duel": {str(k): oracle_duel(Truth(w, problem), k) for k in ORACLE_RUNS},
+            "oracle_duel_decidable": {str(k): oracle_duel(Truth(w, problem), k, decidable_only=True)
+                                      for k in ORACLE_RUNS},
         }
     latency = suggest_latency(problem, worlds[0]) if "ours" in strategies else {}
     pool = pooled(outcomes, rows)

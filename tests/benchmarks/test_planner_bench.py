@@ -97,3 +97,6 @@ def test_oracle_duel_matches_duels_run_on_the_sim(bench: ModuleType) -> None:
     assert bench.oracle_duel(truth, 9) > expected
     coin = bench.Truth("paper", RaceProblem((Setting("qwen2.5-7b", "prm"),), budget=1e16, pilot_budget=1e15))
     assert bench.oracle_duel(coin, 3) < 0.55
+    # Restricted to the decidable settings (here: none of the one coin-flip setting).
+    assert np.isnan(bench.oracle_duel(coin, 3, decidable_only=True))
+    assert bench.oracle_duel(truth, 3, decidable_only=True) == pytest.approx(expected)
