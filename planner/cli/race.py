@@ -108,10 +108,10 @@ def suggest(
     if as_json:
         emit_json([p.model_dump(mode="json") for p in props])
         return
-    _print_proposals(props, out, len(strategy.records_), elapsed)
+    _print_proposals(props, out, len(strategy.records_), elapsed, len(waiting))
 
 
-def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float) -> None:
+def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float, n_pending: int = 0) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -127,6 +127,10 @@ def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float
     c = Console()
     c.print(t)
     c.print(f"wrote {out}")
+    if not props and n_pending:
+        # The initial design and the anchors are phases: the next one needs their results.
+        c.print(f"nothing new to propose: the {n_pending} pending runs complete the current phase; "
+                "suggest again once they are recorded")
 
 
 @command(help="Run the active loop: suggest -> execute -> refit -> classify, until confident or capped.")

@@ -137,3 +137,17 @@ def test_anchors_option_sets_the_target_budget_runs(tmp_path: Path) -> None:
         assert sum("anchor" in p.reason for p in props) == expect
     bad = runner.invoke(app, ["race", *base, "--strategy", "grid", "--anchors", "0", "--quiet"])
     assert bad.exit_code == 2 and "anchors" in bad.output
+
+
+def test_suggest_with_the_whole_phase_pending_says_why_it_proposes_nothing(tmp_path: Path) -> None:
+    base = ["suggest", "--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b",
+            "--rewards", "sparse", "--data", str(tmp_path / "data")]
+    first = tmp_path / "first.json"
+    res = runner.invoke(app, [*base, "--out", str(first)])
+    assert res.exit_code == 0, res.output
+    assert len(read_proposals(first).proposals) == 4  # the initial design
+    again = tmp_path / "again.json"
+    res = runner.invoke(app, [*base, "--pending", str(first), "--out", str(again)])
+    assert res.exit_code == 0, res.output
+    assert len(read_proposals(again).proposals) == 0
+    assert "4 pending runs complete the current phase" in " ".join(res.output.split())
