@@ -161,7 +161,7 @@ def score_setting(
     probs = regime_probabilities(now_samples, shares)
     X_grid = surrogate.encode(m, r, grid, target_budget)  # type: ignore[attr-defined]
     X_c = np.concatenate(
-        [surrogate.encode(m, r, [p.rho], p.flops.total) for p, _ in cands]  # type: ignore[attr-defined]
+        [surrogate.encode(m, r, [p.rho], p.flops.total, reuse=[p.num_iterations]) for p, _ in cands]  # type: ignore[attr-defined]
     )
     ahead = surrogate.lookahead_samples(  # type: ignore[attr-defined]
         X_c, X_grid, n_fantasies=config.n_fantasies, n_samples=config.n_samples, seed=seed
@@ -228,7 +228,8 @@ def select_batch(
         best = max(pool, key=lambda c: (c.value(pilot_budget), c.std / math.sqrt(c.cost)))
         chosen.append(best)
         taken.add((best.setting, round(best.rho, 4), best.budget))
-        x = model.encode(best.setting.model, best.setting.reward, [best.rho], best.cost)  # type: ignore[attr-defined]
+        x = model.encode(best.setting.model, best.setting.reward, [best.rho], best.cost,  # type: ignore[attr-defined]
+                         reuse=[best.plan.num_iterations])
         model = model.condition_on(x, [best.mean])  # type: ignore[attr-defined]
         if len(chosen) < q:
             scores[best.setting] = score(model, best.setting)

@@ -16,7 +16,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from planner.compiler import CompileOptions, achievable_rho_range, per_completion
+from planner.compiler import CompileOptions, achievable_rho_range, compile_plan, per_completion
+from planner.errors import InfeasibleError
 from planner.regime import RegimeCall, classify, shares_for_rho
 from planner.registry import get_model, get_reward
 
@@ -26,6 +27,7 @@ __all__ = [
     "allocation_shares",
     "classify_setting",
     "frontier_band",
+    "reuse_at",
     "reward_fraction",
     "rho_grid",
 ]
@@ -60,6 +62,24 @@ def rho_grid(model: str, reward: str, n: int = 61, opts: CompileOptions | None =
     """``n`` evenly spaced rho values ``(n,)`` spanning the levers' reachable range."""
     lo, hi = achievable_rho_range(model, reward, opts)
     return np.linspace(lo, hi, n)
+
+
+@lru_cache(maxsize=65536)
+def _reuse_one(model: str, reward: str, rho: float, budget: float, opts: CompileOptions | None) -> int:
+    try:
+        return compile_plan(model, reward, rho, budget, opts).num_iterations
+    except InfeasibleError:
+        return 1  # outside the levers' reach: the query is extrapolation anyway
+
+
+def reuse_at(
+    model: str, reward: str, rho: NDArray[np.float64], budget: float, opts: CompileOptions | None = None
+) -> NDArray[np.float64]:
+    """Update passes per batch (mu) of the plan that a request for each rho ``(G,)`` compiles
+    to at ``budget``: the surrogate's ``reuse`` plug, which puts a query by rho on the branch
+    of the frontier that the compiler would actually run there."""
+    b = float(f"{budget:.3g}")  # nearby budgets share a cache entry: levers barely depend on it
+    return np.array([_reuse_one(model, reward, round(float(r), 4), b, opts) for r in np.atleast_1d(rho)], dtype=float)
 
 
 def allocation_shares(

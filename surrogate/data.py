@@ -3,11 +3,16 @@
 Records are read by duck typing (``surrogate`` imports neither ``planner`` nor
 ``runners``): either objects with the attributes of ``planner.schema.RunRecord``
 (``model``, ``model_params``, ``reward``, ``budget``, ``rho_planned``, ``seed``, ``status``,
-``card.rho``, ``card.flops.total``, ``metrics.<target>``) or flat mappings with the
-columns of ``RunRecord.to_row()`` (``rho``, ``flops_total``, ``native``, ...).
+``card.rho``, ``card.flops.total``, ``metrics.<target>``, ``plan.num_iterations``) or flat
+mappings with the columns of ``RunRecord.to_row()`` (``rho``, ``flops_total``, ``native``,
+``plan_json``, ...).
 
-The feature vector of a run is ``x = (log10 policy params, reward index, rho, log10 FLOPs)``
-(:data:`FEATURES`); rho and FLOPs are the *metered* values where the record has them.
+The feature vector of a run is ``x = (log10 policy params, reward index, rho, log10 FLOPs,
+log2 reuse)`` (:data:`FEATURES`); rho and FLOPs are the *metered* values where the record
+has them, and *reuse* is the plan's update passes per rollout batch (TRL's
+``num_iterations``, mu). The compiler switches mu between neighbouring rho values, and a
+run's outcome depends on it beyond what rho says (off-policy reuse of a batch), so a
+frontier over rho is several smooth branches, one per mu, interleaved (docs/planner.md).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from numpy.typing import NDArray
 
 __all__ = [
     "FEATURES",
+    "MU",
     "RHO",
     "B",
     "C",
@@ -32,8 +38,8 @@ __all__ = [
     "group_replicates",
 ]
 
-FEATURES: tuple[str, ...] = ("log10_params", "reward", "rho", "log10_budget")
-Z, C, RHO, B = 0, 1, 2, 3  # column indices of FEATURES
+FEATURES: tuple[str, ...] = ("log10_params", "reward", "rho", "log10_budget", "log2_reuse")
+Z, C, RHO, B, MU = 0, 1, 2, 3, 4  # column indices of FEATURES
 
 # Pseudo-observations with which a reward system's replicate variance shrinks to the pooled
 # one: a reward with a single replicated pair should not fix its own noise level.
@@ -56,6 +62,7 @@ class Observation:
     flops: float  # metered total FLOPs (the budget feature)
     seed: int
     y: float
+    reuse: int = 1  # update passes per rollout batch (TRL num_iterations)
 
 
 def _get(rec: Any, name: str, default: Any = None) -> Any:
@@ -76,6 +83,7 @@ def _observation(rec: Any, target: str) -> Observation | None:
         return None
     budget = float(_get(rec, "budget"))
     rho_planned = float(_get(rec, "rho_planned", rho))
+    reuse = _reuse(rec)
     return Observation(
         model=str(_get(rec, "model")),
         model_params=float(_get(rec, "model_params")),
@@ -86,7 +94,23 @@ def _observation(rec: Any, target: str) -> Observation | None:
         flops=float(flops) if flops else budget,
         seed=int(_get(rec, "seed", 0)),
         y=float(y),
+        reuse=reuse,
     )
+
+
+def _reuse(rec: Any) -> int:
+    """The run's update passes per batch: ``plan.num_iterations``, a ``num_iterations``
+    column, or the ``plan_json`` column of a flat row; 1 where the record has none."""
+    if isinstance(rec, Mapping):
+        if rec.get("num_iterations") is not None:
+            return int(rec["num_iterations"])
+        raw = rec.get("plan_json")
+        if raw:
+            import json
+
+            return int(json.loads(raw).get("num_iterations", 1))
+        return 1
+    return int(getattr(getattr(rec, "plan", None), "num_iterations", 1) or 1)
 
 
 def extract(records: Iterable[Any], target: str) -> list[Observation]:
@@ -104,7 +128,7 @@ class TrainingData:
     """Arrays the GP trains on.
 
     Attributes:
-        X: ``(n, 4)`` features (:data:`FEATURES`), the reward column an index into ``rewards``.
+        X: ``(n, 5)`` features (:data:`FEATURES`), the reward column an index into ``rewards``.
         y: ``(n,)`` targets (replicate means where runs were averaged).
         yvar: ``(n,)`` observation-noise variance of each ``y``, or None to infer it.
         counts: ``(n,)`` runs behind each row.
@@ -121,7 +145,7 @@ class TrainingData:
 
 
 def _feature(o: Observation, rewards: Sequence[str], rho: float, flops: float) -> list[float]:
-    return [math.log10(o.model_params), float(rewards.index(o.reward)), rho, math.log10(flops)]
+    return [math.log10(o.model_params), float(rewards.index(o.reward)), rho, math.log10(flops), math.log2(o.reuse)]
 
 
 def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> TrainingData:
@@ -139,7 +163,7 @@ def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> Trai
     if dof < _MIN_DOF:
         X = np.array([_feature(o, rewards, o.rho, o.flops) for o in obs], dtype=float)
         y = np.array([o.y for o in obs], dtype=float)
-        return TrainingData(X.reshape(-1, 4), y, None, np.ones(len(obs), dtype=np.int64), tuple(rewards))
+        return TrainingData(X.reshape(-1, len(FEATURES)), y, None, np.ones(len(obs), dtype=np.int64), tuple(rewards))
 
     # Pooled within-group variance, overall and per reward system.
     ss: dict[str, float] = {}

@@ -2,10 +2,11 @@
 
 Model: a ``SingleTaskGP`` whose kernel (:func:`_frontier_kernel`) is
 
-    level(z, b) x cat(c)  +  shape(z, rho, b) x cat'(c)
+    level(z, b) x cat(c)  +  shape(z, rho, b, m) x cat'(c)
 
-with ``z`` = log10 policy parameters, ``b`` = log10 FLOPs, ``rho`` the update fraction and
-``c`` the reward system (BoTorch's ``CategoricalKernel``, as in ``MixedSingleTaskGP``).
+with ``z`` = log10 policy parameters, ``b`` = log10 FLOPs, ``rho`` the update fraction,
+``m`` = log2 of the plan's update passes per batch (mu) and ``c`` the reward system
+(BoTorch's ``CategoricalKernel``, as in ``MixedSingleTaskGP``).
 
 * The level term never varies along rho. It carries how good a policy gets with a reward
   system and a budget (tens of points of accuracy between policies, against a frontier
@@ -15,6 +16,11 @@ with ``z`` = log10 policy parameters, ``b`` = log10 FLOPs, ``rho`` the update fr
   pilot budgets inform the target budget (budget as a fidelity); its categorical factor
   is bounded (:data:`MAX_SHAPE_CORRELATION`) because rewards moving rho* is the finding
   to reproduce, not noise to smooth over.
+* The shape term also sees mu. The compiler buys neighbouring rho values with different
+  levers (rho 0.714 with mu = 1, rho 0.716 with mu = 2), and reusing a batch changes what
+  a run learns, so a frontier over rho is interleaved smooth branches, one per mu; a
+  kernel in rho alone averages them and its rho* misses the best branch's peak
+  (:data:`LENGTHSCALE_PRIOR`, docs/planner.md "Model").
 * Continuous lengthscales get explicit LogNormal priors and bounds (:func:`_cont_kernel`).
 
 Why not ``MixedSingleTaskGP`` itself: its sum part shares the rho shape across all reward
@@ -31,7 +37,7 @@ L-BFGS capped at ``max_iter`` iterations from a fresh start at the priors' modes
 ``warm_start`` (an active loop refits after every batch) also from the previous fit's
 hyperparameters, keeping the higher posterior density.
 
-Shapes: ``X`` is ``(n, 4)`` with columns :data:`surrogate.data.FEATURES`; means and stds
+Shapes: ``X`` is ``(n, 5)`` with columns :data:`surrogate.data.FEATURES`; means and stds
 are ``(n,)``; frontier samples are ``(n_samples, G)`` for a rho grid of ``G`` points.
 """
 
@@ -39,7 +45,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,14 +53,17 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike, NDArray
 
-from surrogate.data import RHO, B, C, TrainingData, Z, extract, group_replicates
+from surrogate.data import FEATURES, MU, RHO, B, C, TrainingData, Z, extract, group_replicates
 
 __all__ = ["Domain", "FrontierSurrogate", "NotFittedError"]
 
 DTYPE = torch.float64
 
 
-LENGTHSCALE_PRIOR = {Z: 0.5, RHO: 0.15, B: 0.4}  # prior modes, unit-cube units
+# Prior modes, unit-cube units. mu spans log2 1..16 over the unit interval, so mu = 1 and
+# mu = 2 sit 0.25 apart: one lengthscale, branches of different mu are related but distinct.
+LENGTHSCALE_PRIOR = {Z: 0.5, RHO: 0.15, B: 0.4, MU: 0.25}
+LOG2_REUSE_SPAN = (0.0, 4.0)  # normalisation bounds of the mu feature (mu = 1 .. 16)
 LENGTHSCALE_PRIOR_SCALE = 1.0  # sd of log(lengthscale) under the prior
 
 
@@ -63,7 +72,7 @@ LENGTHSCALE_PRIOR_SCALE = 1.0  # sd of log(lengthscale) under the prior
 # global trend whose argmax sits at an end of the range. Measured on a 200-run race on
 # paper.toml: without the bound 4 of 15 calls were confident (p >= 0.9) and wrong, with
 # 0.3 none were.
-LENGTHSCALE_MAX = {Z: 20.0, RHO: 0.3, B: 20.0}
+LENGTHSCALE_MAX = {Z: 20.0, RHO: 0.3, B: 20.0, MU: 20.0}
 
 
 def _ls_constraint(active_dims: Any, med: list[float]) -> Any:
@@ -136,7 +145,7 @@ def _frontier_kernel() -> Any:
         return CategoricalKernel(active_dims=[C], lengthscale_constraint=Interval(1e-3, hi))
 
     level = ScaleKernel(_cont_kernel(ard_num_dims=2, active_dims=[Z, B]) * cat(None))
-    shape = ScaleKernel(_cont_kernel(ard_num_dims=3, active_dims=[Z, RHO, B]) * cat(MAX_SHAPE_CORRELATION))
+    shape = ScaleKernel(_cont_kernel(ard_num_dims=4, active_dims=[Z, RHO, B, MU]) * cat(MAX_SHAPE_CORRELATION))
     return level + shape
 
 
@@ -152,11 +161,11 @@ class Domain:
     log10_budget: tuple[float, float]
 
     def bounds(self) -> torch.Tensor:
-        """``(2, 4)`` bounds for ``Normalize`` (the reward column is not normalised)."""
+        """``(2, 5)`` bounds for ``Normalize`` (the reward column is not normalised)."""
         return torch.tensor(
             [
-                [self.log10_params[0], 0.0, 0.0, self.log10_budget[0]],
-                [self.log10_params[1], 1.0, 1.0, self.log10_budget[1]],
+                [self.log10_params[0], 0.0, 0.0, self.log10_budget[0], LOG2_REUSE_SPAN[0]],
+                [self.log10_params[1], 1.0, 1.0, self.log10_budget[1], LOG2_REUSE_SPAN[1]],
             ],
             dtype=DTYPE,
         )
@@ -184,6 +193,9 @@ class FrontierSurrogate:
         max_iter: L-BFGS iteration cap of the hyperparameter fit (None: to convergence).
         warm_start: a refit also starts from the previous fit's hyperparameters (besides a
             fresh start); the better optimum wins.
+        reuse: ``(model name, reward, rho (n,), budget) -> (n,)`` update passes per batch
+            that a request for each rho buys (the planner passes the compiler's choice); it
+            places queries by rho on the right branch. Without it queries assume mu = 1.
 
     Learned state (after :meth:`fit`): ``model_`` (the BoTorch model), ``data_``
     (:class:`~surrogate.data.TrainingData`), ``rewards_``, ``models_``, ``domain_``,
@@ -199,6 +211,7 @@ class FrontierSurrogate:
         budget_range: tuple[float, float] | None = None,
         max_iter: int | None = 200,
         warm_start: bool = False,
+        reuse: Callable[[str, str, NDArray[np.float64], float], NDArray[np.float64]] | None = None,
     ) -> None:
         self.target = target
         self.rewards = tuple(rewards) if rewards is not None else None
@@ -206,6 +219,7 @@ class FrontierSurrogate:
         self.budget_range = budget_range
         self.max_iter = max_iter
         self.warm_start = warm_start
+        self.reuse = reuse
 
     # ------------------------------------------------------------------ fitting
     def fit(self, records: Iterable[Any]) -> FrontierSurrogate:
@@ -266,7 +280,7 @@ class FrontierSurrogate:
         X = torch.as_tensor(data.X, dtype=DTYPE)
         Y = torch.as_tensor(data.y, dtype=DTYPE).unsqueeze(-1)
         Yvar = None if data.yvar is None else torch.as_tensor(data.yvar, dtype=DTYPE).unsqueeze(-1)
-        normalize = Normalize(d=4, indices=[Z, RHO, B], bounds=self.domain_.bounds())
+        normalize = Normalize(d=len(FEATURES), indices=[Z, RHO, B, MU], bounds=self.domain_.bounds())
         return SingleTaskGP(
             X, Y, train_Yvar=Yvar, covar_module=_frontier_kernel(), input_transform=normalize,
             outcome_transform=Standardize(m=1),
@@ -302,10 +316,12 @@ class FrontierSurrogate:
 
     # ------------------------------------------------------------------ encoding
     def encode(
-        self, model: str | float, reward: str, rho: ArrayLike, budget: ArrayLike
+        self, model: str | float, reward: str, rho: ArrayLike, budget: ArrayLike, reuse: ArrayLike | None = None
     ) -> NDArray[np.float64]:
-        """Feature rows ``(n, 4)`` for one (model, reward) at rho ``(n,)`` and budget
-        (scalar or ``(n,)``, FLOPs). ``model`` is a name or a parameter count."""
+        """Feature rows ``(n, 5)`` for one (model, reward) at rho ``(n,)`` and budget
+        (scalar or ``(n,)``, FLOPs). ``model`` is a name or a parameter count; ``reuse``
+        ``(n,)`` gives each run's mu (a compiled plan's ``num_iterations``), else the
+        ``reuse`` plug says what a request for that rho buys (mu = 1 without one)."""
         self._check()
         params = self.models_.get(model) if isinstance(model, str) else float(model)
         if params is None:
@@ -314,14 +330,22 @@ class FrontierSurrogate:
             raise KeyError(f"surrogate: reward {reward!r} not in {self.rewards_}; pass rewards=")
         r = np.atleast_1d(np.asarray(rho, dtype=float))
         b = np.broadcast_to(np.log10(np.asarray(budget, dtype=float)), r.shape)
+        if reuse is None:
+            name = model if isinstance(model, str) else next(
+                (k for k, v in self.models_.items() if v == float(model)), None)
+            if self.reuse is not None and name is not None:
+                reuse = self.reuse(name, reward, r, float(np.max(np.asarray(budget, dtype=float))))
+            else:
+                reuse = np.ones(r.shape)
+        m = np.log2(np.broadcast_to(np.asarray(reuse, dtype=float), r.shape))
         return np.stack(
-            [np.full(r.shape, math.log10(params)), np.full(r.shape, float(self.rewards_.index(reward))), r, b],
+            [np.full(r.shape, math.log10(params)), np.full(r.shape, float(self.rewards_.index(reward))), r, b, m],
             axis=-1,
         )
 
     # ------------------------------------------------------------------ prediction
     def posterior(self, X: ArrayLike, observation_noise: bool = False) -> Any:
-        """BoTorch posterior at ``X`` ``(..., n, 4)`` (joint over the ``n`` points)."""
+        """BoTorch posterior at ``X`` ``(..., n, 5)`` (joint over the ``n`` points)."""
         self._check()
         with torch.no_grad():
             return self.model_.posterior(torch.as_tensor(np.asarray(X), dtype=DTYPE), observation_noise=observation_noise)
@@ -329,7 +353,7 @@ class FrontierSurrogate:
     def predict(
         self, X: ArrayLike, observation_noise: bool = False
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Posterior mean and std ``(n,)`` of the target at ``X`` ``(n, 4)``; with
+        """Posterior mean and std ``(n,)`` of the target at ``X`` ``(n, 5)``; with
         ``observation_noise`` the std is that of a new run's measurement."""
         post = self.posterior(X, observation_noise=observation_noise)
         mean = post.mean.squeeze(-1).numpy()
@@ -370,9 +394,9 @@ class FrontierSurrogate:
     ) -> NDArray[np.float64]:
         """Frontier samples after a fantasised observation at each candidate.
 
-        For each of the ``C`` candidates ``(C, 4)`` a new run's outcome is drawn
+        For each of the ``C`` candidates ``(C, 5)`` a new run's outcome is drawn
         ``n_fantasies`` times (quasi-MC) and the GP is conditioned on it; the ``G`` grid
-        points ``(G, 4)`` are then sampled jointly. Returns ``(n_fantasies, C, n_samples, G)``.
+        points ``(G, 5)`` are then sampled jointly. Returns ``(n_fantasies, C, n_samples, G)``.
 
         This is what ``Model.fantasize`` computes, done as the exact rank-one update of
         the joint posterior over grid and candidates (hyperparameters fixed): the mean
@@ -423,7 +447,7 @@ class FrontierSurrogate:
         return torch.full((*X.shape[:-1], 1), self.run_noise_variance() / std**2, dtype=DTYPE)
 
     def condition_on(self, X: ArrayLike, y: ArrayLike) -> FrontierSurrogate:
-        """A copy conditioned on extra observations ``y`` ``(k,)`` at ``X`` ``(k, 4)``
+        """A copy conditioned on extra observations ``y`` ``(k,)`` at ``X`` ``(k, 5)``
         without refitting hyperparameters (pending runs, kriging believer)."""
         self._check()
         Xt = torch.as_tensor(np.asarray(X), dtype=DTYPE)

@@ -237,6 +237,7 @@ def _frontier(model: Any, setting: Setting, target: str, runs: Sequence[RunRecor
 def _fit(target: str, ok: Sequence[RunRecord], race: dict[str, Any] | None) -> tuple[Any, TargetFit]:
     import time
 
+    from planner.frontier import reuse_at
     from surrogate import FrontierSurrogate
 
     fit = TargetFit(target)
@@ -251,6 +252,7 @@ def _fit(target: str, ok: Sequence[RunRecord], race: dict[str, Any] | None) -> t
             rewards=sorted({r.reward for r in ok}),
             models={r.model: r.model_params for r in ok},
             budget_range=span,
+            reuse=reuse_at,
         ).fit(ok)
     except Exception as exc:  # NotFittedError, numerical failures: report, don't crash
         fit.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

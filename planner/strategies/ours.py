@@ -16,13 +16,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from planner.acquisition import AcquisitionConfig, select_batch
 from planner.design import compile_feasible, initial_design, space_filling_rho
-from planner.frontier import Setting, allocation_shares, classify_setting, rho_grid
+from planner.frontier import Setting, allocation_shares, classify_setting, reuse_at, rho_grid
 from planner.proposals import make_proposal
 from planner.regime import RegimeCall
 from planner.registry import get_model
@@ -117,6 +118,7 @@ class RaceStrategy:
                     models={s.model: float(get_model(s.model).num_parameters) for s in p.settings},
                     budget_range=(p.pilot_budget / 10, p.budget),
                     warm_start=False,
+                    reuse=partial(reuse_at, opts=p.opts),
                 )
             self._surrogate = self._model.fit(self.records_)
         return self._surrogate
@@ -287,7 +289,8 @@ class RaceStrategy:
         sur = self.surrogate()
         if sur is None:
             return None
-        mean, std = sur.predict(sur.encode(plan.model, plan.reward, [plan.rho], plan.flops.total))
+        mean, std = sur.predict(sur.encode(plan.model, plan.reward, [plan.rho], plan.flops.total,
+                                           reuse=[plan.num_iterations]))
         return Prediction(target=self.problem.target, mean=float(mean[0]), std=float(std[0]))  # type: ignore[arg-type]
 
     def _near_target_run(self, s: Setting, rho: float, tol: float = 0.08) -> bool:
