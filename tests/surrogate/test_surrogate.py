@@ -169,3 +169,38 @@ def test_warm_refit_escapes_a_collapsed_shape_term() -> None:
     mean, _ = sur.frontier("small", "sparse", 1e16, grid)
     assert np.ptp(mean) > 0.05 and abs(grid[np.argmax(mean)] - 0.72) < 0.1
     assert math.isfinite(sur.log_posterior_)
+
+
+def test_reuse_feature_separates_interleaved_branches() -> None:
+    """Neighbouring rho values bought with different update passes per batch (mu) lie on
+    different branches; with mu as an input the frontier's argmax lands on the better
+    branch's peak instead of the average of both."""
+    rng = np.random.default_rng(1)
+    data = []
+    for m in PARAMS:
+        for i, rho in enumerate(np.linspace(0.15, 0.9, 16)):
+            mu = 1 if i % 2 == 0 else 2  # interleaved, as the compiler's choices are
+            y = toy(m, "sparse", rho, 1e16) + (0.02 if mu == 1 else 0.0) + rng.normal(0, 0.003)
+            data.append(dict(model=m, model_params=PARAMS[m], reward="sparse", budget=1e16, rho_planned=rho,
+                             rho=rho, flops_total=1e16, seed=0, status="ok", native=y, num_iterations=mu))
+    grid = np.linspace(0.15, 0.9, 16)
+    which = np.where(np.arange(16) % 2 == 0, 1.0, 2.0)
+    sur = FrontierSurrogate(rewards=("sparse",), budget_range=(1e15, 1e16),
+                            reuse=lambda model, reward, rho, budget: np.interp(rho, grid, which)).fit(data)
+    assert sur.data_.X.shape[1] == 5 and set(sur.data_.X[:, 4]) == {0.0, 1.0}  # log2 mu
+    mean, _ = sur.frontier("small", "sparse", 1e16, grid)
+    # The plug puts every other grid point on the mu = 1 branch: 0.02 higher there.
+    assert float(np.mean(mean[which == 1]) - np.mean(mean[which == 2])) > 0.012
+    assert which[int(np.argmax(mean))] == 1
+    # An explicit reuse overrides the plug: the same rho on the other branch.
+    lo = sur.predict(sur.encode("small", "sparse", [grid[8]], 1e16, reuse=[2]))[0][0]
+    hi = sur.predict(sur.encode("small", "sparse", [grid[8]], 1e16, reuse=[1]))[0][0]
+    assert hi - lo > 0.012
+
+
+def test_reuse_is_read_from_records_rows_and_plan_json() -> None:
+    base = dict(model="small", model_params=PARAMS["small"], reward="sparse", budget=1e15, rho_planned=0.5,
+                rho=0.5, flops_total=1e15, seed=0, status="ok", native=0.4)
+    assert extract([base], "native")[0].reuse == 1
+    assert extract([{**base, "num_iterations": 4}], "native")[0].reuse == 4
+    assert extract([{**base, "plan_json": '{"num_iterations": 3}'}], "native")[0].reuse == 3

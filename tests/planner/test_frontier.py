@@ -1,0 +1,22 @@
+"""planner.frontier: what a request for each rho buys, as the surrogate's reuse plug sees it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.compiler import compile_plan
+from planner.frontier import reuse_at, rho_grid
+
+
+def test_reuse_at_is_the_compilers_choice_and_switches_between_neighbours() -> None:
+    m, r = "qwen2.5-1.5b", "sparse"
+    grid = rho_grid(m, r, 121)
+    mu = reuse_at(m, r, grid, 1e16)
+    assert mu.shape == grid.shape
+    for rho in grid[::10]:
+        assert reuse_at(m, r, np.array([rho]), 1e16)[0] == compile_plan(m, r, float(rho), 1e16).num_iterations
+    # The compiler does switch mu between neighbouring rho values: the frontier over rho
+    # is several branches (why the surrogate needs mu as an input).
+    assert len(set(mu.tolist())) >= 2 and np.count_nonzero(np.diff(mu)) >= 3
+    # Out of the levers' reach: no plan, treated as mu = 1.
+    assert reuse_at(m, r, np.array([1.2]), 1e16)[0] == 1
