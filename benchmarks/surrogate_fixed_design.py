@@ -34,7 +34,7 @@ def fixed_design(reps: int) -> list[dict]:
     import planner_bench as pb
 
     from planner.design import compile_feasible
-    from planner.frontier import Setting, classify_setting
+    from planner.frontier import Setting, classify_setting, reuse_at
     from planner.proposals import make_proposal
     from planner.regime import LABELS
     from planner.registry import POLICIES_QWEN, get_model
@@ -59,7 +59,8 @@ def fixed_design(reps: int) -> list[dict]:
                             recs.append(eng.run(make_proposal(plan, target="native"), 1000 * rep + i))
                             i += 1
                 sur = FrontierSurrogate("native", rewards=["prm", "sparse"], budget_range=(1e14, 1e16),
-                                        models={m: float(get_model(m).num_parameters) for m in POLICIES_QWEN}).fit(recs)
+                                        models={m: float(get_model(m).num_parameters) for m in POLICIES_QWEN},
+                                        reuse=reuse_at).fit(recs)
                 for s in settings:
                     c = classify_setting(sur, s.model, s.reward, 1e16)
                     same, _, regret = truth.score(s, c.rho_star, c.regime)
