@@ -47,8 +47,9 @@ class RegimeCall:
 
     ``regime`` is the most probable label; ``rho_star`` the argmax of the posterior-mean
     frontier within that regime (the recommendation); ``rho_star_ci`` the central
-    ``level`` interval of the sample argmaxes; ``probabilities`` every label's posterior
-    probability;
+    ``level`` interval of the best rho within that regime over the samples (where the
+    best allocation lies if one commits to the call; how likely the call is right is
+    ``probabilities``); ``probabilities`` every label's posterior probability;
     ``expected_loss`` the metric expected to be lost by committing to ``regime``
     (:func:`expected_loss`; NaN where a strategy has no posterior).
     """
@@ -136,11 +137,20 @@ def expected_loss(samples: ArrayLike, shares: ArrayLike, label: int) -> float:
 
 
 def rho_star_interval(
-    samples: ArrayLike, rho_grid: ArrayLike, level: float = 0.9
+    samples: ArrayLike, rho_grid: ArrayLike, level: float = 0.9, within: ArrayLike | None = None
 ) -> tuple[float, float]:
-    """Central ``level`` credible interval of rho* from sample argmaxes ``(S, G)``."""
+    """Central ``level`` credible interval of rho* from sample argmaxes ``(S, G)``.
+
+    ``within`` ``(G,)`` bool restricts each sample's argmax to those grid points (e.g. one
+    regime's), giving the interval of the best rho there; None: the whole grid.
+    """
     grid = np.asarray(rho_grid, dtype=float)
-    stars = grid[sample_argmax(samples)]
+    s = np.asarray(samples, dtype=float)
+    if within is not None:
+        w = np.asarray(within, dtype=bool)
+        if w.any():
+            s = np.where(w, s, -np.inf)
+    stars = grid[sample_argmax(s)]
     a = (1.0 - level) / 2.0
     lo, hi = np.quantile(stars, [a, 1.0 - a], method="inverted_cdf")
     return float(lo), float(hi)
@@ -194,7 +204,9 @@ def classify(
         star = int(argmaxes[(len(argmaxes) - 1) // 2])  # the median sample argmax
     return RegimeCall(
         rho_star=float(grid[star]),
-        rho_star_ci=rho_star_interval(s, grid, level),
+        # Within the called regime, as rho_star is: the interval of all argmaxes straddled
+        # regimes, and a support-restricted rho_star could fall outside it.
+        rho_star_ci=rho_star_interval(s, grid, level, within=inside),
         regime=LABELS[label],
         probabilities={lab: float(p) for lab, p in zip(LABELS, probs, strict=True)},
         level=level,

@@ -63,7 +63,22 @@ def test_split_posterior_known_probabilities() -> None:
     call = classify(humps(centres), GRID, RULE, level=0.9)
     assert call.regime == "update-heavy"
     assert call.confidence == pytest.approx(0.7)
-    assert call.rho_star_ci == pytest.approx((0.3, 0.8))
+    # The interval is of the best rho within the call: the 30% peaking at 0.3 are best, among
+    # update-heavy allocations, at the regime's edge (0.51); all argmaxes span (0.3, 0.8).
+    assert call.rho_star_ci == pytest.approx((0.51, 0.8))
+    assert rho_star_interval(humps(centres), GRID, level=0.9) == pytest.approx((0.3, 0.8))
+
+
+def test_rho_star_ci_is_within_the_called_regime_and_holds_rho_star() -> None:
+    # Bimodal within update-heavy (0.6 and 0.9) plus 20% search-heavy mass at 0.2; the mean
+    # peaks at 0.6. The interval stays inside the regime and contains rho_star.
+    centres = np.array([0.2] * 20 + [0.6] * 45 + [0.9] * 35)
+    samples = humps(centres, width=0.05)
+    call = classify(samples, GRID, RULE, mean=samples.mean(axis=0))
+    assert call.regime == "update-heavy"
+    lo, hi = call.rho_star_ci
+    assert 0.5 < lo <= call.rho_star <= hi
+    assert (lo, hi) == pytest.approx((0.51, 0.9))
 
 
 def test_rho_star_ci_from_uniform_argmaxes() -> None:
