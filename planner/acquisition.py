@@ -115,15 +115,15 @@ def plan_key(plan: RunPlan) -> tuple[str, str, float, float]:
 
 
 def _candidates(
-    setting: Setting, budgets: Sequence[float], n_rho: int, opts: CompileOptions | None,
-    recorded: frozenset[tuple[str, str, float, float]], shift: float,
+    setting: Setting, budgets: Sequence[float], target_budget: float, n_rho: int,
+    opts: CompileOptions | None, recorded: frozenset[tuple[str, str, float, float]], shift: float,
 ) -> list[tuple[RunPlan, str]]:
     lo, hi = rho_grid(setting.model, setting.reward, 2, opts)
     seen = set(recorded)
     out = []
     for b in budgets:
         for r in space_filling_rho(lo, hi, n_rho, shift):
-            plan, note = compile_feasible(setting, float(r), b, opts)
+            plan, note = compile_feasible(setting, float(r), b, opts, target_budget=target_budget)
             if plan is None:
                 continue
             key = plan_key(plan)
@@ -152,7 +152,7 @@ def score_setting(
     m, r = setting
     grid = rho_grid(m, r, config.grid_size, opts)
     shares = allocation_shares(m, r, grid, opts)
-    cands = _candidates(setting, budgets, config.n_rho, opts, recorded, shift)
+    cands = _candidates(setting, budgets, target_budget, config.n_rho, opts, recorded, shift)
     if not cands:
         return []
     seed = config.seed
@@ -195,12 +195,12 @@ def select_batch(
     pilot_budget: float,
     config: AcquisitionConfig = AcquisitionConfig(),
     opts: CompileOptions | None = None,
-    pending: Sequence[tuple[Setting, float, float]] = (),
+    pending: Sequence[tuple[Setting, float, float] | tuple[Setting, float, float, int]] = (),
     recorded: Iterable[RunPlan] = (),
 ) -> list[Candidate]:
     """Greedy kriging-believer batch of up to ``q`` candidates across ``settings``.
 
-    ``pending`` lists (setting, rho, budget) of runs proposed but not yet recorded; the
+    ``pending`` lists (setting, rho, budget[, mu]) of runs proposed but not yet recorded; the
     surrogate is conditioned on its own predictions there before scoring. ``recorded``
     plans (and pending ones) are not proposed again; the candidate rho design shifts by
     the golden ratio with every recorded run of a setting, so later batches look between
@@ -213,7 +213,10 @@ def select_batch(
     shift = {s: (0.5 + 0.6180339887 * per_setting[s]) % 1.0 for s in per_setting}
     model = surrogate
     if pending:
-        Xp = np.concatenate([model.encode(s.model, s.reward, [r], b) for s, r, b in pending])  # type: ignore[attr-defined]
+        Xp = np.concatenate([  # without mu, the compiler's at (rho, budget)
+            model.encode(p[0].model, p[0].reward, [p[1]], p[2], reuse=None if len(p) < 4 else [p[3]])  # type: ignore[attr-defined, misc]
+            for p in pending
+        ])
         model = model.condition_on(Xp, model.predict(Xp)[0])  # type: ignore[attr-defined]
     def score(m: object, s: Setting) -> list[Candidate]:
         return score_setting(m, s, target_budget, budgets, config, opts, done, shift[s])

@@ -36,15 +36,19 @@ from planner.registry import RewardSystem, get_model, get_reward, scorer_for
 from planner.schema import FlopsSplit, RunPlan
 
 __all__ = [
+    "MATCH_RHO",
     "CompileOptions",
     "PerCompletion",
     "achievable_rho_range",
+    "compile_pilot",
     "compile_plan",
     "per_completion",
     "unit_costs",
 ]
 
 BUDGET_TOLERANCE = 0.02
+# How far a pilot's rho may move from the request to keep its target plan's mu.
+MATCH_RHO = 0.02
 KEPT_CHOICES = (16, 8, 4, 2)
 
 
@@ -182,13 +186,23 @@ def achievable_rho_range(model: str, reward: str, opts: CompileOptions | None = 
 
 
 def compile_plan(
-    model: str, reward: str, rho: float, budget: float, opts: CompileOptions | None = None
+    model: str,
+    reward: str,
+    rho: float,
+    budget: float,
+    opts: CompileOptions | None = None,
+    *,
+    iterations: int | None = None,
 ) -> RunPlan:
     """Compile a (model, reward, rho, budget) request into a run plan.
 
     The plan's total is within 2% of ``budget`` and its rho is the closest the levers get
     to ``rho`` (within ``opts.rho_tolerance``); otherwise :class:`InfeasibleError` names
     the nearest feasible rho or budget.
+
+    ``iterations`` (mu) is a preference: levers with that many update passes are taken
+    first when one of them lands within :data:`MATCH_RHO` of ``rho`` and 2% of the budget.
+    A pilot uses it to run its target plan's recipe (see :func:`compile_pilot`).
     """
     arch, rs = get_model(model), get_reward(reward)
     o = (opts or CompileOptions()).resolve(arch)
@@ -208,7 +222,10 @@ def compile_plan(
     # first setting whose prompt count lands the total within tolerance of the budget.
     ranked = sorted(
         (c for c in cands if abs(c[0] - rho) <= o.rho_tolerance),
-        key=lambda c: round(abs(c[0] - rho) / 0.01),
+        key=lambda c: (
+            iterations is None or c[3] != iterations or abs(c[0] - rho) > MATCH_RHO,
+            round(abs(c[0] - rho) / 0.01),
+        ),
     )
     nearest_budget = ranked[0][4].total
     for _r, generated, kept, mu, split in ranked:
@@ -267,3 +284,27 @@ def _plan(
         flops=FlopsSplit(**planned.as_dict()),
         flops_per_prompt=FlopsSplit(**per_prompt.as_dict()),
     )
+
+
+def compile_pilot(
+    model: str,
+    reward: str,
+    rho: float,
+    budget: float,
+    target_budget: float,
+    opts: CompileOptions | None = None,
+) -> RunPlan:
+    """Compile a pilot at ``budget`` that runs the recipe of the target-budget plan at ``rho``.
+
+    At small budgets only a few prompt groups fit, so landing the budget within 2% can
+    take levers with another mu (update passes) than the plan the same rho gets at the
+    target budget. Pilots would then vary rho and mu together, and a surrogate fitted on
+    them confounds the two (docs/planner.md, "the mu feature"). This keeps the target
+    plan's mu when levers with it land within :data:`MATCH_RHO` of ``rho`` and 2% of
+    ``budget``; otherwise it is :func:`compile_plan` at ``budget``. At or above the target
+    budget it is :func:`compile_plan` itself.
+    """
+    if budget >= target_budget:
+        return compile_plan(model, reward, rho, budget, opts)
+    target = compile_plan(model, reward, rho, target_budget, opts)
+    return compile_plan(model, reward, rho, budget, opts, iterations=target.num_iterations)

@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
-from planner.compiler import CompileOptions, achievable_rho_range, compile_plan
+from planner.compiler import CompileOptions, achievable_rho_range, compile_pilot, compile_plan
 from planner.errors import InfeasibleError
 from planner.frontier import Setting
 from planner.schema import RunPlan
@@ -62,25 +62,40 @@ def initial_design(
 
 
 def compile_feasible(
-    setting: Setting, rho: float, budget: float, opts: CompileOptions | None = None
+    setting: Setting,
+    rho: float,
+    budget: float,
+    opts: CompileOptions | None = None,
+    target_budget: float | None = None,
 ) -> tuple[RunPlan | None, str]:
     """Compile a request, clamping to the compiler's nearest feasible rho or budget.
 
     Returns (plan, note): ``note`` says what was clamped ("" when nothing was); the plan is
-    None when no feasible neighbour exists (the caller skips the request). Cached: the
-    acquisition compiles the same candidate grid every batch.
+    None when no feasible neighbour exists (the caller skips the request). With
+    ``target_budget`` a request below it is a pilot that keeps the target plan's mu where
+    it can (:func:`planner.compiler.compile_pilot`). Cached: the acquisition compiles the
+    same candidate grid every batch.
     """
-    return _compile_feasible(Setting(*setting), round(float(rho), 6), float(budget), opts)
+    tb = None if target_budget is None else float(target_budget)
+    return _compile_feasible(Setting(*setting), round(float(rho), 6), float(budget), opts, tb)
 
 
 @lru_cache(maxsize=65536)
 def _compile_feasible(
-    setting: Setting, rho: float, budget: float, opts: CompileOptions | None
+    setting: Setting, rho: float, budget: float, opts: CompileOptions | None, target_budget: float | None
 ) -> tuple[RunPlan | None, str]:
     note = ""
     for _ in range(3):  # at most: clamp rho, then clamp budget
         try:
-            return compile_plan(setting.model, setting.reward, rho, budget, opts), note
+            if target_budget is not None and budget < target_budget:
+                plan = compile_pilot(setting.model, setting.reward, rho, budget, target_budget, opts)
+                mu = compile_plan(setting.model, setting.reward, rho, target_budget, opts).num_iterations
+                if plan.num_iterations != mu:
+                    note += (f"mu {plan.num_iterations}, not the target plan's {mu}: no levers with "
+                             f"{mu} passes land this budget; ")
+            else:
+                plan = compile_plan(setting.model, setting.reward, rho, budget, opts)
+            return plan, note
         except InfeasibleError as exc:
             if exc.nearest is None:
                 return None, str(exc)

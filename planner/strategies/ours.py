@@ -187,7 +187,8 @@ class RaceStrategy:
             q = max(0, q - len(checks))
             if not open_ or q == 0:
                 return checks[: n if n is not None else len(checks)]
-        pend = [(Setting(x.model, x.reward), x.plan.rho, x.plan.flops.total) for x in pending]
+        pend = [(Setting(x.model, x.reward), x.plan.rho, x.plan.flops.total, x.plan.num_iterations)
+                for x in pending]
         cands = select_batch(
             self.surrogate(), open_, q, target_budget=p.budget, pilot_budget=p.pilot_budget,
             config=self.config, opts=p.opts, pending=pend,
@@ -304,7 +305,7 @@ class RaceStrategy:
         out: list[Proposal] = []
         seen: set[str] = set()
         for pt in initial_design(todo, p.pilot_budget, self.n_init, p.opts):
-            plan, note = compile_feasible(pt.setting, pt.rho, pt.budget, p.opts)
+            plan, note = compile_feasible(pt.setting, pt.rho, pt.budget, p.opts, target_budget=p.budget)
             if plan is None:
                 continue
             pred = self._predict(plan)

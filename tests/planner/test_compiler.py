@@ -9,7 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.accountant import FlopsBreakdown
-from planner.compiler import CompileOptions, achievable_rho_range, compile_plan
+from planner.compiler import (
+    MATCH_RHO,
+    CompileOptions,
+    achievable_rho_range,
+    compile_pilot,
+    compile_plan,
+)
 from planner.errors import InfeasibleError
 from planner.registry import REWARD_SYSTEMS, get_reward, list_models
 
@@ -109,3 +115,57 @@ def test_breakdown_arithmetic() -> None:
     assert a.total == 4.0 and a.rho == 0.75
     assert (a + a).scaled(0.5) == a
     assert FlopsBreakdown().rho == 0.0
+
+
+# --------------------------------------------------------------------------- pilots
+def test_pilot_keeps_the_target_plans_mu_where_the_plain_compile_does_not() -> None:
+    # At 1e15 the plain compiler lands the budget with 15 passes at rho 0.89; the target
+    # plan at 1e16 uses 3. The pilot keeps 3, stays within MATCH_RHO and 2% of the budget.
+    target = compile_plan("qwen2.5-1.5b", "sparse", 0.89, 1e16)
+    plain = compile_plan("qwen2.5-1.5b", "sparse", 0.89, 1e15)
+    pilot = compile_pilot("qwen2.5-1.5b", "sparse", 0.89, 1e15, 1e16)
+    assert plain.num_iterations != target.num_iterations
+    assert pilot.num_iterations == target.num_iterations
+    assert abs(pilot.rho - 0.89) <= MATCH_RHO
+    assert abs(pilot.flops.total - 1e15) <= 0.02 * 1e15
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    model=st.sampled_from(["qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "tiny-s"]),
+    reward=st.sampled_from(sorted(REWARD_SYSTEMS)),
+    u=st.floats(0.05, 0.95),
+)
+def test_pilot_meets_the_plain_contract_and_matches_mu_at_least_as_often(model: str, reward: str, u: float) -> None:
+    lo, hi = achievable_rho_range(model, reward)
+    rho = lo + u * (hi - lo)
+    target_budget = 1e16 if not model.startswith("tiny") else 1e12
+    budget = target_budget / 10
+    try:
+        plain = compile_plan(model, reward, rho, budget)
+    except InfeasibleError:
+        return
+    pilot = compile_pilot(model, reward, rho, budget, target_budget)
+    mu = compile_plan(model, reward, rho, target_budget).num_iterations
+    assert abs(pilot.flops.total - budget) <= 0.02 * budget
+    assert abs(pilot.rho - rho) <= CompileOptions().rho_tolerance
+    if plain.num_iterations == mu:  # nothing to fix
+        assert pilot.num_iterations == mu
+    elif pilot.num_iterations != mu:  # no levers with mu land the budget: the plain plan
+        assert pilot == plain
+
+
+def test_pilot_at_or_above_target_is_the_plain_plan() -> None:
+    assert compile_pilot("qwen2.5-3b", "prm", 0.6, 1e16, 1e16) == compile_plan("qwen2.5-3b", "prm", 0.6, 1e16)
+
+
+def test_feasible_pilot_notes_a_mu_it_could_not_keep() -> None:
+    from planner.design import compile_feasible
+    from planner.frontier import Setting
+
+    # qwen2.5-7b/prm at rho 0.65: the target plan has mu 8, no 8-pass levers land 1e15.
+    plan, note = compile_feasible(Setting("qwen2.5-7b", "prm"), 0.65, 1e15, target_budget=1e16)
+    assert plan is not None and plan.num_iterations != 8
+    assert "not the target plan's 8" in note
+    plan, note = compile_feasible(Setting("qwen2.5-1.5b", "sparse"), 0.89, 1e15, target_budget=1e16)
+    assert plan is not None and plan.num_iterations == 3 and "mu" not in note
