@@ -8,8 +8,11 @@ same-regime (all and decidable settings, gap >= 0.5 noise sd), regime Brier scor
 median simple regret. Then LOO-CV 90% coverage on 2 policies x 5 rewards x (8 pilots + 4
 target runs) per world and seed. This is the script behind the prior-mode measurement in
 docs/planner.md ("Model"); run it at a commit before that change for the other column.
+``--pilots`` compiles the pilots as the planner does (``matched``: keeping the target
+plan's mu where levers allow, :func:`planner.compiler.compile_pilot`), as the bare
+compiler does at 1e15 (``compiler``), or ``both`` on the same draws, side by side.
 
-    python benchmarks/surrogate_fixed_design.py [--reps 6]
+    python benchmarks/surrogate_fixed_design.py [--reps 6] [--pilots both] [--worlds paper,shifted] [--no-loo]
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 WORLDS = ("paper", "shifted", "flat", "noisy")
 
 
-def fixed_design(reps: int) -> list[dict]:
+def fixed_design(reps: int, matched: bool = True, worlds: tuple[str, ...] = WORLDS) -> list[dict]:
     import planner_bench as pb
 
     from planner.design import compile_feasible
@@ -45,7 +48,7 @@ def fixed_design(reps: int) -> list[dict]:
     settings = tuple(Setting(m, r) for m in POLICIES_QWEN for r in ("sparse", "prm"))
     problem = RaceProblem(settings, budget=1e16, pilot_budget=1e15)
     rows = []
-    for world in WORLDS:
+    for world in worlds:
         truth, eng = pb.Truth(world, problem), SimEngine(world=world)
         for k in (1, 2, 3):
             res = []
@@ -55,7 +58,7 @@ def fixed_design(reps: int) -> list[dict]:
                 for s in settings:
                     for b, n in ((1e15, 6), (1e16, k)):
                         for rho in np.sort(rng.uniform(0.1, 0.95, n)):
-                            plan, _ = compile_feasible(s, rho, b, None)
+                            plan, _ = compile_feasible(s, rho, b, None, target_budget=1e16 if matched else None)
                             recs.append(eng.run(make_proposal(plan, target="native"), 1000 * rep + i))
                             i += 1
                 sur = FrontierSurrogate("native", rewards=["prm", "sparse"], budget_range=(1e14, 1e16),
@@ -68,7 +71,7 @@ def fixed_design(reps: int) -> list[dict]:
                     res.append((same, truth.decidable(s), brier, regret))
             a = np.array(res, dtype=float)
             d = a[:, 1] == 1
-            rows.append({"world": world, "k": k, "same": a[:, 0].mean(),
+            rows.append({"pilots": "matched" if matched else "compiler", "world": world, "k": k, "same": a[:, 0].mean(),
                          "same_dec": a[d, 0].mean() if d.any() else np.nan, "brier": a[:, 2].mean(),
                          "brier_dec": a[d, 2].mean() if d.any() else np.nan, "regret_med": np.median(a[:, 3])})
     return rows
@@ -102,6 +105,9 @@ def loo(seeds: tuple[int, ...] = (0, 1)) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=6)
+    ap.add_argument("--pilots", choices=("matched", "compiler", "both"), default="both")
+    ap.add_argument("--no-loo", action="store_true", help="skip the LOO-CV table")
+    ap.add_argument("--worlds", default=",".join(WORLDS), help="comma-separated shipped worlds")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     import torch
@@ -110,18 +116,26 @@ def main() -> None:
 
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    rows = fixed_design(a.reps)
+    kinds = ("matched", "compiler") if a.pilots == "both" else (a.pilots,)
+    worlds = tuple(a.worlds.split(","))
+    rows = [r for kind in kinds for r in fixed_design(a.reps, matched=kind == "matched", worlds=worlds)]
     t = Table(title=f"fixed design: 6 pilots + k target runs per setting, {a.reps} reps")
-    for col in ("world", "k", "same-regime", "decidable", "Brier", "Brier decidable", "regret med"):
+    for col in ("pilots", "world", "k", "same-regime", "decidable", "Brier", "Brier decidable", "regret med"):
         t.add_column(col)
     for r in rows:
-        t.add_row(r["world"], str(r["k"]), f"{r['same']:.3f}", f"{r['same_dec']:.3f}", f"{r['brier']:.3f}",
-                  f"{r['brier_dec']:.3f}", f"{r['regret_med']:.4f}")
+        t.add_row(r["pilots"], r["world"], str(r["k"]), f"{r['same']:.3f}", f"{r['same_dec']:.3f}",
+                  f"{r['brier']:.3f}", f"{r['brier_dec']:.3f}", f"{r['regret_med']:.4f}")
     c = Console(width=160)
     c.print(t)
-    c.print(f"mean Brier {np.mean([r['brier'] for r in rows]):.3f}; decidable "
-            f"{np.nanmean([r['brier_dec'] for r in rows]):.3f}; decidable same-regime "
-            f"{np.nanmean([r['same_dec'] for r in rows]):.3f}")
+    for kind in kinds:
+        rs = [r for r in rows if r["pilots"] == kind]
+        c.print(f"{kind} pilots: mean Brier {np.mean([r['brier'] for r in rs]):.3f}; decidable "
+                f"{np.nanmean([r['brier_dec'] for r in rs]):.3f}; decidable same-regime "
+                f"{np.nanmean([r['same_dec'] for r in rs]):.3f}; same-regime "
+                f"{np.mean([r['same'] for r in rs]):.3f}")
+    if a.no_loo:
+        c.print(f"{time.perf_counter() - t0:.0f} s")
+        return
     t = Table(title="LOO-CV on sim data (2 policies x 5 rewards x 12 runs)")
     for col in ("world", "seed", "90% coverage", "RMSE", "log lik / point"):
         t.add_column(col)
