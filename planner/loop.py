@@ -191,6 +191,7 @@ def regimes_document(result: RaceResult, *, engine: str, simulated: bool, world:
             "budget": p.budget,
             "rho_star": c.rho_star,
             "rho_star_ci": list(c.rho_star_ci),
+            "optimum_ci": None if c.optimum_ci is None else list(c.optimum_ci),
             "regime": c.regime,
             "probabilities": dict(c.probabilities),
             "confident": c.confidence >= p.confidence,

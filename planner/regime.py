@@ -49,7 +49,10 @@ class RegimeCall:
     frontier within that regime (the recommendation); ``rho_star_ci`` the central
     ``level`` interval of the best rho within that regime over the samples (where the
     best allocation lies if one commits to the call; how likely the call is right is
-    ``probabilities``); ``probabilities`` every label's posterior probability;
+    ``probabilities``); ``optimum_ci`` the central ``level`` interval of the sample argmaxes
+    over all regimes (None where a strategy has no samples), which is what tells two
+    calls apart by more than their uncertainty; ``probabilities`` every label's posterior
+    probability;
     ``expected_loss`` the metric expected to be lost by committing to ``regime``
     (:func:`expected_loss`; NaN where a strategy has no posterior).
     """
@@ -61,6 +64,7 @@ class RegimeCall:
     level: float = 0.9
     extra: dict[str, Any] = field(default_factory=dict)
     expected_loss: float = float("nan")
+    optimum_ci: tuple[float, float] | None = None
 
     @property
     def confidence(self) -> float:
@@ -75,6 +79,7 @@ class RegimeCall:
             "probabilities": dict(self.probabilities),
             "level": self.level,
             "expected_loss": self.expected_loss,
+            **({} if self.optimum_ci is None else {"optimum_ci": list(self.optimum_ci)}),
             **self.extra,
         }
 
@@ -207,6 +212,7 @@ def classify(
         # Within the called regime, as rho_star is: the interval of all argmaxes straddled
         # regimes, and a support-restricted rho_star could fall outside it.
         rho_star_ci=rho_star_interval(s, grid, level, within=inside),
+        optimum_ci=rho_star_interval(s, grid, level),
         regime=LABELS[label],
         probabilities={lab: float(p) for lab, p in zip(LABELS, probs, strict=True)},
         level=level,

@@ -342,6 +342,12 @@ def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
+def _optimum(call: RegimeCall) -> tuple[float, float]:
+    # Regime-free: the rho_star_ci of two different calls are in different regimes by
+    # construction, so only the interval over all regimes measures disagreement.
+    return call.optimum_ci or call.rho_star_ci
+
+
 def disagreements(data: ReportData) -> list[Disagreement]:
     """Per setting, rho* under each fitted target and the pairs whose intervals are disjoint."""
     out = []
@@ -351,7 +357,7 @@ def disagreements(data: ReportData) -> list[Disagreement]:
             continue
         ordered = [t for t in TARGETS if t in calls]
         flagged = tuple(
-            (a, b) for a, b in combinations(ordered, 2) if not _overlap(calls[a].rho_star_ci, calls[b].rho_star_ci)
+            (a, b) for a, b in combinations(ordered, 2) if not _overlap(_optimum(calls[a]), _optimum(calls[b]))
         )
         out.append(Disagreement(s, {t: calls[t] for t in ordered}, flagged))
     return out

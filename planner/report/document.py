@@ -107,9 +107,10 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                               "holding the argmax of most posterior sample paths (P: that share), "
                               "rho* the argmax of the posterior-mean frontier within that regime, so "
                               "the regime is the largest component of the allocation at rho*; the "
-                              "interval is the 90% credible interval of the argmax over sample paths. "
-                              "With a flat frontier rho* can sit outside the interval: the data do not "
-                              "pin the argmax down."))
+                              "interval is the 90% credible interval of each sample path's best rho "
+                              "within that regime. rho* can sit outside it where it is held to "
+                              "allocations measured at the budget and the samples peak elsewhere: a run "
+                              "inside the interval would test it."))
         rows = []
         for s, f in fit.frontiers.items():
             n = sum(1 for r in data.ok if (r.model, r.reward, float(r.budget)) == (s.model, s.reward, s.budget))
@@ -129,13 +130,15 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
     if dis:
         out.append(Block("h2", "Target disagreement"))
         out.append(Block("p", "rho* of each setting under native (training reward), pass1 (downstream "
-                              "pass@1) and judge (process judge). A setting is flagged when two targets' "
-                              "90% intervals do not overlap: they disagree by more than the uncertainty."))
+                              "pass@1) and judge (process judge), with the 90% interval of the optimum "
+                              "over posterior samples in any regime. A setting is flagged when two "
+                              "targets' intervals do not overlap: they disagree by more than the "
+                              "uncertainty."))
         out += _figs(figs, "targets")
         targets = list(dis[0].calls) if dis else []
         rows, flags = [], []
         for d in dis:
-            cells = [f"{c.rho_star:.2f} {_fmt_ci(c.rho_star_ci)} {c.regime}" for c in d.calls.values()]
+            cells = [f"{c.rho_star:.2f} {_fmt_ci(c.optimum_ci or c.rho_star_ci)} {c.regime}" for c in d.calls.values()]
             flag = "; ".join(f"{a} vs {b}" for a, b in d.flagged) or ("regimes differ" if d.regimes_differ else "")
             rows.append([d.setting.label, *cells, flag or "agree"])
             flags.append(bool(d.flagged))
@@ -224,6 +227,7 @@ def regimes_json(data: ReportData) -> dict[str, Any]:
                 "budget": d.setting.budget,
                 "rho_star": {t: c.rho_star for t, c in d.calls.items()},
                 "rho_star_ci": {t: list(c.rho_star_ci) for t, c in d.calls.items()},
+                "optimum_ci": {t: list(c.optimum_ci or c.rho_star_ci) for t, c in d.calls.items()},
                 "regime": {t: c.regime for t, c in d.calls.items()},
                 "flagged": [list(p) for p in d.flagged],
             }

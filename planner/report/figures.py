@@ -211,9 +211,10 @@ def disagreement_figure(data: ReportData) -> FigureSpec | None:
             if t in d.calls:
                 c = d.calls[t]
                 xs.append(i + (k - (len(targets) - 1) / 2) * 0.22)
+                ci = c.optimum_ci or c.rho_star_ci  # the interval the flag is decided on
                 ys.append(c.rho_star)
-                lo.append(max(0.0, c.rho_star - c.rho_star_ci[0]))
-                hi.append(max(0.0, c.rho_star_ci[1] - c.rho_star))
+                lo.append(max(0.0, c.rho_star - ci[0]))
+                hi.append(max(0.0, ci[1] - c.rho_star))
         ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, color=TARGET_COLORS[t], label=t)
     ax.set_xticks(range(len(rows)), [d.setting.label for d in rows], rotation=35, ha="right", fontsize=7)
     for tick, d in zip(ax.get_xticklabels(), rows, strict=True):
@@ -221,13 +222,14 @@ def disagreement_figure(data: ReportData) -> FigureSpec | None:
             tick.set_color("#C44E52")
             tick.set_fontweight("bold")
     ax.axhline(0.5, color="#888888", lw=1, ls=":")
-    ax.set_ylabel("rho* (90% interval)")
+    ax.set_ylabel("rho* (90% interval of the optimum, any regime)")
     ax.set_title("Target disagreement: rho* under native, pass1 and judge (red: intervals disjoint)", fontsize=10)
     ax.legend(fontsize=7, title="target", title_fontsize=7)
     ax.grid(alpha=0.3)
     foot = _footer(fig, data)
-    cap = ("rho* of each setting under each evaluation target with 90% intervals; settings in red "
-           f"have a pair of targets whose intervals do not overlap. {foot}.")
+    cap = ("rho* of each setting under each evaluation target with the 90% interval of the optimum "
+           "over posterior samples (any regime); settings in red have a pair of targets whose "
+           f"intervals do not overlap. {foot}.")
     return FigureSpec("target-disagreement", "Target disagreement", cap, fig, "targets")
 
 

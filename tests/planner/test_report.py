@@ -96,6 +96,8 @@ def test_regimes_json(built) -> None:
         assert s["regime"] in s["probabilities"]
         if s["reward"] in ("sparse", "structured", "dense"):  # DESIGN: no reward FLOPs, so
             assert (s["regime"] == "update-heavy") == (s["rho_star"] > 0.5)  # update-heavy iff rho* > 0.5
+            # and the interval is of the optimum within the called regime
+            assert (lo > 0.5) if s["regime"] == "update-heavy" else (hi <= 0.5)
     assert set(doc["by_target"]) == {"native", "pass1", "judge"}
     for t, body in doc["by_target"].items():
         assert body["fitted"], t
@@ -103,7 +105,7 @@ def test_regimes_json(built) -> None:
     assert len(doc["disagreements"]) == len(doc["settings"])
     for d in doc["disagreements"]:
         for a, b in d["flagged"]:  # flagged pairs really have disjoint intervals
-            (la, ha), (lb, hb) = d["rho_star_ci"][a], d["rho_star_ci"][b]
+            (la, ha), (lb, hb) = d["optimum_ci"][a], d["optimum_ci"][b]
             assert ha < lb or hb < la
     assert {f["run_id"] for f in doc["failed_runs"]} == {r for r in _failed_ids(built)}
     assert doc["race"]["strategy"] == "ours"
