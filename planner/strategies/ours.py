@@ -37,6 +37,12 @@ __all__ = ["N_ANCHOR", "RaceStrategy"]
 N_ANCHOR = 2
 
 
+def _tolerance(role: str) -> float:
+    """How near a target-budget run must be to count for a duel role. The posterior best
+    is tested only by a run that makes it eligible as rho* (the support rule's 0.05)."""
+    return 0.05 if role == "posterior best" else 0.08
+
+
 class RaceStrategy:
     """The RACE active strategy (``--strategy ours``).
 
@@ -154,7 +160,7 @@ class RaceStrategy:
 
     def _validated(self, s: Setting, c: RegimeCall) -> bool:
         """Target-budget runs exist near rho* and near the runner-up regime's best rho."""
-        return all(self._near_target_run(s, rho) for _, rho in self._duel(s, c))
+        return all(self._near_target_run(s, rho, _tolerance(role)) for role, rho in self._duel(s, c))
 
     def _target_runs(self, s: Setting) -> int:
         b = self.problem.budget
@@ -219,7 +225,7 @@ class RaceStrategy:
             if sur is None or not c.extra.get("needs_validation") or not self._would_decide(c):
                 continue
             for role, rho in self._duel(s, c):
-                if self._near_target_run(s, rho):
+                if self._near_target_run(s, rho, _tolerance(role)):
                     continue
                 for dr in (0.0, 0.02, -0.02, 0.04, -0.04):  # nearest plan not run yet
                     plan, note = compile_feasible(s, rho + dr, p.budget, p.opts)
@@ -231,8 +237,10 @@ class RaceStrategy:
                 out.append(make_proposal(
                     plan, target=p.target, prediction=self._predict(plan),
                     reason=(f"validation ({role}): the call {c.regime} (p={c.confidence:.2f}, rho* "
-                            f"{c.rho_star:.3f}) is checked by runs at the target budget at rho* and "
-                            f"at the best rho of another regime" + (f"; {note.strip('; ')}" if note else "")),
+                            f"{c.rho_star:.3f}, interval [{c.rho_star_ci[0]:.2f}, {c.rho_star_ci[1]:.2f}]) "
+                            f"is checked by runs at the target budget at rho*, at the best rho of another "
+                            f"regime and, where rho* lies outside its interval, at the posterior's best rho"
+                            + (f"; {note.strip('; ')}" if note else "")),
                 ))
         return out
 
@@ -270,7 +278,9 @@ class RaceStrategy:
         return out
 
     def _duel(self, s: Setting, c: RegimeCall) -> list[tuple[str, float]]:
-        """(role, rho) of the duel: the call's rho* and the best rho of another regime."""
+        """(role, rho) of the duel: the call's rho*, the best rho of another regime and,
+        when rho* (held to measured allocations) lies outside its own interval, the
+        posterior mean's best rho within the called regime."""
         from planner.regime import LABELS, regime_labels
 
         p = self.problem
@@ -279,10 +289,16 @@ class RaceStrategy:
         if sur is None:
             return out
         grid = rho_grid(s.model, s.reward, opts=p.opts)
-        other = regime_labels(allocation_shares(s.model, s.reward, grid, p.opts)) != LABELS.index(c.regime)
+        labels = regime_labels(allocation_shares(s.model, s.reward, grid, p.opts))
+        other = labels != LABELS.index(c.regime)
+        mean, _ = sur.frontier(s.model, s.reward, p.budget, grid)
         if other.any():
-            mean, _ = sur.frontier(s.model, s.reward, p.budget, grid)
             out.append(("runner-up", float(grid[other][np.argmax(mean[other])])))
+        lo, hi = c.rho_star_ci
+        if (~other).any() and not lo <= c.rho_star <= hi:
+            # The samples put the regime's optimum where no run at the target budget is:
+            # test it there before the call is accepted (docs/planner.md, "Regime logic").
+            out.append(("posterior best", float(grid[~other][np.argmax(mean[~other])])))
         return out
 
     def _predict(self, plan: Any) -> Prediction | None:

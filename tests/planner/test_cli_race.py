@@ -60,6 +60,24 @@ def test_suggest_bad_input_is_one_line(tmp_path: Path, args: list[str], field: s
     assert not (tmp_path / "p.json").exists()
 
 
+def test_race_does_not_stop_on_a_rho_star_outside_its_interval(tmp_path: Path) -> None:
+    """paper.toml, qwen2.5-1.5b: with only its anchors near rho 0.53 at the target budget,
+    the sparse call was accepted at rho* 0.535 while its interval said [0.55, 0.98] (true
+    rho* 0.714). Now a run at the posterior's best rho is required first, and the race ends
+    with every confident call's rho* inside its interval."""
+    data = tmp_path / "data"
+    res = runner.invoke(app, ["race", "--engine", "sim", "--world", "paper", "--budget", "1e16", "--models",
+                              "qwen2.5-1.5b", "--rewards", "sparse,prm", "--max-runs", "30", "--data", str(data),
+                              "--quiet"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((data / "regimes.json").read_text())
+    assert doc["stop_reason"] == "confident"
+    for e in doc["settings"]:
+        assert e["rho_star_ci"][0] <= e["rho_star"] <= e["rho_star_ci"][1], e
+    sparse = doc["settings"][0]
+    assert sparse["reward"] == "sparse" and abs(sparse["rho_star"] - 0.714) < 0.05
+
+
 def test_race_sim_writes_regimes_and_resumes(tmp_path: Path) -> None:
     data = tmp_path / "data"
     args = ["race", "--engine", "sim", "--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b",

@@ -136,3 +136,32 @@ def test_ours_duel_anchors_aim_at_the_call_and_its_runner_up() -> None:
     assert not any("anchor" in p.reason for p in st.ask())
     with pytest.raises(ConfigError, match="anchor"):
         make_strategy("ours", PROBLEM, 0, anchor="middle")
+
+
+def test_ours_validates_a_call_whose_rho_star_lies_outside_its_interval() -> None:
+    """rho* is held to allocations measured at the target budget; when the samples put
+    the called regime's optimum elsewhere (rho* outside rho_star_ci), the call is not
+    accepted until a target-budget run tests the posterior mean's best rho there."""
+    import dataclasses
+
+    from planner.frontier import allocation_shares, rho_grid
+    from planner.regime import LABELS, regime_labels
+
+    peak = {S: 0.72, P: 0.44}
+    st = make_strategy("ours", PROBLEM, 0)
+    for _ in range(2):  # pilots, then anchors
+        st.tell([run(p, peak) for p in st.ask()])
+    call = st.decide()[S]
+    roles = dict(st._duel(S, call))
+    inside = call.rho_star_ci[0] <= call.rho_star <= call.rho_star_ci[1]
+    assert ("posterior best" in roles) == (not inside)
+    # Move rho* out of its interval: the duel gains a run at the posterior's best rho
+    # within the called regime, and the call is not validated until it exists.
+    lo, hi = call.rho_star_ci
+    outside = dataclasses.replace(call, rho_star=lo - 0.1 if lo - 0.1 > 0.5 else hi + 0.05)
+    roles = dict(st._duel(S, outside))
+    best = roles["posterior best"]
+    grid = rho_grid(S.model, S.reward)
+    mine = regime_labels(allocation_shares(S.model, S.reward, grid)) == LABELS.index(call.regime)
+    mean, _ = st.surrogate().frontier(S.model, S.reward, PROBLEM.budget, grid)
+    assert best == pytest.approx(float(grid[mine][np.argmax(mean[mine])]))
