@@ -257,7 +257,7 @@ class RaceStrategy:
             lo, hi = rho_grid(s.model, s.reward, 2, p.opts)
             rhos = [("stratified", float(r)) for r in space_filling_rho(float(lo), float(hi), self.n_anchor, 0.5)]
             if s in calls:
-                duel = self._duel(s, calls[s])
+                duel = self._duel(s, calls[s])[: self.n_anchor]  # anchors stay n_anchor runs
                 rhos = duel + rhos[len(duel):]
             for role, rho in rhos:
                 if role != "stratified" and self._near_target_run(s, rho):
