@@ -195,12 +195,12 @@ def select_batch(
     pilot_budget: float,
     config: AcquisitionConfig = AcquisitionConfig(),
     opts: CompileOptions | None = None,
-    pending: Sequence[tuple[Setting, float, float] | tuple[Setting, float, float, int]] = (),
+    pending: Sequence[tuple[Setting, float, float, int]] = (),
     recorded: Iterable[RunPlan] = (),
 ) -> list[Candidate]:
     """Greedy kriging-believer batch of up to ``q`` candidates across ``settings``.
 
-    ``pending`` lists (setting, rho, budget[, mu]) of runs proposed but not yet recorded; the
+    ``pending`` lists (setting, rho, budget, mu) of runs proposed but not yet recorded; the
     surrogate is conditioned on its own predictions there before scoring. ``recorded``
     plans (and pending ones) are not proposed again; the candidate rho design shifts by
     the golden ratio with every recorded run of a setting, so later batches look between
@@ -213,10 +213,8 @@ def select_batch(
     shift = {s: (0.5 + 0.6180339887 * per_setting[s]) % 1.0 for s in per_setting}
     model = surrogate
     if pending:
-        Xp = np.concatenate([  # without mu, the compiler's at (rho, budget)
-            model.encode(p[0].model, p[0].reward, [p[1]], p[2], reuse=None if len(p) < 4 else [p[3]])  # type: ignore[attr-defined, misc]
-            for p in pending
-        ])
+        Xp = np.concatenate([model.encode(s.model, s.reward, [r], b, reuse=[mu])  # type: ignore[attr-defined]
+                             for s, r, b, mu in pending])
         model = model.condition_on(Xp, model.predict(Xp)[0])  # type: ignore[attr-defined]
     def score(m: object, s: Setting) -> list[Candidate]:
         return score_setting(m, s, target_budget, budgets, config, opts, done, shift[s])
