@@ -1,0 +1,91 @@
+"""Is the oracle duel a ceiling? Per setting, the grid's same-regime rate at the target
+budget against the oracle duel given the same number of target-budget runs.
+
+The oracle duel (``planner_bench.oracle_duel``) knows where the true regime and the
+runner-up regime peak and splits its runs between those two allocations; it calls right
+with probability Phi(gap / (sd sqrt(2 / n))). A grid spends its runs on 3-9 rho values and
+calls the regime from a local quadratic's vertex: it uses the frontier's *shape*, which
+can place the peak inside one regime when the two regimes' best values are nearly tied.
+This prints, from a benchmark results file (one run, same draws), each world's grid
+designs at the target budget next to the duel at equal runs, and the settings where the
+grid beats the duel by more than ``--margin`` (10 reps: a binomial se of up to 0.16).
+
+    python benchmarks/duel_vs_shape.py [--results benchmarks/planner_bench_results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from math import erf, sqrt
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def _phi(z: float) -> float:
+    return 0.5 * (1.0 + erf(z / sqrt(2.0)))
+
+
+def compare(results: dict[str, Any], margin: float = 0.3) -> list[dict[str, Any]]:
+    """One row per (world, grid design at the target budget): the grid's and the duel's
+    same-regime rates per setting and their means, and the settings the grid wins."""
+    from planner.frontier import Setting
+    from planner.strategies import RaceProblem
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from planner_bench import Truth
+
+    c = results["config"]
+    problem = RaceProblem(tuple(Setting(m, r) for m in c["models"] for r in c["rewards"]),
+                          budget=c["budget"], pilot_budget=c["pilot_budget"], target=c["target"])
+    rows = []
+    for w in c["worlds"]:
+        truth = Truth(w, problem)
+        configs = sorted({o["config"] for o in results["outcomes"]
+                          if o["world"] == w and o["strategy"] == "grid" and o["config"].endswith("@target")})
+        for cfg in configs:
+            m = re.fullmatch(r"(\d+)pts x(\d+) @target", cfg)
+            assert m, cfg
+            runs = int(m[1]) * int(m[2])  # target-budget runs per setting
+            outs = [o for o in results["outcomes"] if o["world"] == w and o["strategy"] == "grid" and o["config"] == cfg]
+            grid = np.array([o["same"] for o in outs], dtype=float).mean(axis=0)
+            duel = np.array([1.0 if truth.gap[s] == float("inf")
+                             else _phi(truth.gap[s] / (truth.noise * sqrt(2.0 / (runs / 2))))
+                             for s in problem.settings])
+            wins = [(s.key, float(truth.gap[s] / truth.noise), float(g), float(d))
+                    for s, g, d in zip(problem.settings, grid, duel, strict=True) if g - d > margin]
+            rows.append({"world": w, "design": cfg, "runs": runs, "grid": float(grid.mean()),
+                         "duel": float(duel.mean()), "wins": wins})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    from rich.console import Console
+    from rich.table import Table
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default=str(ROOT / "benchmarks" / "planner_bench_results.json"))
+    ap.add_argument("--margin", type=float, default=0.3, help="grid - duel above this counts as a win")
+    a = ap.parse_args(argv)
+    rows = compare(json.loads(Path(a.results).read_text()), a.margin)
+    t = Table(title="same-regime at the target budget: grid (shape) vs oracle duel at equal runs")
+    for col in ("world", "grid design", "runs / setting", "grid", "oracle duel",
+                "settings the grid wins (gap / sd: grid vs duel)"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["world"], r["design"], str(r["runs"]), f"{r['grid']:.3f}", f"{r['duel']:.3f}",
+                  "; ".join(f"{k} ({g:.2f}: {a_:.1f} vs {d:.2f})" for k, g, a_, d in r["wins"]))
+    Console(width=160).print(t)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""benchmarks/duel_vs_shape.py: the grid against the oracle duel at equal target runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from planner.frontier import Setting
+from planner.strategies import RaceProblem
+
+ROOT = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def mods() -> tuple[ModuleType, ModuleType]:
+    return _load("planner_bench"), _load("duel_vs_shape")
+
+
+def test_duel_at_equal_runs_and_the_settings_the_grid_wins(mods: tuple[ModuleType, ModuleType]) -> None:
+    bench, dvs = mods
+    settings = (Setting("qwen2.5-1.5b", "sparse"), Setting("qwen2.5-7b", "prm"))
+    config = {"worlds": ["paper"], "models": ["qwen2.5-1.5b", "qwen2.5-7b"], "rewards": ["sparse", "prm"],
+              "budget": 1e16, "pilot_budget": 1e15, "target": "native"}
+
+    def out(cfg: str, same: list[bool], strategy: str = "grid") -> dict:
+        # Four settings (models x rewards) in config order; only two are scored below.
+        return {"world": "paper", "strategy": strategy, "config": cfg, "same": same}
+
+    # 7b prm (4th setting) right every time at 6 runs: its gap is ~0.04 noise sd, a duel's coin flip.
+    outcomes = [out("3pts x2 @target", [True, False, True, True]) for _ in range(4)]
+    outcomes += [out("3pts x2 @pilot", [False] * 4), out("", [False] * 4, "ours")]  # not compared
+    rows = dvs.compare({"config": config, "outcomes": outcomes}, margin=0.3)
+    assert [(r["world"], r["design"], r["runs"]) for r in rows] == [("paper", "3pts x2 @target", 6)]
+    r = rows[0]
+    assert r["grid"] == pytest.approx(0.75)
+    problem = RaceProblem(tuple(Setting(m, w) for m in config["models"] for w in config["rewards"]),
+                          budget=1e16, pilot_budget=1e15)
+    assert r["duel"] == pytest.approx(bench.oracle_duel(bench.Truth("paper", problem), 3))
+    won = {k for k, *_ in r["wins"]}
+    assert settings[1].key in won  # 1.0 vs ~0.5
+    assert settings[0].key not in won  # the duel settles 1.5b sparse (gap 1.1 sd) too
+    assert "qwen2.5-1.5b/prm" not in won  # the grid was wrong there
