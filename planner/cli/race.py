@@ -112,25 +112,47 @@ def suggest(
 
 
 def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float, n_pending: int = 0) -> None:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"{len(props)} proposals from {n_records} records ({elapsed:.1f} s)")
-    for col in ("model", "reward", "rho", "budget", "search/learn/reward", "predicted", "why"):
-        t.add_column(col)
+    t = Table(title=f"{len(props)} proposals from {n_records} records ({elapsed:.1f} s)",
+              box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+              caption="split: search / learning / reward share of the planned FLOPs; "
+                      "acq. gain: expected reduction of regime bits + rho* spread")
+    # One line per proposal, numbers whole, at 80 columns too: 60 proposals wrapped to 7
+    # lines each buried the table. Only "why" gives way; the full reason is in the file.
+    rows = []
     for p in props:
         f = p.plan.flops
-        split = f"{f.search / f.total:.0%}/{f.learning / f.total:.0%}/{f.reward / f.total:.0%}"
-        pred = f"{p.prediction.mean:.3f} ± {p.prediction.std:.3f}" if p.prediction else "-"
-        t.add_row(p.model, p.reward, f"{p.plan.rho:.3f}", f"{p.budget:.2g}", split, pred,
-                  p.reason.split(";")[0][:60])
+        rows.append((
+            f"{p.model}/{p.reward}", f"{p.plan.rho:.3f}", f"{p.budget:.2g}",
+            f"{f.search / f.total:.0%}/{f.learning / f.total:.0%}/{f.reward / f.total:.0%}",
+            f"{p.prediction.mean:.3f}±{p.prediction.std:.3f}" if p.prediction else "-",
+        ))
+    for i, col in enumerate(("setting", "rho", "budget", "split", "predicted")):
+        width = max([len(col), *(len(r[i]) for r in rows)])
+        t.add_column(col, no_wrap=True, justify="left" if i == 0 else "right", min_width=width)
+    t.add_column("why", no_wrap=True, overflow="ellipsis", ratio=1)
+    for p, r in zip(props, rows, strict=True):
+        t.add_row(*r, _why(p.reason))
     c = Console()
     c.print(t)
-    c.print(f"wrote {out}")
+    c.print(f"wrote {out} (each proposal's full reason is in it)")
     if not props and n_pending:
         # The initial design and the anchors are phases: the next one needs their results.
         c.print(f"nothing new to propose: the {n_pending} pending runs complete the current phase; "
                 "suggest again once they are recorded")
+
+
+def _why(reason: str) -> str:
+    """The kind of a proposal's reason ("initial design", "anchor", "acquisition",
+    "validation (rho*)"), with the expected gain for an acquisition pick."""
+    kind, _, rest = reason.partition(":")
+    if kind == "acquisition":
+        gain = rest.split("reduction", 1)[-1].split()[:1]
+        return f"acq. gain {gain[0]}" if gain else kind
+    return kind
 
 
 @command(help="Run the active loop: suggest -> execute -> refit -> classify, until confident or capped.")

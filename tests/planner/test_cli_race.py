@@ -30,6 +30,19 @@ def test_suggest_on_empty_data_writes_an_initial_design_fast(tmp_path: Path) -> 
     assert {q.reward for q in ps.proposals} == {"sparse", "structured", "dense", "proxy-prm", "prm"}
 
 
+def test_suggest_table_is_one_whole_line_per_proposal_at_80_columns(tmp_path: Path) -> None:
+    out = tmp_path / "proposals.json"
+    res = runner.invoke(app, ["suggest", "--budget", "1e18", "--data", str(tmp_path / "none"), "--out", str(out)],
+                        env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    ps = read_proposals(out).proposals
+    rows = [line for line in res.output.splitlines() if "initial design" in line]
+    assert len(rows) == len(ps) == 60  # no wrapped reasons
+    assert all(len(line) <= 80 for line in res.output.splitlines())
+    for p, line in zip(ps, rows, strict=True):  # setting and rho printed whole
+        assert f"{p.model}/{p.reward}" in line and f"{p.plan.rho:.3f}" in line
+
+
 def test_suggest_lists_and_n(tmp_path: Path) -> None:
     out = tmp_path / "p.json"
     res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b,qwen2.5-7b",
