@@ -232,6 +232,8 @@ class _Display:
     def __exit__(self, *exc: object) -> None:
         if self.live is not None:
             self.live.__exit__(*exc)
+            if not self.live.console.is_terminal:  # rich ends a terminal's render with a newline only
+                self.live.console.line()
 
     def update(self, progress: Any) -> None:
         if self.live is not None:
@@ -255,28 +257,36 @@ class _Display:
 
 
 def _calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], result: Any = None) -> Any:
+    """One line per setting, whole at 80 columns (the live view and the final table)."""
+    from rich import box
     from rich.table import Table
 
     from planner.regime import LABELS
+    from planner.strategies import decision_state
 
-    t = Table(title=title)
-    for col in ("setting", "rho*", "90% CI", "regime", *[lab.split("-")[0] for lab in LABELS]):
-        t.add_column(col)
+    heads = ["setting", "rho*", "90% CI", "regime", *[f"P({lab[0]})" for lab in LABELS]]
     if result is not None:
-        t.add_column("runs")
+        heads.append("runs")
+    rows = []
     for s in problem.settings:
         c = calls.get(s)
         if c is None:
-            t.add_row(s.key, "-", "-", "-", "-", "-", "-", *(["-"] if result is not None else []))
+            rows.append([s.key, *["-"] * (len(heads) - 1)])
             continue
-        from planner.strategies import decision_state
-
-        mark = {"confident": "", "indifferent": " ~", "open": " ?"}[decision_state(c, problem)]
-        row = [s.key, f"{c.rho_star:.3f}", f"[{c.rho_star_ci[0]:.2f}, {c.rho_star_ci[1]:.2f}]",
-               c.regime + mark, *[f"{c.probabilities[lab]:.2f}" for lab in LABELS]]
+        mark = {"confident": "", "indifferent": "~", "open": "?"}[decision_state(c, problem)]
+        row = [s.key, f"{c.rho_star:.2f}", f"{c.rho_star_ci[0]:.2f}-{c.rho_star_ci[1]:.2f}",
+               c.regime + mark, *[f"{c.probabilities[lab]:.0%}" for lab in LABELS]]
         if result is not None:
             row.append(str(result.runs[s]))
-        t.add_row(*row)
+        rows.append(row)
+    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+              caption="P(s/u/r): posterior probability of the search-, update-, reward-heavy regime; "
+                      f"?: below the {problem.confidence:.0%} confidence, ~: indifferent")
+    for k, head in enumerate(heads):
+        t.add_column(head, no_wrap=True, justify="left" if k in (0, 3) else "right",
+                     min_width=max(len(head), *(len(r[k]) for r in rows)))
+    for r in rows:
+        t.add_row(*r)
     return t
 
 

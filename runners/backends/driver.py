@@ -75,6 +75,8 @@ class Driver:
             if live is not None:
                 live.update(self._render())
                 live.stop()
+                if not live.console.is_terminal:  # rich ends a terminal's render with a newline only
+                    live.console.line()
 
     # -- per-handle steps ------------------------------------------------------------------
 

@@ -121,6 +121,25 @@ def test_race_sim_writes_regimes_and_resumes(tmp_path: Path) -> None:
     assert all(("anchor" in p.reason and p.budget == 1e16) or "acquisition" in p.reason for p in new)
 
 
+def test_race_prints_one_whole_line_per_setting_at_80_columns(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--pilot-budget", "1e15",
+                              "--models", "qwen2.5-1.5b", "--rewards", "sparse,proxy-prm", "--max-runs", "8",
+                              "--data", str(data)], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert any(line.startswith("stopped: max-runs") for line in lines)  # not glued to a table
+    # The live view's last render ends its line before the final table's title.
+    assert [line.strip() for line in lines if "regimes at" in line] == ["regimes at 1e+16 FLOPs (native)"]
+    for e in json.loads((data / "regimes.json").read_text())["settings"]:
+        key = f"{e['model']}/{e['reward']}"
+        row = [line for line in lines if line.strip().startswith(key)][-1]  # the final table's row
+        cells = row.split()
+        assert cells[0] == key and cells[1] == f"{e['rho_star']:.2f}" and cells[3].rstrip("?~") == e["regime"]
+        assert cells[-1] == str(e["runs"])
+
+
 def test_race_grid_strategy_stops_when_exhausted(tmp_path: Path) -> None:
     res = runner.invoke(app, ["race", "--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b",
                               "--rewards", "sparse", "--strategy", "grid", "--data", str(tmp_path), "--quiet"])
