@@ -20,7 +20,7 @@ from planner.errors import InfeasibleError
 from planner.frontier import Setting
 from planner.schema import RunPlan
 
-__all__ = ["DesignPoint", "compile_feasible", "initial_design", "space_filling_rho"]
+__all__ = ["DesignPoint", "compile_feasible", "initial_design", "iso_pilot_budget", "space_filling_rho"]
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,39 @@ def _compile_feasible(
                 note += f"rho clamped {rho:.3f} -> {exc.nearest:.3f}; "
                 rho = float(exc.nearest)
             elif exc.field == "budget":
-                note += f"budget raised {budget:.3g} -> {exc.nearest:.3g} (smallest feasible); "
+                moved = "raised" if exc.nearest > budget else "lowered"
+                note += f"budget {moved} {budget:.3g} -> {exc.nearest:.3g} (nearest feasible); "
                 budget = float(exc.nearest) * 1.001
             else:
                 return None, str(exc)
     return None, note + "no feasible plan"
+
+
+# Budgets tried above a requested pilot budget: eighth-decade steps up to 100x.
+_ISO_STEPS = 10.0 ** (np.arange(17) / 8)
+
+
+def iso_pilot_budget(
+    setting: Setting,
+    rhos: Sequence[float],
+    budget: float,
+    opts: CompileOptions | None = None,
+    target_budget: float | None = None,
+) -> float:
+    """The smallest budget >= ``budget`` (eighth-decade steps, at most 100x and not above
+    ``target_budget``) at which every rho of ``rhos`` compiles *at* that budget, so that a
+    setting's pilots form one IsoFLOP set; ``budget`` itself when none does.
+
+    Below a few prompt groups per run the compiler can only land a budget to 2% with some
+    levers, and :func:`compile_feasible` moves each infeasible request to its own nearest
+    budget (qwen2.5-7b sparse at 1e14: 8.8e13 to 3.0e14 over a 4-point design), which
+    scatters the pilots over budgets the surrogate must then tell apart.
+    """
+    top = float(target_budget) if target_budget is not None else float(budget) * _ISO_STEPS[-1]
+    for b in float(budget) * _ISO_STEPS:
+        if b > top * (1 + 1e-9):
+            break
+        plans = [compile_feasible(setting, r, float(b), opts, target_budget)[0] for r in rhos]
+        if all(p is not None and abs(p.budget - b) <= 1e-6 * b for p in plans):
+            return float(b)
+    return float(budget)

@@ -139,6 +139,11 @@ def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float
     c = Console()
     c.print(t)
     c.print(f"wrote {out} (each proposal's full reason is in it)")
+    raised = {f"{p.model}/{p.reward}": p.budget for p in props if "pilot budget raised" in p.reason}
+    if raised:
+        c.print("pilot budget raised for " + ", ".join(f"{k} (to {b:.2g})" for k, b in raised.items())
+                + ": a run at the requested one is so few prompt groups that not every design point "
+                  "lands it, and a setting's pilots should share one budget")
     if not props and n_pending:
         # The initial design and the anchors are phases: the next one needs their results.
         c.print(f"nothing new to propose: the {n_pending} pending runs complete the current phase; "

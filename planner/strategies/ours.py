@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from planner.acquisition import AcquisitionConfig, select_batch
-from planner.design import compile_feasible, initial_design, space_filling_rho
+from planner.design import compile_feasible, initial_design, iso_pilot_budget, space_filling_rho
 from planner.frontier import Setting, allocation_shares, classify_setting, reuse_at, rho_grid
 from planner.proposals import make_proposal
 from planner.regime import RegimeCall
@@ -320,10 +320,19 @@ class RaceStrategy:
         sur = self.surrogate()
         out: list[Proposal] = []
         seen: set[str] = set()
-        for pt in initial_design(todo, p.pilot_budget, self.n_init, p.opts):
-            plan, note = compile_feasible(pt.setting, pt.rho, pt.budget, p.opts, target_budget=p.budget)
+        design = initial_design(todo, p.pilot_budget, self.n_init, p.opts)
+        # One pilot budget per setting: where the requested one buys about a prompt group,
+        # every point would otherwise land on a budget of its own.
+        iso = {s: iso_pilot_budget(s, [pt.rho for pt in design if pt.setting == s], p.pilot_budget,
+                                   p.opts, target_budget=p.budget) for s in todo}
+        for pt in design:
+            budget = iso[pt.setting]
+            plan, note = compile_feasible(pt.setting, pt.rho, budget, p.opts, target_budget=p.budget)
             if plan is None:
                 continue
+            if budget > pt.budget:
+                note = (f"pilot budget raised {pt.budget:.3g} -> {budget:.3g} for this setting: the "
+                        f"smallest at which all its design points land one budget; " + note)
             pred = self._predict(plan)
             reason = (
                 f"initial design: {self.n_init} space-filling pilot runs over the reachable rho range "

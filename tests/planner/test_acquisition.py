@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from planner.acquisition import fidelity_ladder, plan_key, utility
-from planner.design import compile_feasible, initial_design, space_filling_rho
+from planner.design import compile_feasible, initial_design, iso_pilot_budget, space_filling_rho
 from planner.frontier import Setting, allocation_shares, reward_fraction, rho_grid
 from planner.regime import shares_for_rho
 
@@ -42,6 +42,9 @@ def test_compile_feasible_clamps_budget_and_rho() -> None:
     s = Setting("qwen2.5-7b", "prm")
     plan, note = compile_feasible(s, 0.5, 1e12)
     assert plan is not None and "budget raised" in note and plan.budget > 1e12
+    # One prompt group costs more than some budgets and less than others: the note says which way it moved.
+    plan, note = compile_feasible(Setting("qwen2.5-3b", "sparse"), 0.416, 1e14)
+    assert plan is not None and "budget lowered" in note and plan.budget < 1e14
     plan, note = compile_feasible(Setting("qwen2.5-1.5b", "sparse"), 0.02, 1e16)
     assert plan is not None and "rho clamped" in note and plan.rho > 0.08
     plan, note = compile_feasible(s, 0.5, 1e16)
@@ -56,3 +59,21 @@ def test_allocation_shares_match_the_compiler() -> None:
     shares = allocation_shares("qwen2.5-1.5b", "prm", np.array([plan.rho]))[0]
     np.testing.assert_allclose(shares, [f.search / f.total, f.learning / f.total, f.reward / f.total], atol=1e-9)
     assert reward_fraction("qwen2.5-1.5b", "sparse") == 0.0
+
+
+def test_iso_pilot_budget_is_the_smallest_budget_every_design_point_lands() -> None:
+    s = Setting("qwen2.5-7b", "sparse")
+    rhos = [d.rho for d in initial_design([s], 1e14, 4)]
+    # At 1e14 a 7B run is about one prompt group: each point lands a budget of its own.
+    moved = {compile_feasible(s, r, 1e14, target_budget=1e16)[0].budget for r in rhos}  # type: ignore[union-attr]
+    assert len(moved) > 1
+    b = iso_pilot_budget(s, rhos, 1e14, target_budget=1e16)
+    assert 1e14 < b <= 1e16
+    assert all(compile_feasible(s, r, b, target_budget=1e16)[0].budget == pytest.approx(b) for r in rhos)  # type: ignore[union-attr]
+    smaller = b / 10 ** (1 / 8)  # the step below misses some point
+    assert smaller < 1e14 * 0.999 or not all(
+        abs(compile_feasible(s, r, smaller, target_budget=1e16)[0].budget - smaller) <= 1e-6 * smaller  # type: ignore[union-attr]
+        for r in rhos)
+    # A budget every point lands is kept; none within reach (a 7B model at 1e11) falls back to it.
+    assert iso_pilot_budget(s, rhos, 1e15, target_budget=1e16) == 1e15
+    assert iso_pilot_budget(s, rhos, 1e11, target_budget=5e11) == 1e11

@@ -43,6 +43,16 @@ def test_suggest_table_is_one_whole_line_per_proposal_at_80_columns(tmp_path: Pa
         assert f"{p.model}/{p.reward}" in line and f"{p.plan.rho:.3f}" in line
 
 
+def test_suggest_says_when_a_settings_pilot_budget_was_raised(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-7b", "--rewards", "sparse",
+                              "--data", str(tmp_path / "none"), "--out", str(out)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    ps = read_proposals(out).proposals
+    (b,) = {p.budget for p in ps}  # one pilot budget, above the default budget / 100
+    assert b > 1e14 and f"pilot budget raised for qwen2.5-7b/sparse (to {b:.2g})" in res.output
+
+
 def test_suggest_lists_and_n(tmp_path: Path) -> None:
     out = tmp_path / "p.json"
     res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b,qwen2.5-7b",

@@ -114,6 +114,19 @@ def test_ours_anchors_the_target_budget_after_the_pilot_design() -> None:
     assert sum("anchor" in p.reason for p in st2.ask()) == 2 * 2
 
 
+def test_ours_pilots_of_a_setting_share_one_budget() -> None:
+    """Where the pilot budget buys a few prompt groups (7B at 3e14), each design point
+    would land a budget of its own; ours raises the setting's pilot budget instead."""
+    s7, s15 = Setting("qwen2.5-7b", "sparse"), Setting("qwen2.5-1.5b", "dense")
+    st = make_strategy("ours", RaceProblem((s7, s15), budget=1e16, pilot_budget=3e14), 0)
+    pilots = st.ask()
+    by = {s: {p.budget for p in pilots if (p.model, p.reward) == s} for s in (s7, s15)}
+    assert len(by[s7]) == 1 and next(iter(by[s7])) > 3e14
+    assert by[s15] == {3e14}
+    assert all("pilot budget raised" in p.reason for p in pilots if (p.model, p.reward) == s7)
+    assert not any("pilot budget raised" in p.reason for p in pilots if (p.model, p.reward) == s15)
+
+
 def test_ours_duel_anchors_aim_at_the_call_and_its_runner_up() -> None:
     """``anchor="duel"``: the first target-budget runs go to the current call's rho* and to
     the best rho of another regime, which then also counts as the call's validation."""
