@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from planner.compiler import CompileOptions
-from planner.design import compile_feasible, space_filling_rho
+from planner.design import compile_feasible, iso_pilot_budget, space_filling_rho
 from planner.frontier import Setting, allocation_shares, rho_grid
 from planner.regime import LABELS, regime_entropy, regime_probabilities
 from planner.schema import RunPlan
@@ -119,10 +119,15 @@ def _candidates(
     opts: CompileOptions | None, recorded: frozenset[tuple[str, str, float, float]], shift: float,
 ) -> list[tuple[RunPlan, str]]:
     lo, hi = rho_grid(setting.model, setting.reward, 2, opts)
+    rhos = space_filling_rho(lo, hi, n_rho, shift)
     seen = set(recorded)
     out = []
     for b in budgets:
-        for r in space_filling_rho(lo, hi, n_rho, shift):
+        if b < target_budget:
+            # A rung that is a few prompt groups: one budget every candidate lands, not a
+            # budget per candidate (as the initial design does).
+            b = iso_pilot_budget(setting, rhos, b, opts, target_budget)
+        for r in rhos:
             plan, note = compile_feasible(setting, float(r), b, opts, target_budget=target_budget)
             if plan is None:
                 continue

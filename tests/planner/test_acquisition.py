@@ -77,3 +77,14 @@ def test_iso_pilot_budget_is_the_smallest_budget_every_design_point_lands() -> N
     # A budget every point lands is kept; none within reach (a 7B model at 1e11) falls back to it.
     assert iso_pilot_budget(s, rhos, 1e15, target_budget=1e16) == 1e15
     assert iso_pilot_budget(s, rhos, 1e11, target_budget=5e11) == 1e11
+
+
+def test_acquisition_candidates_below_the_target_share_their_rungs_budget() -> None:
+    from planner.acquisition import _candidates
+
+    s = Setting("qwen2.5-7b", "prm")
+    cands = _candidates(s, [1e14, 1e16], 1e16, 11, None, frozenset(), 0.5)
+    pilots = {round(p.budget, -10) for p, _ in cands if p.budget < 1e16}
+    assert len(pilots) == 1 and next(iter(pilots)) > 1e14  # one raised rung, not a budget per rho
+    assert not any("budget raised" in n or "budget lowered" in n for _, n in cands)
+    assert {p.budget for p, _ in cands if p.budget >= 1e16} == {1e16}
