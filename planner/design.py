@@ -20,7 +20,15 @@ from planner.errors import InfeasibleError
 from planner.frontier import Setting
 from planner.schema import RunPlan
 
-__all__ = ["DesignPoint", "compile_feasible", "initial_design", "iso_pilot_budget", "space_filling_rho"]
+__all__ = [
+    "ISO_POINTS",
+    "DesignPoint",
+    "compile_feasible",
+    "initial_design",
+    "iso_pilot_budget",
+    "iso_range_budget",
+    "space_filling_rho",
+]
 
 
 @dataclass(frozen=True)
@@ -139,3 +147,15 @@ def iso_pilot_budget(
         if all(p is not None and abs(p.budget - b) <= 1e-6 * b for p in plans):
             return float(b)
     return float(budget)
+
+
+# rho values a setting's IsoFLOP budget must land when its design is not known up front.
+ISO_POINTS = 33
+
+
+def iso_range_budget(setting: Setting, budget: float, opts: CompileOptions | None = None) -> float:
+    """:func:`iso_pilot_budget` over :data:`ISO_POINTS` stratified rho values of the whole
+    reachable range: the budget for strategies whose rho values are drawn as they go
+    (random search, Optuna), so that their runs of a setting stay one IsoFLOP set."""
+    lo, hi = achievable_rho_range(setting.model, setting.reward, opts)
+    return iso_pilot_budget(setting, [float(r) for r in space_filling_rho(lo, hi, ISO_POINTS)], budget, opts)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from planner.design import compile_feasible, space_filling_rho
+from planner.design import compile_feasible, iso_pilot_budget, iso_range_budget, space_filling_rho
 from planner.frontier import Setting
 from planner.proposals import make_proposal
 from planner.regime import RegimeCall
@@ -32,6 +32,16 @@ class _PilotBaseline:
         self.budget = float(budget or problem.pilot_budget)
         self.records_: list[RunRecord] = []
         self._ids: set[str] = set()
+        self._budgets: dict[Setting, float] = {}
+
+    def budget_for(self, s: Setting) -> float:
+        """The setting's IsoFLOP budget: ``budget``, raised where a run there is so few
+        prompt groups that not every rho lands it (:func:`planner.design.iso_pilot_budget`
+        over the reachable range, :func:`planner.design.iso_range_budget`, unless a design set it); otherwise
+        the pilots would scatter over budgets and the IsoFLOP fit would drop them."""
+        if s not in self._budgets:
+            self._budgets[s] = iso_range_budget(s, self.budget, self.problem.opts)
+        return self._budgets[s]
 
     def tell(self, records: Sequence[RunRecord]) -> None:
         for r in relevant_records(self.problem, records):
@@ -43,8 +53,8 @@ class _PilotBaseline:
         out = {}
         for s in self.problem.settings:
             # Only runs at this strategy's budget: the protocol is an IsoFLOP fit.
-            rs = [r for r in self.records_ if Setting(r.model, r.reward) == s
-                  and abs(r.budget - self.budget) <= 0.05 * self.budget]
+            b = self.budget_for(s)
+            rs = [r for r in self.records_ if Setting(r.model, r.reward) == s and abs(r.budget - b) <= 0.05 * b]
             out[s] = quadratic_call(
                 s, self.problem, [r.card.rho for r in rs],
                 [target_value(r, self.problem.target) for r in rs], seed=self.seed,
@@ -52,7 +62,10 @@ class _PilotBaseline:
         return out
 
     def _proposal(self, s: Setting, rho: float, reason: str) -> Proposal | None:
-        plan, note = compile_feasible(s, rho, self.budget, self.problem.opts)
+        b = self.budget_for(s)
+        plan, note = compile_feasible(s, rho, b, self.problem.opts)
+        if plan is not None and b > self.budget:
+            note = f"budget raised {self.budget:.3g} -> {b:.3g} for every run of this setting (IsoFLOP); " + note
         if plan is None:
             return None
         return make_proposal(plan, target=self.problem.target,
@@ -80,8 +93,12 @@ class GridStrategy(_PilotBaseline):
             from planner.compiler import achievable_rho_range
 
             lo, hi = achievable_rho_range(s.model, s.reward, self.problem.opts)
-            for r in space_filling_rho(lo, hi, self.n_points):
-                p = self._proposal(s, float(r), f"grid: IsoFLOP pilot grid of {self.n_points} rho values")
+            rhos = [float(r) for r in space_filling_rho(lo, hi, self.n_points)]
+            # The grid's own points set its IsoFLOP budget (budget_for's denser set is for
+            # designs not known up front).
+            self._budgets[s] = iso_pilot_budget(s, rhos, self.budget, self.problem.opts)
+            for r in rhos:
+                p = self._proposal(s, r, f"grid: IsoFLOP pilot grid of {self.n_points} rho values")
                 if p is not None:
                     out.setdefault(p.id, p)
         return list(out.values())

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from planner.compiler import achievable_rho_range
-from planner.design import compile_feasible
+from planner.design import compile_feasible, iso_range_budget
 from planner.frontier import Setting, allocation_shares
 from planner.proposals import make_proposal
 from planner.regime import LABELS, RegimeCall, regime_labels
@@ -48,6 +48,7 @@ class OptunaStrategy:
             lo, hi = achievable_rho_range(s.model, s.reward, problem.opts)
             self._dist[s] = optuna.distributions.FloatDistribution(lo, hi)
         self._waiting: dict[str, list[tuple[Setting, Any]]] = {}
+        self._budgets: dict[Setting, float] = {}
         self._ids: set[str] = set()
         self._turn = 0
 
@@ -58,7 +59,12 @@ class OptunaStrategy:
             s = settings[self._turn % len(settings)]
             self._turn += 1
             trial = self._studies[s].ask({"rho": self._dist[s]})
-            plan, note = compile_feasible(s, float(trial.params["rho"]), self.budget, self.problem.opts)
+            if s not in self._budgets:  # one IsoFLOP budget per setting (iso_range_budget)
+                self._budgets[s] = iso_range_budget(s, self.budget, self.problem.opts)
+            b = self._budgets[s]
+            plan, note = compile_feasible(s, float(trial.params["rho"]), b, self.problem.opts)
+            if plan is not None and b > self.budget:
+                note = f"budget raised {self.budget:.3g} -> {b:.3g} for every trial of this setting; " + note
             if plan is None:
                 self._studies[s].tell(trial, state=_failed())
                 continue

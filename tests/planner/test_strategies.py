@@ -127,6 +127,22 @@ def test_ours_pilots_of_a_setting_share_one_budget() -> None:
     assert not any("pilot budget raised" in p.reason for p in pilots if (p.model, p.reward) == s15)
 
 
+@pytest.mark.parametrize("name", ["grid", "random", "optuna-tpe"])
+def test_baselines_keep_each_settings_runs_on_one_budget(name: str) -> None:
+    """At a pilot budget of about one 7B prompt group the baselines' runs used to land a
+    budget per rho, and the IsoFLOP fit (grid, random) dropped those off its budget."""
+    s7, s15 = Setting("qwen2.5-7b", "sparse"), Setting("qwen2.5-1.5b", "dense")
+    st = make_strategy(name, RaceProblem((s7, s15), budget=1e16, pilot_budget=3e14), 0)
+    props = [p for _ in range(3) for p in st.ask(6 if name != "grid" else None)]
+    budgets = {s: {p.budget for p in props if (p.model, p.reward) == s} for s in (s7, s15)}
+    assert len(budgets[s7]) == 1 and next(iter(budgets[s7])) > 3e14
+    assert budgets[s15] == {3e14}
+    if name != "optuna-tpe":  # every run counts in the IsoFLOP fit: its vertex is the peak
+        peak = {s7: 0.6, s15: 0.5}
+        st.tell([run(p, peak) for p in props])
+        assert st.decide()[s7].rho_star == pytest.approx(0.6, abs=0.01)
+
+
 def test_ours_duel_anchors_aim_at_the_call_and_its_runner_up() -> None:
     """``anchor="duel"``: the first target-budget runs go to the current call's rho* and to
     the best rho of another regime, which then also counts as the call's validation."""
