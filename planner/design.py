@@ -22,9 +22,11 @@ from planner.schema import RunPlan
 
 __all__ = [
     "ISO_POINTS",
+    "ISO_RAISED",
     "DesignPoint",
     "compile_feasible",
     "initial_design",
+    "iso_note",
     "iso_pilot_budget",
     "iso_range_budget",
     "space_filling_rho",
@@ -117,6 +119,17 @@ def _compile_feasible(
             else:
                 return None, str(exc)
     return None, note + "no feasible plan"
+
+
+# How a proposal's reason starts its note when its setting's budget was raised (the CLI
+# looks for it).
+ISO_RAISED = "pilot budget raised"
+
+
+def iso_note(requested: float, budget: float) -> str:
+    """The reason note of a run whose setting's budget was raised from ``requested``."""
+    return (f"{ISO_RAISED} {requested:.3g} -> {budget:.3g} for this setting: the smallest at which "
+            f"all its runs land one budget; ")
 
 
 # Budgets tried above a requested pilot budget: eighth-decade steps up to 100x.

@@ -139,9 +139,11 @@ def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float
     c = Console()
     c.print(t)
     c.print(f"wrote {out} (each proposal's full reason is in it)")
-    raised = {f"{p.model}/{p.reward}": p.budget for p in props if "pilot budget raised" in p.reason}
+    from planner.design import ISO_RAISED
+
+    raised = {f"{p.model}/{p.reward}": p.budget for p in props if ISO_RAISED in p.reason}
     if raised:
-        c.print("pilot budget raised for " + ", ".join(f"{k} (to {b:.2g})" for k, b in raised.items())
+        c.print(f"{ISO_RAISED} for " + ", ".join(f"{k} (to {b:.2g})" for k, b in raised.items())
                 + ": a run at the requested one is so few prompt groups that not every design point "
                   "lands it, and a setting's pilots should share one budget")
     if not props and n_pending:

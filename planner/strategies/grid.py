@@ -11,7 +11,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from planner.design import compile_feasible, iso_pilot_budget, iso_range_budget, space_filling_rho
+from planner.design import (
+    compile_feasible,
+    iso_note,
+    iso_pilot_budget,
+    iso_range_budget,
+    space_filling_rho,
+)
 from planner.frontier import Setting
 from planner.proposals import make_proposal
 from planner.regime import RegimeCall
@@ -36,9 +42,9 @@ class _PilotBaseline:
 
     def budget_for(self, s: Setting) -> float:
         """The setting's IsoFLOP budget: ``budget``, raised where a run there is so few
-        prompt groups that not every rho lands it (:func:`planner.design.iso_pilot_budget`
-        over the reachable range, :func:`planner.design.iso_range_budget`, unless a design set it); otherwise
-        the pilots would scatter over budgets and the IsoFLOP fit would drop them."""
+        prompt groups that not every rho lands it (:func:`planner.design.iso_range_budget`,
+        unless a design set it); otherwise the pilots would scatter over budgets and the
+        IsoFLOP fit would drop them."""
         if s not in self._budgets:
             self._budgets[s] = iso_range_budget(s, self.budget, self.problem.opts)
         return self._budgets[s]
@@ -65,7 +71,7 @@ class _PilotBaseline:
         b = self.budget_for(s)
         plan, note = compile_feasible(s, rho, b, self.problem.opts)
         if plan is not None and b > self.budget:
-            note = f"budget raised {self.budget:.3g} -> {b:.3g} for every run of this setting (IsoFLOP); " + note
+            note = iso_note(self.budget, b) + note
         if plan is None:
             return None
         return make_proposal(plan, target=self.problem.target,

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from planner.compiler import achievable_rho_range
-from planner.design import compile_feasible, iso_range_budget
+from planner.design import compile_feasible, iso_note, iso_range_budget
 from planner.frontier import Setting, allocation_shares
 from planner.proposals import make_proposal
 from planner.regime import LABELS, RegimeCall, regime_labels
@@ -64,7 +64,7 @@ class OptunaStrategy:
             b = self._budgets[s]
             plan, note = compile_feasible(s, float(trial.params["rho"]), b, self.problem.opts)
             if plan is not None and b > self.budget:
-                note = f"budget raised {self.budget:.3g} -> {b:.3g} for every trial of this setting; " + note
+                note = iso_note(self.budget, b) + note
             if plan is None:
                 self._studies[s].tell(trial, state=_failed())
                 continue

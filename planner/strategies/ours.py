@@ -22,7 +22,13 @@ from typing import Any
 import numpy as np
 
 from planner.acquisition import AcquisitionConfig, select_batch
-from planner.design import compile_feasible, initial_design, iso_pilot_budget, space_filling_rho
+from planner.design import (
+    compile_feasible,
+    initial_design,
+    iso_note,
+    iso_pilot_budget,
+    space_filling_rho,
+)
 from planner.frontier import Setting, allocation_shares, classify_setting, reuse_at, rho_grid
 from planner.proposals import make_proposal
 from planner.regime import RegimeCall
@@ -331,8 +337,7 @@ class RaceStrategy:
             if plan is None:
                 continue
             if budget > pt.budget:
-                note = (f"pilot budget raised {pt.budget:.3g} -> {budget:.3g} for this setting: the "
-                        f"smallest at which all its design points land one budget; " + note)
+                note = iso_note(pt.budget, budget) + note
             pred = self._predict(plan)
             reason = (
                 f"initial design: {self.n_init} space-filling pilot runs over the reachable rho range "
