@@ -10,6 +10,8 @@ This prints, from a benchmark results file (one run, same draws), each world's g
 designs at the target budget next to the duel at equal runs, and the settings where the
 grid beats the duel by more than ``--margin`` (10 reps: a binomial se of up to 0.16).
 
+Then ours against the grid at its spend on those non-decidable settings, per world.
+
     python benchmarks/duel_vs_shape.py [--results benchmarks/planner_bench_results.json]
 """
 
@@ -67,6 +69,31 @@ def compare(results: dict[str, Any], margin: float = 0.3) -> list[dict[str, Any]
     return rows
 
 
+MIXED = ("contrast", "paper", "shifted")  # worlds whose settings' true regimes differ or shift
+
+
+def non_decidable(results: dict[str, Any], design: str = "3pts x2 @target") -> list[dict[str, Any]]:
+    """Same-regime of ``ours`` and of the grid ``design`` (the one at ours' spend) on the
+    settings a duel cannot settle (gap < 0.5 noise sd), per world, over the mixed-regime
+    worlds (:data:`MIXED`) and over all, with the standard error of the difference."""
+    def calls(strategy: str, config: str, worlds: set[str]) -> np.ndarray:
+        return np.array([a for o in results["outcomes"]
+                         if o["strategy"] == strategy and o["config"] == config and o["world"] in worlds
+                         for a, d in zip(o["same"], o["decidable"], strict=True) if not d], dtype=float)
+
+    worlds = list(results["config"]["worlds"])
+    groups = [(w, {w}) for w in worlds] + [("mixed", set(MIXED) & set(worlds)), ("all", set(worlds))]
+    out = []
+    for name, ws in groups:
+        a, b = calls("ours", "", ws), calls("grid", design, ws)
+        if not a.size or not b.size:
+            continue
+        se = float(np.sqrt(a.var() / a.size + b.var() / b.size))
+        out.append({"worlds": name, "calls": int(a.size), "ours": float(a.mean()), "grid": float(b.mean()),
+                    "diff_se": (float(b.mean() - a.mean()) / se) if se > 0 else float("nan")})
+    return out
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     from rich.console import Console
     from rich.table import Table
@@ -83,7 +110,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     for r in rows:
         t.add_row(r["world"], r["design"], str(r["runs"]), f"{r['grid']:.3f}", f"{r['duel']:.3f}",
                   "; ".join(f"{k} ({g:.2f}: {a_:.1f} vs {d:.2f})" for k, g, a_, d in r["wins"]))
-    Console(width=160).print(t)
+    c = Console(width=160)
+    c.print(t)
+    t = Table(title="non-decidable settings (gap < 0.5 noise sd): same-regime of ours vs the grid at its spend "
+                    "(3pts x2 @target)")
+    for col in ("worlds", "calls", "ours", "grid", "(grid - ours) / se"):
+        t.add_column(col)
+    for r in non_decidable(json.loads(Path(a.results).read_text())):
+        t.add_row(r["worlds"], str(r["calls"]), f"{r['ours']:.3f}", f"{r['grid']:.3f}", f"{r['diff_se']:.1f}")
+    c.print(t)
     return rows
 
 

@@ -53,3 +53,19 @@ def test_duel_at_equal_runs_and_the_settings_the_grid_wins(mods: tuple[ModuleTyp
     assert settings[1].key in won  # 1.0 vs ~0.5
     assert settings[0].key not in won  # the duel settles 1.5b sparse (gap 1.1 sd) too
     assert "qwen2.5-1.5b/prm" not in won  # the grid was wrong there
+
+
+def test_non_decidable_compares_ours_with_the_grid_on_undecidable_calls_only(
+        mods: tuple[ModuleType, ModuleType]) -> None:
+    _, dvs = mods
+
+    def out(world: str, strategy: str, config: str, same: list[bool]) -> dict:
+        return {"world": world, "strategy": strategy, "config": config, "same": same,
+                "decidable": [True, False, False]}
+
+    outcomes = [out("paper", "ours", "", [False, True, False]), out("paper", "grid", "3pts x2 @target", [True, True, True]),
+                out("flat", "ours", "", [False, True, True]), out("flat", "grid", "3pts x2 @target", [True, False, False])]
+    rows = {r["worlds"]: r for r in dvs.non_decidable({"config": {"worlds": ["paper", "flat"]}, "outcomes": outcomes})}
+    assert rows["paper"]["calls"] == 2 and rows["paper"]["ours"] == 0.5 and rows["paper"]["grid"] == 1.0
+    assert rows["mixed"]["calls"] == 2  # paper only: flat has one dominant regime
+    assert rows["all"]["ours"] == 0.75 and rows["all"]["grid"] == 0.5 and rows["all"]["diff_se"] < 0
