@@ -191,6 +191,10 @@ ORACLE_RUNS = (1, 3, 9)  # runs per arm: 2, 6 (the cap of ours' races) and 18 ta
 def _race(name: str, world: str, rep: int, problem: RaceProblem, truth: Truth, *,
           max_runs: int | None = None, max_flops: float | None = None, seeds: int = 1,
           config: str = "", **opts: Any) -> Outcome:
+    if "cost_power" in opts:  # ours' acquisition knob; the config is seeded per repetition
+        from planner.acquisition import AcquisitionConfig
+
+        opts["config"] = AcquisitionConfig(seed=rep, cost_power=opts.pop("cost_power"))
     strategy = make_strategy(name, problem, rep, **opts)
     curve: list[tuple[float, list[bool], list[float]]] = []
 
@@ -242,13 +246,13 @@ def suggest_latency(base: RaceProblem, world: str, n_records: int = 200) -> dict
     return {"empty_s": empty, f"records_{n_records}_s": time.perf_counter() - t0}
 
 
-def bench_world(world: str, problem: RaceProblem, reps: int, strategies: Sequence[str], quick: bool,
+def bench_world(world: str, problem: RaceProblem, reps: Sequence[int], strategies: Sequence[str], quick: bool,
                 log: Any, baseline_budget: float, ours: dict[str, Any] | None = None) -> list[Outcome]:
     truth = Truth(world, problem)
     out: list[Outcome] = []
     cap = RUNS_PER_SETTING * len(problem.settings)
     flop_cap = FLOPS_PER_SETTING * len(problem.settings) * problem.budget
-    for rep in range(reps):
+    for rep in reps:
         spend = None
         if "ours" in strategies:
             o = _race("ours", world, rep, problem, truth, max_runs=cap, max_flops=flop_cap, **(ours or {}))
@@ -519,6 +523,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--worlds", default=None, help="comma-separated world names (default: all shipped)")
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--seeds", type=int, default=None, help="repetitions per world (default 10; quick 3)")
+    ap.add_argument("--first-rep", type=int, default=0,
+                    help="first repetition (seeds engine draws and ours' sampler); e.g. 10 for held-out reps")
     ap.add_argument("--budget", type=float, default=1e16, help="target budget (FLOPs)")
     ap.add_argument("--pilot-budget", type=float, default=1e15)
     ap.add_argument("--target", default="native")
@@ -533,6 +539,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--anchors", type=int, default=None, help="ours: target-budget anchor runs per setting (default: ours' own, 2)")
     ap.add_argument("--anchor", choices=("stratified", "duel"), default="stratified",
                     help="ours: where the anchors go (see planner.strategies.ours)")
+    ap.add_argument("--cost-power", type=float, default=None,
+                    help="ours: acquisition value = gain / cost**p (default: ours' own, 0.5; 1 = gain per FLOP)")
     ap.add_argument("--jobs", type=int, default=1, help="worlds benchmarked in parallel processes")
     ap.add_argument("--out", default="planner_bench.json")
     a = ap.parse_args(list(argv) if argv is not None else None)
@@ -544,6 +552,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     models = a.models.split(",") if a.models else (["qwen2.5-1.5b"] if a.quick else list(POLICIES_QWEN))
     rewards = a.rewards.split(",") if a.rewards else list(REWARDS)
     reps = a.seeds or (3 if a.quick else 10)
+    rep_ids = range(a.first_rep, a.first_rep + reps)
     strategies = a.strategies.split(",")
     problem = RaceProblem(tuple(Setting(m, r) for m in models for r in rewards), budget=a.budget,
                           pilot_budget=a.pilot_budget, target=a.target, confidence=a.confidence,
@@ -552,7 +561,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     log = Log(t0)
 
     bb = a.budget if a.baseline_budget == "target" else a.pilot_budget
-    ours_opts = {"n_anchor": N_ANCHOR if a.anchors is None else a.anchors, "anchor": a.anchor}
+    from planner.acquisition import AcquisitionConfig
+
+    ours_opts: dict[str, Any] = {
+        "n_anchor": N_ANCHOR if a.anchors is None else a.anchors, "anchor": a.anchor,
+        # built here so a bad value fails before any race starts
+        "cost_power": AcquisitionConfig(**({} if a.cost_power is None else {"cost_power": a.cost_power})).cost_power,
+    }
     outcomes: list[Outcome] = []
     if a.jobs > 1 and len(worlds) > 1:
         import multiprocessing as mp
@@ -560,12 +575,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
         # fork: the children inherit this module (``planner bench`` loads it by path).
         with ProcessPoolExecutor(min(a.jobs, len(worlds)), mp_context=mp.get_context("fork")) as ex:
-            futures = [ex.submit(bench_world, w, problem, reps, strategies, a.quick, log, bb, ours_opts) for w in worlds]
+            futures = [ex.submit(bench_world, w, problem, rep_ids, strategies, a.quick, log, bb, ours_opts) for w in worlds]
             for f in futures:
                 outcomes += f.result()
     else:
         for w in worlds:
-            outcomes += bench_world(w, problem, reps, strategies, a.quick, log, bb, ours_opts)
+            outcomes += bench_world(w, problem, rep_ids, strategies, a.quick, log, bb, ours_opts)
     rows = table(outcomes, problem)
     truths = {w: Truth(w, problem) for w in worlds}  # noise-free frontiers: computed once per world
     rows += [constant_row(w, truths[w]) for w in worlds]
@@ -602,7 +617,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print_pooled(pool)
     print_anytime(summary)
     doc = {
-        "config": {"worlds": worlds, "models": models, "rewards": rewards, "reps": reps,
+        "config": {"worlds": worlds, "models": models, "rewards": rewards, "reps": reps, "first_rep": a.first_rep,
                    "budget": a.budget, "pilot_budget": a.pilot_budget, "target": a.target,
                    "confidence": a.confidence, "strategies": strategies, "quick": a.quick,
                    "baseline_budget": a.baseline_budget, "indifference": a.indifference,

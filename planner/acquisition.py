@@ -8,13 +8,25 @@ the target budget::
 
 (regime entropy in bits; the spread of the sample argmaxes in units of 0.1 rho). The
 value of a candidate run x at budget b (the fidelity) is the expected one-step reduction
-``U_now - E_y[U | y(x)]`` divided by its cost ``b`` (in pilot-run units), where the
-expectation is over ``n_fantasies`` fantasised outcomes (``Model.fantasize``) with common
-random numbers, as in knowledge-gradient style look-ahead with an inverse-cost weighting
+``U_now - E_y[U | y(x)]`` divided by its cost to the power ``cost_power`` (cost in
+pilot-run units), where the expectation is over ``n_fantasies`` fantasised outcomes with
+common random numbers, as in knowledge-gradient style look-ahead with a cost weighting
 (``qMultiFidelityKnowledgeGradient`` + ``InverseCostWeightedUtility``, but with a
 decision utility instead of the value of the maximum). Cheap pilot budgets inform the
 target through the surrogate's budget lengthscale; a run at a larger budget is chosen only
 when its extra information pays for its extra FLOPs.
+
+Why ``cost_power`` = 0.5 and not 1 (plain gain per FLOP): a one-step look-ahead counts
+only what a run tells the *next* posterior, and a target-budget run keeps paying later
+(every later call at the target leans on it), while pilots 10x cheaper carry a flatter
+frontier than the target's (RL frontiers sharpen with compute), so their one-step gain
+per FLOP flatters them. Dividing by cost**alpha with alpha < 1 is the usual hedge of
+cost-aware BO (Lee, Eriksson, Perrone & Seeger, "Cost-aware Bayesian optimization",
+2020, arXiv:2003.10870, who also decay alpha from 1 to 0 over the budget, "cost
+cooling"). Measured in docs/planner.md ("Proposals and acquisition"): at 1 the
+benchmark's races spent most of a near-tied setting's FLOPs below the target (paper
+qwen2.5-1.5b prm, repetition 1: 29 of 31 runs) and recommended rho worse than random
+search at the target.
 
 A batch is built greedily with a kriging believer: after each pick the surrogate is
 conditioned on the pick's predicted mean (no refit), so the next pick accounts for it;
@@ -62,6 +74,15 @@ class AcquisitionConfig:
     grid_size: int = 41  # rho grid of the target-budget frontier
     rho_weight: float = 0.25
     seed: int = 0
+    # value = gain / cost**cost_power: 1 is gain per FLOP, 0 ignores cost (module docstring)
+    cost_power: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.cost_power <= 1.0:
+            from planner.errors import ConfigError
+
+            raise ConfigError(f"cost_power: {self.cost_power} is outside [0, 1]; use 1 for gain per FLOP, "
+                              "0 to ignore cost, 0.5 (default) in between")
 
 
 @dataclass(frozen=True)
@@ -79,9 +100,10 @@ class Candidate:
     probabilities: dict[str, float] = field(default_factory=dict)
     note: str = ""
 
-    def value(self, unit: float) -> float:
-        """Gain per ``unit`` FLOPs (the planner uses one pilot run as the unit)."""
-        return self.gain / (self.cost / unit)
+    def value(self, unit: float, cost_power: float = 1.0) -> float:
+        """Gain per (cost in ``unit`` FLOPs) ** ``cost_power`` (the planner's unit is one
+        pilot run; at ``cost_power`` 1 this is gain per pilot-run of FLOPs)."""
+        return self.gain / (self.cost / unit) ** cost_power
 
     def reason(self, unit: float) -> str:
         probs = ", ".join(f"{k} {v:.2f}" for k, v in self.probabilities.items())
@@ -231,7 +253,7 @@ def select_batch(
         pool = [c for cs in scores.values() for c in cs if (c.setting, round(c.rho, 4), c.budget) not in taken]
         if not pool:
             break
-        best = max(pool, key=lambda c: (c.value(pilot_budget), c.std / math.sqrt(c.cost)))
+        best = max(pool, key=lambda c: (c.value(pilot_budget, config.cost_power), c.std / math.sqrt(c.cost)))
         chosen.append(best)
         taken.add((best.setting, round(best.rho, 4), best.budget))
         x = model.encode(best.setting.model, best.setting.reward, [best.rho], best.cost,  # type: ignore[attr-defined]

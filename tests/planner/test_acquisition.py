@@ -88,3 +88,46 @@ def test_acquisition_candidates_below_the_target_share_their_rungs_budget() -> N
     assert len(pilots) == 1 and next(iter(pilots)) > 1e14  # one raised rung, not a budget per rho
     assert not any("budget raised" in n or "budget lowered" in n for _, n in cands)
     assert {p.budget for p, _ in cands if p.budget >= 1e16} == {1e16}
+
+
+def test_cost_power_sets_how_a_pick_trades_gain_against_flops() -> None:
+    """select_batch picks max gain / cost**cost_power: at 1 it buys information per FLOP
+    (cheap pilots win ties of value), at 0 the most informative run whatever its budget."""
+    import torch
+
+    from planner.acquisition import AcquisitionConfig, fidelity_ladder, score_setting, select_batch
+    from planner.design import compile_feasible
+    from planner.proposals import make_proposal
+    from runners.engines.sim import SimEngine
+    from surrogate import FrontierSurrogate
+
+    torch.set_num_threads(1)
+    s, engine = Setting("qwen2.5-1.5b", "prm"), SimEngine(world="paper")
+    design = [(r, 1e15) for r in (0.15, 0.35, 0.55, 0.75)] + [(0.3, 1e16)]
+    records = []
+    for i, (rho, b) in enumerate(design):
+        plan, _ = compile_feasible(s, rho, b)
+        assert plan is not None
+        records.append(engine.run(make_proposal(plan, target="native", reason="test"), i))
+    sur = FrontierSurrogate("native", rewards=["prm"], models={s.model: 1.5e9},
+                            budget_range=(1e14, 1e16)).fit(records)
+    picks = {}
+    for power in (1.0, 0.5, 0.0):
+        config = AcquisitionConfig(seed=0, n_fantasies=4, n_samples=64, cost_power=power)
+        cands = score_setting(sur, s, 1e16, fidelity_ladder(1e15, 1e16, 3), config)
+        best = max(c.gain / (c.cost / 1e15) ** power for c in cands)
+        (pick,) = select_batch(sur, [s], 1, target_budget=1e16, pilot_budget=1e15, config=config)
+        assert pick.value(1e15, power) == pytest.approx(best)
+        picks[power] = pick
+    assert picks[0.0].gain == pytest.approx(max(c.gain for c in cands))
+    # Here a pilot is the best buy per FLOP, and a target run once cost counts less.
+    assert picks[1.0].budget < 1e16 <= picks[0.5].budget
+
+
+@pytest.mark.parametrize("power", [-0.1, 1.5])
+def test_acquisition_config_rejects_cost_power_outside_the_unit_interval(power: float) -> None:
+    from planner.acquisition import AcquisitionConfig
+    from planner.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="cost_power"):
+        AcquisitionConfig(cost_power=power)
