@@ -62,6 +62,16 @@ def _problem(budget: str, models: str | None, rewards: str | None, target: str,
                        indifference=indifference)
 
 
+def _ours_options(seed: int, anchors: int | None, cost_power: float | None) -> dict[str, Any]:
+    """Keyword options of ours' strategy from the CLI (only those given)."""
+    opts: dict[str, Any] = {} if anchors is None else {"n_anchor": anchors}
+    if cost_power is not None:
+        from planner.acquisition import AcquisitionConfig
+
+        opts["config"] = AcquisitionConfig(seed=seed, cost_power=cost_power)  # validates
+    return opts
+
+
 def _check_target(target: str) -> None:
     from planner.errors import ConfigError
     from planner.schema import TARGETS
@@ -83,6 +93,7 @@ def suggest(
     pending: Annotated[Path | None, typer.Option(help="proposals.json of runs still executing (not proposed again, conditioned on).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the posterior samplers.")] = 0,
     anchors: Annotated[int | None, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots).")] = None,
+    cost_power: Annotated[float | None, typer.Option(help="ours: the acquisition values a run's expected gain / FLOPs**p (default 0.5; 1 = gain per FLOP, favours pilots; 0 ignores cost).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the proposals as JSON.")] = False,
 ) -> None:
     import time
@@ -93,7 +104,7 @@ def suggest(
     from planner.proposals import read_proposals, write_proposals
     from planner.strategies.ours import RaceStrategy
 
-    strategy = RaceStrategy(problem, seed, **({} if anchors is None else {"n_anchor": anchors}))
+    strategy = RaceStrategy(problem, seed, **_ours_options(seed, anchors, cost_power))
     if data is not None and (data / "runs").is_dir():
         from planner.engine import open_store
 
@@ -183,6 +194,7 @@ def race(
     batch: Annotated[int | None, typer.Option(min=1, help="Proposals per round (default: the strategy's).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the strategy's samplers.")] = 0,
     anchors: Annotated[int | None, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots).")] = None,
+    cost_power: Annotated[float | None, typer.Option(help="ours: the acquisition values a run's expected gain / FLOPs**p (default 0.5; 1 = gain per FLOP, favours pilots; 0 ignores cost).")] = None,
     quiet: Annotated[bool, typer.Option(help="No live progress display.")] = False,
 ) -> None:
     from planner.engine import load_engine, open_store
@@ -208,7 +220,9 @@ def race(
     eng = load_engine(engine, **opts)
     if strategy != "ours" and anchors is not None:
         raise ConfigError(f"anchors: only the ours strategy takes anchors, not {strategy!r}; drop --anchors")
-    strat = make_strategy(strategy, problem, seed, **({"n_anchor": anchors} if anchors is not None else {}))
+    if strategy != "ours" and cost_power is not None:
+        raise ConfigError(f"cost-power: only the ours strategy has an acquisition, not {strategy!r}; drop --cost-power")
+    strat = make_strategy(strategy, problem, seed, **_ours_options(seed, anchors, cost_power))
     store = open_store(data)
     display = _Display(problem, quiet)
     with display:

@@ -211,3 +211,24 @@ def test_suggest_with_the_whole_phase_pending_says_why_it_proposes_nothing(tmp_p
     assert res.exit_code == 0, res.output
     assert len(read_proposals(again).proposals) == 0
     assert "4 pending runs complete the current phase" in " ".join(res.output.split())
+
+
+def test_cost_power_option_reaches_the_acquisition(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    base = ["--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b", "--rewards", "prm",
+            "--data", str(data)]
+    res = runner.invoke(app, ["race", *base, "--engine", "sim", "--world", "paper", "--max-runs", "4", "--quiet"])
+    assert res.exit_code == 0, res.output  # the 4 pilots
+    budgets = {}
+    for p in ("1", "0"):
+        out = tmp_path / f"next{p}.json"
+        res = runner.invoke(app, ["suggest", *base, "--anchors", "0", "--cost-power", p, "--n", "1", "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        (prop,) = read_proposals(out).proposals
+        assert prop.reason.startswith("acquisition")
+        budgets[p] = prop.budget
+    assert budgets["1"] < budgets["0"]  # gain per FLOP buys a cheaper run than gain alone
+    bad = runner.invoke(app, ["suggest", *base, "--cost-power", "1.5"])
+    assert bad.exit_code == 2 and bad.output.startswith("error: cost_power") and "[0, 1]" in bad.output
+    bad = runner.invoke(app, ["race", *base, "--strategy", "grid", "--cost-power", "0.5", "--quiet"])
+    assert bad.exit_code == 2 and "cost-power" in bad.output
