@@ -1,5 +1,5 @@
 """Decision-aimed acquisition: which runs most reduce uncertainty about the regime and rho*
-at the *target* budget, per FLOP spent.
+at the *target* budget, for the FLOPs spent.
 
 Utility of a setting (lower is better), from ``S`` joint sample paths of its frontier at
 the target budget::

@@ -9,7 +9,8 @@
    worlds at a third less target-budget spend up front (docs/planner.md).
 3. Otherwise a batch from :func:`planner.acquisition.select_batch` over the settings whose
    regime is not yet decided: expected reduction of regime entropy and rho* spread at
-   the target budget per FLOP, budgets from pilot to target as fidelities.
+   the target budget per square root of FLOPs (``AcquisitionConfig.cost_power``), budgets
+   from pilot to target as fidelities.
 4. ``decide`` samples each setting's frontier at the target budget from the surrogate.
 """
 
