@@ -563,11 +563,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     bb = a.budget if a.baseline_budget == "target" else a.pilot_budget
     from planner.acquisition import AcquisitionConfig
 
-    ours_opts: dict[str, Any] = {
-        "n_anchor": N_ANCHOR if a.anchors is None else a.anchors, "anchor": a.anchor,
-        # built here so a bad value fails before any race starts
-        "cost_power": AcquisitionConfig(**({} if a.cost_power is None else {"cost_power": a.cost_power})).cost_power,
-    }
+    cost_power = AcquisitionConfig().cost_power if a.cost_power is None else a.cost_power
+    AcquisitionConfig(cost_power=cost_power)  # a bad value fails here, before any race starts
+    ours_opts: dict[str, Any] = {"n_anchor": N_ANCHOR if a.anchors is None else a.anchors, "anchor": a.anchor,
+                                 "cost_power": cost_power}
     outcomes: list[Outcome] = []
     if a.jobs > 1 and len(worlds) > 1:
         import multiprocessing as mp

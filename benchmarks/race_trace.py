@@ -6,6 +6,7 @@ target-run units, the benchmark's seeds), so repetition ``--rep`` is the race th
 results score. docs/planner.md quotes ``--world shifted --model qwen2.5-7b --reward prm``.
 
     python benchmarks/race_trace.py [--world shifted] [--rep 0] [--model qwen2.5-7b] [--reward prm]
+                                    [--cost-power P]
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from planner.acquisition import AcquisitionConfig
     from planner.frontier import Setting, allocation_shares, rho_grid
     from planner.loop import run_race
     from planner.regime import LABELS, regime_labels
@@ -41,12 +43,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rep", type=int, default=0)
     ap.add_argument("--model", default="qwen2.5-7b")
     ap.add_argument("--reward", default="prm")
+    ap.add_argument("--cost-power", type=float, default=None,
+                    help="ours' acquisition cost power (default: ours' own; 1 = the previous gain per FLOP)")
     a = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
     problem = RaceProblem(tuple(Setting(m, r) for m in POLICIES_QWEN for r in pb.REWARDS), budget=1e16,
                           pilot_budget=1e15, target="native")
-    strategy = make_strategy("ours", problem, a.rep, n_anchor=pb.N_ANCHOR, anchor="stratified")
+    config = None if a.cost_power is None else AcquisitionConfig(seed=a.rep, cost_power=a.cost_power)
+    strategy = make_strategy("ours", problem, a.rep, n_anchor=pb.N_ANCHOR, anchor="stratified", config=config)
     res = run_race(problem, strategy, pb.SeededEngine(a.world, a.rep), pb.MemoryStore(),
                    max_runs=pb.RUNS_PER_SETTING * len(problem.settings),
                    max_flops=pb.FLOPS_PER_SETTING * len(problem.settings) * problem.budget)

@@ -100,7 +100,7 @@ class Candidate:
     probabilities: dict[str, float] = field(default_factory=dict)
     note: str = ""
 
-    def value(self, unit: float, cost_power: float = 1.0) -> float:
+    def value(self, unit: float, cost_power: float) -> float:
         """Gain per (cost in ``unit`` FLOPs) ** ``cost_power`` (the planner's unit is one
         pilot run; at ``cost_power`` 1 this is gain per pilot-run of FLOPs)."""
         return self.gain / (self.cost / unit) ** cost_power

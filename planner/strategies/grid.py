@@ -70,10 +70,10 @@ class _PilotBaseline:
     def _proposal(self, s: Setting, rho: float, reason: str) -> Proposal | None:
         b = self.budget_for(s)
         plan, note = compile_feasible(s, rho, b, self.problem.opts)
-        if plan is not None and b > self.budget:
-            note = iso_note(self.budget, b) + note
         if plan is None:
             return None
+        if b > self.budget:
+            note = iso_note(self.budget, b) + note
         return make_proposal(plan, target=self.problem.target,
                              reason=reason + (f"; {note.strip('; ')}" if note else ""))
 

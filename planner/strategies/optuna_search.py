@@ -63,11 +63,11 @@ class OptunaStrategy:
                 self._budgets[s] = iso_range_budget(s, self.budget, self.problem.opts)
             b = self._budgets[s]
             plan, note = compile_feasible(s, float(trial.params["rho"]), b, self.problem.opts)
-            if plan is not None and b > self.budget:
-                note = iso_note(self.budget, b) + note
             if plan is None:
                 self._studies[s].tell(trial, state=_failed())
                 continue
+            if b > self.budget:
+                note = iso_note(self.budget, b) + note
             prop = make_proposal(plan, target=self.problem.target,
                                  reason=f"{self.name}: trial {trial.number}" + (f"; {note}" if note else ""))
             self._waiting.setdefault(prop.id, []).append((s, trial))
