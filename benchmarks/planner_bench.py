@@ -517,6 +517,20 @@ class Log:
               f"stop {o.stop}", flush=True)
 
 
+def _paired(outcomes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Ours against each equal-spend baseline, paired by repetition and setting
+    (benchmarks/paired_regret.py), printed when any baseline ran beside ours."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from paired_regret import paired_table, print_paired
+
+    rows = paired_table(outcomes)
+    if rows:
+        print_paired(rows)
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="CI-sized: one world, 3 reps, 5 settings")
@@ -615,13 +629,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print_table(rows, latency)
     print_pooled(pool)
     print_anytime(summary)
+    paired = _paired([o.summary() for o in outcomes])
     doc = {
         "config": {"worlds": worlds, "models": models, "rewards": rewards, "reps": reps, "first_rep": a.first_rep,
                    "budget": a.budget, "pilot_budget": a.pilot_budget, "target": a.target,
                    "confidence": a.confidence, "strategies": strategies, "quick": a.quick,
                    "baseline_budget": a.baseline_budget, "indifference": a.indifference,
                    "ours": ours_opts},
-        "rows": rows, "pooled": pool, "summary": summary, "suggest_latency": latency,
+        "rows": rows, "pooled": pool, "summary": summary, "suggest_latency": latency, "paired_regret": paired,
         "outcomes": [o.summary() for o in outcomes], "wall_s": time.perf_counter() - t0,
         "simulated": True,
     }

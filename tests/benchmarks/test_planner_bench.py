@@ -100,3 +100,15 @@ def test_oracle_duel_matches_duels_run_on_the_sim(bench: ModuleType) -> None:
     # Restricted to the decidable settings (here: none of the one coin-flip setting).
     assert np.isnan(bench.oracle_duel(coin, 3, decidable_only=True))
     assert bench.oracle_duel(truth, 3, decidable_only=True) == pytest.approx(expected)
+
+
+def test_bench_prints_and_stores_the_paired_regret_table(bench: ModuleType) -> None:
+    outs = []
+    for rep in range(4):
+        base = [0.002, 0.001, 0.004, 0.003, 0.0005, 0.002]
+        outs.append({"strategy": "random", "world": "flat", "rep": rep, "config": "", "regret": base})
+        outs.append({"strategy": "ours", "world": "flat", "rep": rep, "config": "", "regret": [b - 0.0004 for b in base]})
+    rows = bench._paired(outs)
+    assert [(r["baseline"], r["world"], r["n"]) for r in rows] == [("random", "flat", 24)]
+    assert rows[0]["diff"] == pytest.approx(-0.0004) and rows[0]["ours_lower"] == 1.0
+    assert bench._paired([o for o in outs if o["strategy"] == "ours"]) == []  # no baseline: no table
