@@ -5,7 +5,7 @@ default; ``--rewards`` for all five), target ``native`` at a target budget (1e16
 paper's IsoFLOP band sits) with 10x cheaper pilots (1e15):
 
 * ``ours`` races until every setting is called with the confidence or a cap: FLOPs worth 6
-  target-budget runs per setting (:data:`FLOPS_PER_SETTING`), 40 runs per setting; its
+  target-budget runs per setting (:data:`FLOPS_PER_SETTING`, ``--flops-per-setting``), 40 runs per setting; its
   calls after every round are also scored (*anytime*: what a race capped there would say);
 * ``grid`` (the paper's RACE protocol) is swept over its design: rho points per setting x
   seed replicates x pilot budget (the pilot budget or the target budget itself); the
@@ -247,11 +247,12 @@ def suggest_latency(base: RaceProblem, world: str, n_records: int = 200) -> dict
 
 
 def bench_world(world: str, problem: RaceProblem, reps: Sequence[int], strategies: Sequence[str], quick: bool,
-                log: Any, baseline_budget: float, ours: dict[str, Any] | None = None) -> list[Outcome]:
+                log: Any, baseline_budget: float, ours: dict[str, Any] | None = None,
+                flops_per_setting: float = FLOPS_PER_SETTING) -> list[Outcome]:
     truth = Truth(world, problem)
     out: list[Outcome] = []
     cap = RUNS_PER_SETTING * len(problem.settings)
-    flop_cap = FLOPS_PER_SETTING * len(problem.settings) * problem.budget
+    flop_cap = flops_per_setting * len(problem.settings) * problem.budget
     for rep in reps:
         spend = None
         if "ours" in strategies:
@@ -380,12 +381,16 @@ def pooled(outcomes: list[Outcome], rows: list[dict[str, Any]]) -> list[dict[str
 CHECKPOINTS = (3.0, 6.0, 9.0, 12.0, 18.0, 24.0, 30.0, 36.0)  # FLOPs, target-run units
 
 
-def anytime(outcomes: list[Outcome], world: str, budgets: Sequence[float] = CHECKPOINTS) -> list[dict[str, Any]]:
+def anytime(outcomes: list[Outcome], world: str, budgets: Sequence[float] | None = None) -> list[dict[str, Any]]:
     """``ours``' calls as if its races had been capped at each FLOP budget: per repetition,
     the calls after the last round within the budget (repetitions without one are left
-    out and counted in ``reps``)."""
+    out and counted in ``reps``). ``budgets`` defaults to :data:`CHECKPOINTS`, extended in
+    steps of 12 units to the largest spend (races run with a larger ``--flops-per-setting``)."""
     rows = []
     os_ = [o for o in outcomes if o.world == world and o.strategy == "ours" and o.curve]
+    if budgets is None:
+        top = max((c[0] for o in os_ for c in o.curve), default=0.0)
+        budgets = CHECKPOINTS + tuple(float(b) for b in np.arange(48.0, top + 12.0, 12.0))
     for cap in budgets:
         same, dec, regret, spent = [], [], [], []
         for o in os_:
@@ -555,6 +560,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     help="ours: where the anchors go (see planner.strategies.ours)")
     ap.add_argument("--cost-power", type=float, default=None,
                     help="ours: acquisition value = gain / cost**p (default: ours' own, 0.5; 1 = gain per FLOP)")
+    ap.add_argument("--flops-per-setting", type=float, default=FLOPS_PER_SETTING,
+                    help="ours' FLOP cap per setting, in target-budget runs (default 6); the equal-spend "
+                         "baselines follow it")
     ap.add_argument("--jobs", type=int, default=1, help="worlds benchmarked in parallel processes")
     ap.add_argument("--out", default="planner_bench.json")
     a = ap.parse_args(list(argv) if argv is not None else None)
@@ -579,6 +587,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     cost_power = AcquisitionConfig().cost_power if a.cost_power is None else a.cost_power
     AcquisitionConfig(cost_power=cost_power)  # a bad value fails here, before any race starts
+    if not 0 < a.flops_per_setting < float("inf"):
+        raise SystemExit(f"error: --flops-per-setting: {a.flops_per_setting} is not a positive number of "
+                         "target-budget runs; the default is 6")
     ours_opts: dict[str, Any] = {"n_anchor": N_ANCHOR if a.anchors is None else a.anchors, "anchor": a.anchor,
                                  "cost_power": cost_power}
     outcomes: list[Outcome] = []
@@ -588,12 +599,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
         # fork: the children inherit this module (``planner bench`` loads it by path).
         with ProcessPoolExecutor(min(a.jobs, len(worlds)), mp_context=mp.get_context("fork")) as ex:
-            futures = [ex.submit(bench_world, w, problem, rep_ids, strategies, a.quick, log, bb, ours_opts) for w in worlds]
+            futures = [ex.submit(bench_world, w, problem, rep_ids, strategies, a.quick, log, bb, ours_opts,
+                                 a.flops_per_setting) for w in worlds]
             for f in futures:
                 outcomes += f.result()
     else:
         for w in worlds:
-            outcomes += bench_world(w, problem, rep_ids, strategies, a.quick, log, bb, ours_opts)
+            outcomes += bench_world(w, problem, rep_ids, strategies, a.quick, log, bb, ours_opts, a.flops_per_setting)
     rows = table(outcomes, problem)
     truths = {w: Truth(w, problem) for w in worlds}  # noise-free frontiers: computed once per world
     rows += [constant_row(w, truths[w]) for w in worlds]
@@ -635,6 +647,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                    "budget": a.budget, "pilot_budget": a.pilot_budget, "target": a.target,
                    "confidence": a.confidence, "strategies": strategies, "quick": a.quick,
                    "baseline_budget": a.baseline_budget, "indifference": a.indifference,
+                   "flops_per_setting": a.flops_per_setting,
                    "ours": ours_opts},
         "rows": rows, "pooled": pool, "summary": summary, "suggest_latency": latency, "paired_regret": paired,
         "outcomes": [o.summary() for o in outcomes], "wall_s": time.perf_counter() - t0,
