@@ -318,6 +318,11 @@ def bench(
     worlds: Annotated[str | None, typer.Option(help="Worlds, comma-separated (default: all shipped).")] = None,
     strategies: Annotated[str | None, typer.Option(help="Strategies, comma-separated (default: all).")] = None,
     seeds: Annotated[int | None, typer.Option(min=1, help="Repetitions per world (default 10; quick 3).")] = None,
+    first_rep: Annotated[int, typer.Option(min=0, help="First repetition (e.g. 10 for held-out seeds).")] = 0,
+    flops_per_setting: Annotated[float | None, typer.Option(
+        help="Ours' FLOP cap per setting in target-budget runs (default 6); baselines get equal spend.")] = None,
+    cost_power: Annotated[float | None, typer.Option(help="Ours' acquisition cost power (default 0.5).")] = None,
+    jobs: Annotated[int, typer.Option(min=1, help="Worlds benchmarked in parallel processes.")] = 1,
 ) -> None:
     import importlib.util
     import sys
@@ -337,4 +342,7 @@ def bench(
     argv += ["--worlds", worlds] if worlds else []
     argv += ["--strategies", strategies] if strategies else []
     argv += ["--seeds", str(seeds)] if seeds else []
+    argv += ["--first-rep", str(first_rep), "--jobs", str(jobs)]
+    argv += ["--flops-per-setting", str(flops_per_setting)] if flops_per_setting is not None else []
+    argv += ["--cost-power", str(cost_power)] if cost_power is not None else []
     mod.main(argv)

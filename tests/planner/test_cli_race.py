@@ -177,10 +177,16 @@ def test_bench_runs_through_the_cli(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     res = runner.invoke(
         app,
-        ["bench", "--quick", "--worlds", "flat", "--strategies", "grid", "--seeds", "1", "--out", str(out)],
+        ["bench", "--quick", "--worlds", "flat", "--strategies", "grid", "--seeds", "1", "--out", str(out),
+         "--first-rep", "3", "--flops-per-setting", "4"],
     )
     assert res.exit_code == 0, res.output
-    assert out.is_file() and out.stat().st_size > 0
+    config = json.loads(out.read_text())["config"]
+    assert config["first_rep"] == 3 and config["flops_per_setting"] == 4.0  # options reach the script
+    bad = runner.invoke(app, ["bench", "--quick", "--worlds", "flat", "--strategies", "grid", "--seeds", "1",
+                              "--out", str(tmp_path / "bad.json"), "--flops-per-setting", "-1"])
+    assert bad.exit_code != 0 and "--flops-per-setting" in bad.output
+    assert not (tmp_path / "bad.json").exists()
 
 
 def test_anchors_option_sets_the_target_budget_runs(tmp_path: Path) -> None:
