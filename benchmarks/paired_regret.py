@@ -2,7 +2,7 @@
 
 The acceptance line compares *median* simple regret at equal spend. Medians of 60 calls
 per world differ by noise too, so this reads the same outcomes as pairs: each baseline
-spent exactly the FLOPs ours spent in the same (world, repetition), so (repetition,
+was capped at the FLOPs ours spent in the same (world, repetition), so (repetition,
 setting) pairs its call with ours. Per world and pooled it prints
 
 * the two medians and their difference with a 90% bootstrap interval that resamples whole
