@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from collections.abc import Callable
 from types import ModuleType
 
 import pytest
@@ -12,21 +10,10 @@ import pytest
 from planner.frontier import Setting
 from planner.strategies import RaceProblem
 
-ROOT = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
 
 @pytest.fixture(scope="module")
-def mods() -> tuple[ModuleType, ModuleType]:
-    return _load("planner_bench"), _load("duel_vs_shape")
+def mods(load_script: Callable[..., ModuleType]) -> tuple[ModuleType, ModuleType]:
+    return load_script("planner_bench"), load_script("duel_vs_shape")
 
 
 def test_duel_at_equal_runs_and_the_settings_the_grid_wins(mods: tuple[ModuleType, ModuleType]) -> None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -12,17 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "paired_regret.py"
-
 
 @pytest.fixture(scope="module")
-def paired() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("paired_regret_t", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+def paired(load_script: Callable[..., ModuleType]) -> ModuleType:
+    return load_script("paired_regret", "paired_regret_t")
 
 
 def outcomes(shift: float, reps: range = range(10), worlds: tuple[str, ...] = ("a", "b"),

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from collections.abc import Callable
 from types import ModuleType
 
 import numpy as np
@@ -13,17 +11,10 @@ import pytest
 from planner.frontier import Setting
 from planner.strategies import RaceProblem
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "planner_bench.py"
-
 
 @pytest.fixture(scope="module")
-def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("planner_bench_t", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+def bench(load_script: Callable[..., ModuleType]) -> ModuleType:
+    return load_script("planner_bench", "planner_bench_t")
 
 
 def test_gap_is_the_value_lost_by_the_best_allocation_of_another_regime(bench: ModuleType) -> None:
