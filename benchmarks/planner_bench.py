@@ -32,7 +32,6 @@ import tempfile
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:  # sibling modules (``planner bench`` loads this file by path)
     sys.path.insert(0, str(BENCH))
 
+from bench_progress import Log, bench_progress  # noqa: E402
 from bench_scoring import (  # noqa: E402
     ORACLE_RUNS,
     Outcome,
@@ -171,7 +171,7 @@ def suggest_latency(base: RaceProblem, world: str, n_records: int = 200) -> dict
 
 
 def bench_world(world: str, problem: RaceProblem, reps: Sequence[int], strategies: Sequence[str], quick: bool,
-                log: Any, baseline_budget: float, ours: dict[str, Any] | None = None,
+                log: Log, baseline_budget: float, ours: dict[str, Any] | None = None,
                 flops_per_setting: float = FLOPS_PER_SETTING) -> list[Outcome]:
     truth = Truth(world, problem)
     out: list[Outcome] = []
@@ -200,6 +200,7 @@ def bench_world(world: str, problem: RaceProblem, reps: Sequence[int], strategie
                         o = _race("grid", world, rep, problem, truth, seeds=r, n_points=k, budget=b,
                                   config=f"{k}pts x{r} @{b_name}")
                         out.append(o)
+        log.rep_done(world)
     return out
 
 
@@ -276,18 +277,6 @@ def print_anytime(summary: dict[str, Any]) -> None:
     c.print(t)
 
 
-@dataclass(frozen=True)
-class Log:
-    """One line per finished race (a class, not a closure: worker processes get a copy)."""
-
-    t0: float
-
-    def __call__(self, o: Outcome) -> None:
-        print(f"[{time.perf_counter() - self.t0:7.0f}s] {o.world} rep {o.rep} {o.strategy:10s} "
-              f"same {np.mean(o.same):.2f} regret {np.median(o.regret):.4f} flops {o.flops:.1f} "
-              f"stop {o.stop}", flush=True)
-
-
 def _paired(outcomes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Ours against each equal-spend baseline, paired by repetition and setting
     (benchmarks/paired_regret.py), printed when any baseline ran beside ours."""
@@ -341,7 +330,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                           pilot_budget=a.pilot_budget, target=a.target, confidence=a.confidence,
                           indifference=a.indifference)
     t0 = time.perf_counter()
-    log = Log(t0)
 
     bb = a.budget if a.baseline_budget == "target" else a.pilot_budget
     from planner.acquisition import AcquisitionConfig
@@ -359,14 +347,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         from concurrent.futures import ProcessPoolExecutor
 
         # fork: the children inherit this module (``planner bench`` loads it by path).
-        with ProcessPoolExecutor(min(a.jobs, len(worlds)), mp_context=mp.get_context("fork")) as ex:
+        ctx = mp.get_context("fork")
+        with ctx.Manager() as manager, bench_progress(worlds, reps, t0, manager.Queue()) as log, \
+                ProcessPoolExecutor(min(a.jobs, len(worlds)), mp_context=ctx) as ex:
             futures = [ex.submit(bench_world, w, problem, rep_ids, strategies, a.quick, log, bb, ours_opts,
                                  a.flops_per_setting) for w in worlds]
             for f in futures:
                 outcomes += f.result()
     else:
-        for w in worlds:
-            outcomes += bench_world(w, problem, rep_ids, strategies, a.quick, log, bb, ours_opts, a.flops_per_setting)
+        import queue
+
+        with bench_progress(worlds, reps, t0, queue.SimpleQueue()) as log:
+            for w in worlds:
+                outcomes += bench_world(w, problem, rep_ids, strategies, a.quick, log, bb, ours_opts,
+                                        a.flops_per_setting)
     rows = table(outcomes, problem)
     truths = {w: Truth(w, problem) for w in worlds}  # noise-free frontiers: computed once per world
     rows += [constant_row(w, truths[w]) for w in worlds]
