@@ -45,6 +45,7 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:  # sibling modules (``planner bench`` loads this file by path)
     sys.path.insert(0, str(BENCH))
 
+from bench_plot import plot_bench  # noqa: E402
 from bench_progress import Log, bench_progress  # noqa: E402
 from bench_scoring import (  # noqa: E402
     ORACLE_RUNS,
@@ -315,6 +316,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                          "baselines follow it")
     ap.add_argument("--jobs", type=int, default=1, help="worlds benchmarked in parallel processes")
     ap.add_argument("--out", default="planner_bench.json")
+    ap.add_argument("--no-plot", action="store_true", help="skip the figure written beside --out (.png, .svg)")
     a = ap.parse_args(list(argv) if argv is not None else None)
     warnings.simplefilter("ignore")
     import torch
@@ -410,6 +412,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
     Path(a.out).write_text(json.dumps(doc, indent=2, default=float))
     print(f"wrote {a.out} ({time.perf_counter() - t0:.0f} s)")
+    if not a.no_plot:
+        # Through JSON, so the figure is exactly what `bench_plot.py` draws from the file.
+        fig = plot_bench([json.loads(Path(a.out).read_text())], Path(a.out).with_suffix(".png"),
+                         sources=[Path(a.out).name])
+        print(f"wrote {fig} (same-regime rate and regret against FLOPs; bench_plot.py overlays files)")
     return doc
 
 

@@ -314,7 +314,8 @@ def _calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], res
 @command(help="Benchmark the strategies on the simulator worlds (runs benchmarks/planner_bench.py).")
 def bench(
     quick: Annotated[bool, typer.Option(help="CI-sized run: one world, few seeds and settings.")] = False,
-    out: Annotated[Path, typer.Option(help="Where to write the JSON results.")] = Path("planner_bench.json"),
+    out: Annotated[Path, typer.Option(help="Where to write the JSON results (the figure goes beside it, .png/.svg).")] = Path("planner_bench.json"),
+    plot: Annotated[bool, typer.Option(help="Write the figure (same-regime rate and regret against FLOPs).")] = True,
     worlds: Annotated[str | None, typer.Option(help="Worlds, comma-separated (default: all shipped).")] = None,
     strategies: Annotated[str | None, typer.Option(help="Strategies, comma-separated (default: all).")] = None,
     seeds: Annotated[int | None, typer.Option(min=1, help="Repetitions per world (default 10; quick 3).")] = None,
@@ -338,7 +339,7 @@ def bench(
     # Registered before it runs: its dataclasses look their module up in sys.modules.
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
-    argv = ["--out", str(out)] + (["--quick"] if quick else [])
+    argv = ["--out", str(out)] + (["--quick"] if quick else []) + ([] if plot else ["--no-plot"])
     argv += ["--worlds", worlds] if worlds else []
     argv += ["--strategies", strategies] if strategies else []
     argv += ["--seeds", str(seeds)] if seeds else []

@@ -183,6 +183,11 @@ def test_bench_runs_through_the_cli(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     config = json.loads(out.read_text())["config"]
     assert config["first_rep"] == 3 and config["flops_per_setting"] == 4.0  # options reach the script
+    assert out.with_suffix(".png").stat().st_size > 0 and out.with_suffix(".svg").exists()  # the figure beside it
+    quiet = tmp_path / "noplot.json"
+    res = runner.invoke(app, ["bench", "--quick", "--worlds", "flat", "--strategies", "grid", "--seeds", "1",
+                              "--out", str(quiet), "--no-plot"])
+    assert res.exit_code == 0 and quiet.exists() and not quiet.with_suffix(".png").exists()
     bad = runner.invoke(app, ["bench", "--quick", "--worlds", "flat", "--strategies", "grid", "--seeds", "1",
                               "--out", str(tmp_path / "bad.json"), "--flops-per-setting", "-1"])
     assert bad.exit_code != 0 and "--flops-per-setting" in bad.output
