@@ -65,17 +65,14 @@ class Truth:
     """Noise-free truth per setting at the target budget (cached)."""
 
     def __init__(self, world: str, problem: RaceProblem) -> None:
-        from planner.regime import LABELS, regime_labels
+        from runners.sim.figure import regime_gap
         from runners.sim.world import load_world
 
         self.world, self.problem = world, problem
         self.noise = float(load_world(world).noise[problem.target])
         self.f = {s: frontier(world, s.model, s.reward, problem.budget, problem.target) for s in problem.settings}
-        self.gap: dict[Setting, float] = {}  # value lost by the best allocation of another regime
-        for s, f in self.f.items():
-            labels = regime_labels(f.shares)
-            other = labels != LABELS.index(f.regime)
-            self.gap[s] = float(f.value_star - f.value[other].max()) if other.any() else float("inf")
+        # Value lost by the best allocation of another regime.
+        self.gap: dict[Setting, float] = {s: regime_gap(f) for s, f in self.f.items()}
 
     def decidable(self, s: Setting) -> bool:
         return self.gap[s] >= DECIDABLE_GAP_SD * self.noise

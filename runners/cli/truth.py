@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import typer
 
 from runners.cli.app import command
+
+if TYPE_CHECKING:
+    from runners.sim.truth import Frontier
 
 __all__ = ["truth"]
 
@@ -17,12 +23,19 @@ def truth(
     world: str = typer.Option("paper", "--world", help="world file or name in configs/worlds"),
     target: str = typer.Option("native", "--target", help="native | pass1 | judge"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+    plot: str | None = typer.Option(None, "--plot", help="also write a figure (PNG/SVG/PDF by suffix): "
+                                    "regimes along rho and the one-noise-sd band below the optimum"),
 ) -> None:
     """Print the noise-free frontier on a dense rho grid, and rho*, shares and regime at its argmax."""
     from planner.cli.app import emit_json, parse_budget
+    from planner.errors import ConfigError
     from runners.sim.truth import frontier
 
+    if plot and Path(plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise ConfigError(f"plot: {plot!r} has no figure suffix; end it in .png, .svg or .pdf")
     f = frontier(world, model, reward, parse_budget(budget), target)
+    if plot:
+        _plot(f, world, Path(plot))
     if as_json:
         emit_json(f.to_json())
         return
@@ -44,3 +57,22 @@ def truth(
         f"rho* = {f.rho_star:.3f}  {target} = {f.value_star:.4f}  regime = {f.regime}  "
         f"shares: search {s['search']:.3f}, learning {s['learning']:.3f}, reward {s['reward']:.3f}"
     )
+
+
+def _plot(f: Frontier, world: str, out: Path) -> None:
+    from matplotlib.figure import Figure
+
+    from runners.sim.figure import draw_frontier
+    from runners.sim.world import load_world
+
+    w = load_world(world)
+    fig = Figure(figsize=(6.0, 3.8), dpi=110, layout="constrained")
+    ax = fig.subplots()
+    draw_frontier(ax, f, w.noise[f.target],
+                  title=f"{w.name}: {f.model} / {f.reward} / {f.target} at {f.budget:.3g} FLOPs (SIMULATED)")
+    ax.set_xlabel("rho = C_learning / C_total")
+    ax.set_ylabel(f"{f.target} (noise-free)")
+    ax.legend(fontsize=7, loc="lower right")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    typer.echo(f"wrote {out}")

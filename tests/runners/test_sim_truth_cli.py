@@ -77,3 +77,14 @@ def test_execute_sim_on_every_world(world: Path, tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     (rec,) = PilotStore(data).records()
     assert rec.simulated and rec.provenance["world_path"] == str(world.resolve())
+
+
+def test_truth_plot_writes_a_figure_and_refuses_a_non_figure_path(tmp_path: Path) -> None:
+    fig = tmp_path / "figs" / "contrast_7b_prm.png"
+    res = runner.invoke(app, ["truth", "--world", "contrast", "--model", "qwen2.5-7b", "--reward", "prm",
+                              "--budget", "1e16", "--plot", str(fig)])
+    assert res.exit_code == 0, res.output
+    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"wrote {fig}" in res.output
+    bad = tmp_path / "frontier.txt"
+    res = runner.invoke(app, ["truth", "--world", "contrast", *ARGS, "--reward", "prm", "--plot", str(bad)])
+    assert res.exit_code == 2 and "plot:" in res.output and ".png" in res.output and not bad.exists()

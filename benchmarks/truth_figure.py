@@ -1,0 +1,70 @@
+"""The benchmark's truth, drawn: every shipped world x setting at the target budget.
+
+One panel per (world, setting): the noise-free frontier with each rho point coloured by
+its regime, rho* starred, and the band one noise sd below the optimum. Where points of
+two regimes sit inside the band, the regime call rests on less than one run's noise: the
+settings that keep every strategy from a 0.95 same-regime rate (docs/planner.md, "Read
+this first"). Also prints each panel's gap in noise sd.
+
+    python benchmarks/truth_figure.py [--budget 1e16] [--target native] [--out benchmarks/figures/truth_frontiers.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+MODELS = ("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b")
+REWARDS = ("sparse", "prm")
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    from matplotlib.figure import Figure
+
+    from runners.sim.figure import draw_frontier, regime_gap
+    from runners.sim.truth import frontier
+    from runners.sim.world import list_worlds, load_world
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget", type=float, default=1e16)
+    ap.add_argument("--target", default="native")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "figures" / "truth_frontiers.png"))
+    a = ap.parse_args(argv)
+    worlds = [p.stem for p in list_worlds()]
+    settings = [(m, r) for m in MODELS for r in REWARDS]
+    fig = Figure(figsize=(2.6 * len(settings), 2.1 * len(worlds) + 0.8), dpi=100, layout="constrained")
+    axes = fig.subplots(len(worlds), len(settings), squeeze=False)
+    print(f"{'world':9s} " + " ".join(f"{m.split('-')[-1]}/{r:6s}" for m, r in settings) + "  (gap to another regime, noise sd)")
+    for i, w in enumerate(worlds):
+        sd = load_world(w).noise[a.target]
+        gaps = []
+        for j, (m, r) in enumerate(settings):
+            f = frontier(w, m, r, a.budget, a.target)
+            draw_frontier(axes[i][j], f, sd, title=f"{w}: {m.removeprefix('qwen2.5-')} / {r}")
+            axes[i][j].tick_params(labelsize=6)
+            gaps.append(regime_gap(f) / sd)
+        print(f"{w:9s} " + " ".join(f"{g:11.2f}" for g in gaps))
+    handles, labels = [], []
+    for ax in fig.axes:  # one legend entry per label, whichever panels carry it
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8, frameon=False)
+    fig.suptitle(f"SIMULATED truth at {a.budget:.0e} FLOPs, target {a.target}: x = rho, y = noise-free metric; "
+                 "the grey band is one run's noise sd below the optimum", fontsize=10)
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    print(f"wrote {out}")
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Drawing a noise-free frontier: the regime gap and what the panel shows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from runners.sim.figure import REGIME_COLORS, draw_frontier, regime_gap
+from runners.sim.truth import Frontier, frontier
+
+
+def _frontier(rho: list[float], value: list[float]) -> Frontier:
+    r = np.array(rho)
+    # rho is the learning share; the rest split so search outweighs reward.
+    shares = np.stack([0.7 * (1 - r), r, 0.3 * (1 - r)], axis=1)
+    return Frontier("hand", "m", "sparse", "native", 1e16, r, np.array(value), shares)
+
+
+def test_gap_is_what_the_best_point_of_another_regime_loses() -> None:
+    # search-heavy below rho 0.7/1.7 ~ 0.41, update-heavy above; best at 0.6 (update-heavy).
+    f = _frontier([0.2, 0.35, 0.5, 0.6, 0.8], [0.50, 0.58, 0.59, 0.60, 0.55])
+    assert f.regime == "update-heavy"
+    assert regime_gap(f) == pytest.approx(0.60 - 0.58)
+    one = _frontier([0.5, 0.6, 0.8], [0.59, 0.60, 0.55])
+    assert regime_gap(one) == float("inf")
+
+
+def test_gap_matches_the_truth_of_a_shipped_world() -> None:
+    from planner.regime import LABELS, regime_labels
+
+    f = frontier("contrast", "qwen2.5-7b", "prm", 1e16)
+    labels = regime_labels(f.shares)
+    other = f.value[labels != LABELS.index(f.regime)]
+    assert 0 < regime_gap(f) == pytest.approx(f.value_star - other.max())
+
+
+def test_panel_stars_the_optimum_colours_regimes_and_bands_one_noise_sd() -> None:
+    from matplotlib.figure import Figure
+
+    f = _frontier([0.2, 0.35, 0.5, 0.6, 0.8], [0.50, 0.58, 0.59, 0.60, 0.55])
+    ax = Figure().subplots()
+    draw_frontier(ax, f, noise=0.04)
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    star = lines["rho* (truth)"]
+    assert (star.get_xdata()[0], star.get_ydata()[0]) == (0.6, 0.6)
+    assert list(lines["search-heavy"].get_xdata()) == [0.2, 0.35]
+    assert lines["update-heavy"].get_color() == REGIME_COLORS["update-heavy"]
+    band = next(p for p in ax.patches if p.get_label() == "within 1 noise sd of the best")
+    lo, hi = band.get_y(), band.get_y() + band.get_height()  # axhspan: a Rectangle in data y
+    assert (lo, hi) == (pytest.approx(0.56), pytest.approx(0.60))
+    assert "gap to another regime: 0.50 sd" in " ".join(t.get_text() for t in ax.texts)
