@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 __all__ = ["Log", "bench_progress"]
 
 
@@ -31,8 +33,6 @@ class Log:
     events: Any = None
 
     def __call__(self, o: Any) -> None:
-        import numpy as np
-
         line = (f"[{time.perf_counter() - self.t0:7.0f}s] {o.world} rep {o.rep} {o.strategy:10s} "
                 f"same {np.mean(o.same):.2f} regret {np.median(o.regret):.4f} flops {o.flops:.1f} "
                 f"stop {o.stop}")

@@ -65,7 +65,7 @@ class Truth:
     """Noise-free truth per setting at the target budget (cached)."""
 
     def __init__(self, world: str, problem: RaceProblem) -> None:
-        from runners.sim.figure import regime_gap
+        from runners.sim.truth import regime_gap
         from runners.sim.world import load_world
 
         self.world, self.problem = world, problem

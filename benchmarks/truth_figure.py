@@ -20,15 +20,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-MODELS = ("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b")
 REWARDS = ("sparse", "prm")
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
     from matplotlib.figure import Figure
 
-    from runners.sim.figure import draw_frontier, regime_gap
-    from runners.sim.truth import frontier
+    from planner.registry import POLICIES_QWEN
+    from runners.sim.figure import draw_frontier
+    from runners.sim.truth import frontier, regime_gap
     from runners.sim.world import list_worlds, load_world
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "figures" / "truth_frontiers.png"))
     a = ap.parse_args(argv)
     worlds = [p.stem for p in list_worlds()]
-    settings = [(m, r) for m in MODELS for r in REWARDS]
+    settings = [(m, r) for m in POLICIES_QWEN for r in REWARDS]
     fig = Figure(figsize=(2.6 * len(settings), 2.1 * len(worlds) + 0.8), dpi=100, layout="constrained")
     axes = fig.subplots(len(worlds), len(settings), squeeze=False)
     print(f"{'world':9s} " + " ".join(f"{m.split('-')[-1]}/{r:6s}" for m, r in settings) + "  (gap to another regime, noise sd)")

@@ -14,22 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from runners.sim.truth import Frontier
+from runners.sim.truth import Frontier, regime_gap
 
-__all__ = ["REGIME_COLORS", "draw_frontier", "regime_gap"]
+__all__ = ["REGIME_COLORS", "draw_frontier"]
 
 # Same hues as the report's compute components (planner/report/figures.py): search blue,
 # learning orange, reward green.
 REGIME_COLORS = {"search-heavy": "#4C72B0", "update-heavy": "#DD8452", "reward-heavy": "#55A868"}
-
-
-def regime_gap(f: Frontier) -> float:
-    """Metric lost by the best allocation of any other regime than the optimum's (inf if
-    the whole frontier is one regime)."""
-    from planner.regime import LABELS, regime_labels
-
-    other = regime_labels(f.shares) != LABELS.index(f.regime)
-    return float(f.value_star - f.value[other].max()) if other.any() else float("inf")
 
 
 def draw_frontier(ax: Any, f: Frontier, noise: float | None = None, *, title: str | None = None) -> None:

@@ -21,7 +21,7 @@ from runners.sim.levers import lever_table, levers_at
 from runners.sim.simulate import check_target
 from runners.sim.world import World, load_world
 
-__all__ = ["COMPONENTS", "Frontier", "frontier"]
+__all__ = ["COMPONENTS", "Frontier", "frontier", "regime_gap"]
 
 COMPONENTS: tuple[str, ...] = ("search", "learning", "reward")  # column order of ``shares``
 
@@ -109,3 +109,12 @@ def frontier(
     order = first[np.argsort(rho[first])]
     return Frontier(w.name, model, reward, target, float(budget), rho[order], values[order],
                     shares[order])
+
+
+def regime_gap(f: Frontier) -> float:
+    """Metric lost by the best allocation of any other regime than the optimum's (inf if
+    the whole frontier is one regime): how decidable the true regime is."""
+    from planner.regime import LABELS, regime_labels
+
+    other = regime_labels(f.shares) != LABELS.index(f.regime)
+    return float(f.value_star - f.value[other].max()) if other.any() else float("inf")

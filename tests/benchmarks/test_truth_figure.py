@@ -8,8 +8,7 @@ from types import ModuleType
 
 import pytest
 
-from runners.sim.figure import regime_gap
-from runners.sim.truth import frontier
+from runners.sim.truth import frontier, regime_gap
 from runners.sim.world import list_worlds, load_world
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runners.sim.figure import REGIME_COLORS, draw_frontier, regime_gap
-from runners.sim.truth import Frontier, frontier
+from runners.sim.figure import REGIME_COLORS, draw_frontier
+from runners.sim.truth import Frontier, frontier, regime_gap
 
 
 def _frontier(rho: list[float], value: list[float]) -> Frontier:
