@@ -197,6 +197,7 @@ def regimes_document(result: RaceResult, *, engine: str, simulated: bool, world:
             "confident": c.confidence >= p.confidence,
             "decided": decision_state(c, p),
             "expected_loss": c.expected_loss if math.isfinite(c.expected_loss) else None,
+            "stake": c.stake if math.isfinite(c.stake) else None,
             "runs": result.runs[s],
             "flops_spent": result.flops[s],
             "engine": engine,

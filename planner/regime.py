@@ -31,6 +31,7 @@ __all__ = [
     "regime_entropy",
     "regime_labels",
     "regime_probabilities",
+    "regime_stake",
     "rho_star_interval",
     "sample_argmax",
     "shares_for_rho",
@@ -54,7 +55,10 @@ class RegimeCall:
     calls apart by more than their uncertainty; ``probabilities`` every label's posterior
     probability;
     ``expected_loss`` the metric expected to be lost by committing to ``regime``
-    (:func:`expected_loss`; NaN where a strategy has no posterior).
+    (:func:`expected_loss`; NaN where a strategy has no posterior); ``stake`` the expected
+    size of the difference between the best allocations of the called regime and of the
+    closest other one (:func:`regime_stake`; NaN without a posterior or another regime):
+    near zero, the regime question hardly matters, however sure the call is.
     """
 
     rho_star: float
@@ -65,6 +69,7 @@ class RegimeCall:
     extra: dict[str, Any] = field(default_factory=dict)
     expected_loss: float = float("nan")
     optimum_ci: tuple[float, float] | None = None
+    stake: float = float("nan")
 
     @property
     def confidence(self) -> float:
@@ -79,6 +84,7 @@ class RegimeCall:
             "probabilities": dict(self.probabilities),
             "level": self.level,
             "expected_loss": self.expected_loss,
+            "stake": self.stake if np.isfinite(self.stake) else None,  # JSON has no NaN
             **({} if self.optimum_ci is None else {"optimum_ci": list(self.optimum_ci)}),
             **self.extra,
         }
@@ -139,6 +145,27 @@ def expected_loss(samples: ArrayLike, shares: ArrayLike, label: int) -> float:
     if not inside.any():
         return float("inf")
     return float(np.mean(s.max(axis=-1) - s[:, inside].max(axis=-1)))
+
+
+def regime_stake(samples: ArrayLike, shares: ArrayLike, label: int) -> float:
+    """How much the regime question matters: ``min`` over the other labels present on the
+    grid of the mean over sample paths ``(S, G)`` of |(best value within ``label``) - (best
+    value within the other label)|, in target-metric units.
+
+    The call's probability says which regime's best allocation is ahead; this says by how
+    much. Near zero: the called regime and the closest alternative score alike on (nearly)
+    every path, so even a confident call changes little. Large with a low probability: the
+    regimes differ but the runs do not yet say which way. NaN when ``label`` or every other
+    label is absent from the grid.
+    """
+    s = np.asarray(samples, dtype=float)
+    labels = regime_labels(shares)
+    inside = labels == label
+    others = [k for k in range(len(LABELS)) if k != label and (labels == k).any()]
+    if not inside.any() or not others:
+        return float("nan")
+    best = s[:, inside].max(axis=-1)
+    return float(min(np.mean(np.abs(best - s[:, labels == k].max(axis=-1))) for k in others))
 
 
 def rho_star_interval(
@@ -217,4 +244,5 @@ def classify(
         probabilities={lab: float(p) for lab, p in zip(LABELS, probs, strict=True)},
         level=level,
         expected_loss=expected_loss(s, shares, label),
+        stake=regime_stake(s, shares, label),
     )

@@ -3,6 +3,7 @@ the planner benchmark. Heavy imports (torch, botorch, optuna) happen inside the 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -285,7 +286,8 @@ def _calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], res
     from planner.regime import LABELS
     from planner.strategies import decision_state
 
-    heads = ["setting", "rho*", "90% CI", "regime", *[f"P({lab[0]})" for lab in LABELS]]
+    # One P column (search/update/reward, percent) leaves room for the stake at 80 columns.
+    heads = ["setting", "rho*", "90% CI", "regime", "P% " + "/".join(lab[0] for lab in LABELS), "stake"]
     if result is not None:
         heads.append("runs")
     rows = []
@@ -296,13 +298,16 @@ def _calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], res
             continue
         mark = {"confident": "", "indifferent": "~", "open": "?"}[decision_state(c, problem)]
         row = [s.key, f"{c.rho_star:.2f}", f"{c.rho_star_ci[0]:.2f}-{c.rho_star_ci[1]:.2f}",
-               c.regime + mark, *[f"{c.probabilities[lab]:.0%}" for lab in LABELS]]
+               c.regime + mark, "/".join(f"{100 * c.probabilities[lab]:.0f}" for lab in LABELS),
+               f"{c.stake:.4f}" if math.isfinite(c.stake) else "-"]
         if result is not None:
             row.append(str(result.runs[s]))
         rows.append(row)
     t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
-              caption="P(s/u/r): posterior probability of the search-, update-, reward-heavy regime; "
-                      f"?: below the {problem.confidence:.0%} confidence, ~: indifferent")
+              caption="P%: posterior probability of the search-, update-, reward-heavy regime; "
+                      f"?: below the {problem.confidence:.0%} confidence, ~: indifferent; stake: "
+                      "expected gap between the best allocations of the called and the next "
+                      "regime (target metric; near 0: the regime hardly matters)")
     for k, head in enumerate(heads):
         t.add_column(head, no_wrap=True, justify="left" if k in (0, 3) else "right",
                      min_width=max(len(head), *(len(r[k]) for r in rows)))

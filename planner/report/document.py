@@ -6,6 +6,7 @@ report that says so in its first lines, not a stack trace and not an empty page.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -110,16 +111,18 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                               "interval is the 90% credible interval of each sample path's best rho "
                               "within that regime. rho* can sit outside it where it is held to "
                               "allocations measured at the budget and the samples peak elsewhere: a run "
-                              "inside the interval would test it."))
+                              "inside the interval would test it. The stake is the expected gap "
+                              "between the best allocations of the called regime and of the next "
+                              "one: near 0, the regime hardly matters, however probable the call."))
         rows = []
         for s, f in fit.frontiers.items():
             n = sum(1 for r in data.ok if (r.model, r.reward, float(r.budget)) == (s.model, s.reward, s.budget))
             c = f.call
             rows.append([s.model, s.reward, f"{s.budget:.2g}", str(n), f"{c.rho_star:.2f}",
                          _fmt_ci(c.rho_star_ci), c.regime, f"{c.confidence:.2f}",
-                         f"{f.mean.max():.3f}"])
+                         f"{c.stake:.4f}" if math.isfinite(c.stake) else "-", f"{f.mean.max():.3f}"])
         out.append(Block("table", headers=["model", "reward", "budget", "runs", "rho*", "90% interval",
-                                           "regime", "P(regime)", f"predicted {data.target} at rho*"],
+                                           "regime", "P(regime)", "stake", f"predicted {data.target} at rho*"],
                          rows=rows))
         out.append(Block("h2", "Frontiers"))
         out += _figs(figs, "frontiers")

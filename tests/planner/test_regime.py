@@ -12,6 +12,7 @@ from planner.regime import (
     regime_entropy,
     regime_labels,
     regime_probabilities,
+    regime_stake,
     rho_star_interval,
     sample_argmax,
     shares_for_rho,
@@ -123,6 +124,34 @@ def test_expected_loss_of_a_call() -> None:
     assert expected_loss(humps(np.full(4, 0.8)), RULE, label) == 0.0
     assert classify(samples, GRID, RULE).expected_loss == pytest.approx(0.4 * gap)
     assert expected_loss(samples, RULE, LABELS.index("reward-heavy")) == float("inf")
+
+
+def test_stake_is_how_far_apart_the_regimes_best_allocations_are() -> None:
+    # Every path peaks at 0.8: the best update-heavy value is 0, the best search-heavy one
+    # (rho 0.5) is -(0.3 / 0.15)^2 = -4, so the regime question is worth 4 on every path.
+    sure = humps(np.full(6, 0.8))
+    up, search = LABELS.index("update-heavy"), LABELS.index("search-heavy")
+    edge = -float(humps(np.array([0.8]))[0][GRID <= 0.5].max())
+    assert edge == pytest.approx(4.0)
+    assert regime_stake(sure, RULE, up) == pytest.approx(edge)
+    assert regime_stake(sure, RULE, search) == pytest.approx(edge)
+    # Paths peaking either side of the boundary (rho 0.50 is the last search-heavy grid
+    # point, 0.51 the first update-heavy one): a 50/50 call on regimes that differ by
+    # (0.06 / 0.15)^2 on every path. Unsure which way, not unimportant.
+    split = humps(np.array([0.45, 0.56] * 3))
+    assert regime_stake(split, RULE, up) == pytest.approx(0.16)
+    # Confident is not the same as consequential: every path peaks update-heavy at 0.52,
+    # yet the best search-heavy rho (0.5) is within (0.02 / 0.15)^2 of it.
+    close = humps(np.full(6, 0.52))
+    call = classify(close, GRID, RULE)
+    assert call.regime == "update-heavy" and call.confidence == 1.0
+    assert call.stake == pytest.approx((0.02 / 0.15) ** 2) and call.stake < 0.02 * edge
+    assert call.to_dict()["stake"] == call.stake
+    # Flat paths: the regimes tie exactly.
+    assert regime_stake(np.zeros((4, GRID.size)), RULE, up) == 0.0
+    # No other regime on the grid (rule rewards never reach reward-heavy), or no call: NaN.
+    assert np.isnan(regime_stake(sure[:, GRID > 0.5], RULE[GRID > 0.5], up))
+    assert np.isnan(regime_stake(sure, RULE, LABELS.index("reward-heavy")))
 
 
 def test_call_is_the_most_probable_regime_and_rho_star_lies_inside_it() -> None:

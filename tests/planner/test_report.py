@@ -94,6 +94,7 @@ def test_regimes_json(built) -> None:
         assert 0 < lo <= hi < 1 and 0 < s["rho_star"] < 1
         assert sum(s["probabilities"].values()) == pytest.approx(1.0)
         assert s["regime"] in s["probabilities"]
+        assert s["stake"] is None or 0.0 <= s["stake"] < 1.0
         if s["reward"] in ("sparse", "structured", "dense"):  # DESIGN: no reward FLOPs, so
             assert (s["regime"] == "update-heavy") == (s["rho_star"] > 0.5)  # update-heavy iff rho* > 0.5
             # and the interval is of the optimum within the called regime
@@ -123,6 +124,8 @@ def test_markdown_sections(built) -> None:
                     "## Target disagreement", "## FLOP split of every run", "## Surrogate diagnostics",
                     "## Failed runs", "## Compute cards"):
         assert heading in md, heading
+    calls = md.split("## Regime calls")[1].split("##")[0]
+    assert "| stake |" in calls and "hardly matters" in calls
     failed = md.split("## Failed runs")[1].split("##")[0]
     for run_id in _failed_ids(built):
         assert run_id in failed
