@@ -39,6 +39,9 @@ class Outcome:
     decidable: list[bool] = field(default_factory=list)
     # Anytime scores after each round: (FLOPs so far in target-run units, same, regret).
     curve: list[tuple[float, list[bool], list[float]]] = field(default_factory=list)
+    # The final call's stake (NaN without a posterior) and the truth's regime gap, per setting.
+    stake: list[float] = field(default_factory=list)
+    gap: list[float] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -49,6 +52,7 @@ class Outcome:
             "same": self.same, "regret": self.regret, "rho_err": self.rho_err, "confident": self.confident,
             "decidable": self.decidable,
             "curve": [[f, same, regret] for f, same, regret in self.curve],
+            "stake": [x if np.isfinite(x) else None for x in self.stake], "gap": self.gap,
         }
 
 

@@ -59,6 +59,7 @@ from bench_scoring import (  # noqa: E402
     pooled,
     table,
 )
+from bench_stake import print_stake, stake_table  # noqa: E402
 from paired_regret import paired_table, print_paired  # noqa: E402
 
 from planner.frontier import Setting  # noqa: E402
@@ -138,6 +139,8 @@ def _race(name: str, world: str, rep: int, problem: RaceProblem, truth: Truth, *
         [res.calls[s].confidence >= problem.confidence for s in problem.settings],
         [truth.decidable(s) for s in problem.settings],
         curve,
+        [res.calls[s].stake for s in problem.settings],
+        [truth.gap[s] for s in problem.settings],
     )
 
 
@@ -399,6 +402,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print_pooled(pool)
     print_anytime(summary)
     paired = _paired([o.summary() for o in outcomes])
+    stake = stake_table([o.summary() for o in outcomes], {w: t.noise for w, t in truths.items()})
+    if stake:
+        print_stake(stake)
     doc = {
         "config": {"worlds": worlds, "models": models, "rewards": rewards, "reps": reps, "first_rep": a.first_rep,
                    "budget": a.budget, "pilot_budget": a.pilot_budget, "target": a.target,
@@ -406,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                    "baseline_budget": a.baseline_budget, "indifference": a.indifference,
                    "flops_per_setting": a.flops_per_setting,
                    "ours": ours_opts},
-        "rows": rows, "pooled": pool, "summary": summary, "suggest_latency": latency, "paired_regret": paired,
+        "rows": rows, "pooled": pool, "summary": summary, "suggest_latency": latency, "paired_regret": paired, "stake": stake,
         "outcomes": [o.summary() for o in outcomes], "wall_s": time.perf_counter() - t0,
         "simulated": True,
     }

@@ -1,0 +1,104 @@
+"""Does a call's stake say how much its regime matters? Checked against the truth.
+
+``stake`` (``planner.regime.regime_stake``) is the posterior's expected gap between the
+best allocations of the called regime and of the next one. The benchmark knows the true
+gap (``runners.sim.truth.regime_gap``); this module compares the two over every final call
+of a strategy with a posterior (``ours``): their rank correlation, and the stake where the
+truth is a near-tie (gap < 0.2 noise sd) against where it is decidable (>= 0.5 sd).
+
+    python benchmarks/bench_stake.py RESULTS.json [MORE.json ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+__all__ = ["NEAR_TIE_SD", "print_stake", "stake_table"]
+
+NEAR_TIE_SD = 0.2  # below this true gap (noise sd) a regime call changes almost nothing
+DECIDABLE_SD = 0.5  # benchmarks.bench_scoring.DECIDABLE_GAP_SD
+
+
+def stake_table(outcomes: Sequence[dict[str, Any]], noise: dict[str, float]) -> list[dict[str, Any]]:
+    """Per world and pooled: calls with a stake, Spearman's rho between stake and true gap,
+    and median stake / true gap (in noise sd) on near-tied and on decidable settings.
+
+    ``outcomes`` are ``Outcome.summary()`` dicts (with ``stake`` and ``gap`` lists);
+    ``noise`` maps world -> the target's noise sd. Outcomes without stakes are skipped.
+    """
+    from scipy.stats import spearmanr
+
+    pairs: dict[str, list[tuple[float, float]]] = {}
+    for o in outcomes:
+        sd = noise[o["world"]]
+        for st, gap in zip(o.get("stake") or [], o.get("gap") or [], strict=False):
+            if st is not None and np.isfinite(st):
+                pairs.setdefault(o["world"], []).append((st / sd, gap / sd))
+    rows = []
+    groups = sorted(pairs.items())
+    if len(groups) > 1:
+        groups.append(("pooled", [p for _, ps in groups for p in ps]))
+    for world, ps in groups:
+        a = np.array(ps)
+        tie, dec = a[a[:, 1] < NEAR_TIE_SD], a[a[:, 1] >= DECIDABLE_SD]
+        rho = spearmanr(a[:, 0], a[:, 1]).statistic if len(a) > 2 and np.ptp(a[:, 1]) > 0 else float("nan")
+        rows.append({
+            "world": world, "calls": len(a), "spearman": float(rho),
+            "near_tie_calls": len(tie),
+            "stake_sd_near_tie": float(np.median(tie[:, 0])) if len(tie) else float("nan"),
+            "decidable_calls": len(dec),
+            "stake_sd_decidable": float(np.median(dec[:, 0])) if len(dec) else float("nan"),
+            "gap_sd_decidable": float(np.median(dec[:, 1])) if len(dec) else float("nan"),
+        })
+    return rows
+
+
+def print_stake(rows: Sequence[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="stake vs the truth's regime gap (final calls; medians in noise sd)")
+    for h in ("world", "calls", "Spearman", f"near-tie (< {NEAR_TIE_SD} sd): n, stake",
+              f"decidable (>= {DECIDABLE_SD} sd): n, stake, true gap"):
+        t.add_column(h, justify="left" if h == "world" else "right")
+    for r in rows:
+        t.add_row(r["world"], str(r["calls"]), f"{r['spearman']:.2f}",
+                  f"{r['near_tie_calls']}, {r['stake_sd_near_tie']:.2f}",
+                  f"{r['decidable_calls']}, {r['stake_sd_decidable']:.2f}, {r['gap_sd_decidable']:.2f}")
+    Console().print(t)
+
+
+def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    from runners.sim.world import load_world
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", nargs="+", help="planner_bench.py result JSON files")
+    a = ap.parse_args(argv)
+    outcomes: list[dict[str, Any]] = []
+    target = None
+    for f in a.results:
+        doc = json.loads(Path(f).read_text())
+        target = doc["config"]["target"]
+        outcomes += doc["outcomes"]
+    noise = {w: load_world(w).noise[target or "native"] for w in {o["world"] for o in outcomes}}
+    rows = stake_table(outcomes, noise)
+    if not rows:
+        raise SystemExit("error: results: no outcome carries a stake; rerun planner_bench.py (stakes "
+                         "are recorded since the stake was added)")
+    print_stake(rows)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
