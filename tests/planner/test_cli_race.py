@@ -184,7 +184,11 @@ def test_bench_runs_through_the_cli(tmp_path: Path) -> None:
          "--first-rep", "3", "--flops-per-setting", "4"],
     )
     assert res.exit_code == 0, res.output
-    config = json.loads(out.read_text())["config"]
+    doc = json.loads(out.read_text())
+    config = doc["config"]
+    o = doc["outcomes"][0]  # the grid has no posterior: no stake, but the truth's gap is kept
+    assert len(o["stake"]) == len(o["gap"]) == len(o["same"]) and set(o["stake"]) == {None}
+    assert min(o["gap"]) >= 0 and doc["stake"] == []
     assert config["first_rep"] == 3 and config["flops_per_setting"] == 4.0  # options reach the script
     assert out.with_suffix(".png").stat().st_size > 0 and out.with_suffix(".svg").exists()  # the figure beside it
     quiet = tmp_path / "noplot.json"
