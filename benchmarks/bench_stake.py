@@ -12,6 +12,7 @@ truth is a near-tie (gap < 0.2 noise sd) against where it is decidable (>= 0.5 s
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from collections.abc import Sequence
@@ -24,10 +25,22 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-__all__ = ["NEAR_TIE_SD", "print_stake", "stake_table"]
+__all__ = ["GAP_BINS_SD", "NEAR_TIE_SD", "print_stake", "stake_by_gap", "stake_table"]
 
 NEAR_TIE_SD = 0.2  # below this true gap (noise sd) a regime call changes almost nothing
 DECIDABLE_SD = 0.5  # benchmarks.bench_scoring.DECIDABLE_GAP_SD
+GAP_BINS_SD: tuple[float, ...] = (0.0, 0.05, 0.2, 0.5, 1.0, float("inf"))
+
+
+def _pairs(outcomes: Sequence[dict[str, Any]], noise: dict[str, float]) -> dict[str, list[tuple[float, float]]]:
+    """world -> (stake, true gap) of every final call with a stake, both in noise sd."""
+    pairs: dict[str, list[tuple[float, float]]] = {}
+    for o in outcomes:
+        sd = noise[o["world"]]
+        for st, gap in zip(o.get("stake") or [], o.get("gap") or [], strict=False):
+            if st is not None and np.isfinite(st):
+                pairs.setdefault(o["world"], []).append((st / sd, gap / sd))
+    return pairs
 
 
 def stake_table(outcomes: Sequence[dict[str, Any]], noise: dict[str, float]) -> list[dict[str, Any]]:
@@ -39,14 +52,8 @@ def stake_table(outcomes: Sequence[dict[str, Any]], noise: dict[str, float]) -> 
     """
     from scipy.stats import spearmanr
 
-    pairs: dict[str, list[tuple[float, float]]] = {}
-    for o in outcomes:
-        sd = noise[o["world"]]
-        for st, gap in zip(o.get("stake") or [], o.get("gap") or [], strict=False):
-            if st is not None and np.isfinite(st):
-                pairs.setdefault(o["world"], []).append((st / sd, gap / sd))
     rows = []
-    groups = sorted(pairs.items())
+    groups = sorted(_pairs(outcomes, noise).items())
     if len(groups) > 1:
         groups.append(("pooled", [p for _, ps in groups for p in ps]))
     for world, ps in groups:
@@ -64,7 +71,21 @@ def stake_table(outcomes: Sequence[dict[str, Any]], noise: dict[str, float]) -> 
     return rows
 
 
-def print_stake(rows: Sequence[dict[str, Any]]) -> None:
+def stake_by_gap(outcomes: Sequence[dict[str, Any]], noise: dict[str, float]) -> list[dict[str, Any]]:
+    """Pooled over worlds: quartiles of the stake (noise sd) per bin of the true gap
+    (:data:`GAP_BINS_SD`, lower edge inclusive); empty bins are left out."""
+    a = np.array([p for ps in _pairs(outcomes, noise).values() for p in ps]).reshape(-1, 2)
+    out = []
+    for lo, hi in itertools.pairwise(GAP_BINS_SD):
+        st = a[(a[:, 1] >= lo) & (a[:, 1] < hi), 0]
+        if len(st):
+            q1, med, q3 = np.percentile(st, [25, 50, 75])
+            out.append({"gap_lo": lo, "gap_hi": hi, "calls": len(st), "q1": float(q1), "median": float(med),
+                        "q3": float(q3)})
+    return out
+
+
+def print_stake(rows: Sequence[dict[str, Any]], bins: Sequence[dict[str, Any]] = ()) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -77,6 +98,14 @@ def print_stake(rows: Sequence[dict[str, Any]]) -> None:
                   f"{r['near_tie_calls']}, {r['stake_sd_near_tie']:.2f}",
                   f"{r['decidable_calls']}, {r['stake_sd_decidable']:.2f}, {r['gap_sd_decidable']:.2f}")
     Console().print(t)
+    if bins:
+        b = Table(title="stake (noise sd) by the truth's regime gap, all worlds")
+        for h in ("true gap (sd)", "calls", "stake q1", "median", "q3"):
+            b.add_column(h, justify="right")
+        for r in bins:
+            b.add_row(f"{r['gap_lo']:g} - {r['gap_hi']:g}", str(r["calls"]), f"{r['q1']:.2f}",
+                      f"{r['median']:.2f}", f"{r['q3']:.2f}")
+        Console().print(b)
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
@@ -96,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     if not rows:
         raise SystemExit("error: results: no outcome carries a stake; rerun planner_bench.py (stakes "
                          "are recorded since the stake was added)")
-    print_stake(rows)
+    print_stake(rows, stake_by_gap(outcomes, noise))
     return rows
 
 

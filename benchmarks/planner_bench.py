@@ -59,7 +59,7 @@ from bench_scoring import (  # noqa: E402
     pooled,
     table,
 )
-from bench_stake import print_stake, stake_table  # noqa: E402
+from bench_stake import print_stake, stake_by_gap, stake_table  # noqa: E402
 from paired_regret import paired_table, print_paired  # noqa: E402
 
 from planner.frontier import Setting  # noqa: E402
@@ -402,9 +402,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print_pooled(pool)
     print_anytime(summary)
     paired = _paired([o.summary() for o in outcomes])
-    stake = stake_table([o.summary() for o in outcomes], {w: t.noise for w, t in truths.items()})
+    noise = {w: t.noise for w, t in truths.items()}
+    stake = stake_table([o.summary() for o in outcomes], noise)
     if stake:
-        print_stake(stake)
+        print_stake(stake, stake_by_gap([o.summary() for o in outcomes], noise))
     doc = {
         "config": {"worlds": worlds, "models": models, "rewards": rewards, "reps": reps, "first_rep": a.first_rep,
                    "budget": a.budget, "pilot_budget": a.pilot_budget, "target": a.target,

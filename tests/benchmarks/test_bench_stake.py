@@ -33,6 +33,11 @@ def test_stakes_that_order_like_the_gaps_score_spearman_one(stake: ModuleType) -
     assert rows["a"]["decidable_calls"] == 2 and rows["a"]["stake_sd_decidable"] == pytest.approx(1.1)
     assert rows["a"]["gap_sd_decidable"] == pytest.approx(2.0)
     assert rows["pooled"]["calls"] == 5 and rows["pooled"]["spearman"] < 1.0
+    # By true gap (sd), pooled: a 0.05 and b 0.05 -> [0.05, 0.2); a 1 -> [1, inf); a 3 too; b 2.
+    bins = {(r["gap_lo"], r["gap_hi"]): r for r in stake.stake_by_gap(outs, sd)}
+    assert set(bins) == {(0.05, 0.2), (1.0, float("inf"))}
+    assert bins[(0.05, 0.2)]["calls"] == 2 and bins[(0.05, 0.2)]["median"] == pytest.approx((0.01 + 1.5) / 2)
+    assert bins[(1.0, float("inf"))]["calls"] == 3 and bins[(1.0, float("inf"))]["median"] == pytest.approx(0.2)
 
 
 def test_outcomes_without_stakes_are_skipped_and_the_script_says_so(stake: ModuleType, tmp_path: Path) -> None:
