@@ -139,6 +139,20 @@ class _Watch(TrainerCallback):
         self.progress("train", self.state.meter.total, self.budget, info)
 
 
+def _quiet_transformers() -> None:
+    """A run loads its policy (and evaluation copies) several times; each load drew a
+    "Loading weights" bar that tore the race's live table, and TRL/peft read the
+    ``is_gradient_checkpointing`` alias that transformers 5 deprecates (a FutureWarning per
+    run that is theirs to fix, not the user's). Progress is shown by the race's
+    live table."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+
+
 def execute_plan(engine: Any, proposal: Proposal, seed: int, state: RunState,
                  progress: ProgressFn | None) -> tuple[Metrics, dict[str, Any]]:
     """Run ``proposal`` with ``seed``; returns (metrics, provenance). Updates ``state`` as it goes."""
@@ -151,6 +165,7 @@ def execute_plan(engine: Any, proposal: Proposal, seed: int, state: RunState,
     from runners.grpo.trainer import RaceGRPOTrainer
     from runners.rewards import build_reward_system
 
+    _quiet_transformers()
     plan, opts, device = proposal.plan, engine.opts, engine.device
     arch = state.policy
     state.planned = plan.flops.model_dump()

@@ -104,3 +104,26 @@ def test_unknown_options_and_devices_are_one_line_errors() -> None:
         TrlEngine(lr=1e-3)
     with pytest.raises(ConfigError, match="device must be cpu or cuda"):
         TrlEngine(device="tpu")
+
+
+def test_runs_do_not_draw_transformers_bars_or_its_deprecation_warning() -> None:
+    """Each run loads weights several times; those bars tore the race's live table."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    from runners.grpo.run import _quiet_transformers
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            _quiet_transformers()
+            assert not hf_logging.is_progress_bar_enabled()
+            warnings.warn("`is_gradient_checkpointing` is deprecated and will be removed in v6.", FutureWarning,
+                          stacklevel=1)
+            warnings.warn("another FutureWarning still shows", FutureWarning, stacklevel=1)
+        assert [str(w.message) for w in seen] == ["another FutureWarning still shows"]
+    finally:
+        (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
