@@ -1,0 +1,22 @@
+"""call_rules.py replays the benchmark's own races: its `ours` column is the stored result."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+STORED = Path(__file__).resolve().parents[2] / "benchmarks" / "planner_bench_results.json"
+
+
+def test_ours_column_replays_the_stored_benchmark_races(load_script: Callable[..., ModuleType]) -> None:
+    load_script("planner_bench")  # call_rules imports it by name
+    rules = load_script("call_rules", "call_rules_t")
+    row = rules.world_calls("paper", [0], 6.0)[0]
+    stored = next(o for o in json.loads(STORED.read_text())["outcomes"]
+                  if o["strategy"] == "ours" and o["world"] == "paper" and o["rep"] == 0)
+    assert [x["ours"] for x in row] == stored["same"]
+    for x in row:  # every rule called every setting, from ours' target-budget runs
+        assert set(x) == {"ours", "quadratic", "hybrid", "confident", "target_runs"} and x["target_runs"] >= 2
+        assert x["hybrid"] == (x["ours"] if x["confident"] else x["quadratic"])
