@@ -50,6 +50,15 @@ def status_line(data: ReportData) -> str:
             f"{n} setting(s) called under the {data.target} target.")
 
 
+def _fmt_stake(stake: float, noise_sd: float) -> str:
+    """``0.0092 (0.4 sd)``; without a noise estimate the bare value, without a stake ``-``."""
+    if not math.isfinite(stake):
+        return "-"
+    if not (math.isfinite(noise_sd) and noise_sd > 0):
+        return f"{stake:.4f}"
+    return f"{stake:.4f} ({stake / noise_sd:.1f} sd)"
+
+
 def _fmt_ci(ci: Sequence[float]) -> str:
     return f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
@@ -113,14 +122,16 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                               "allocations measured at the budget and the samples peak elsewhere: a run "
                               "inside the interval would test it. The stake is the expected gap "
                               "between the best allocations of the called regime and of the next "
-                              "one: near 0, the regime hardly matters, however probable the call."))
+                              "one, and in brackets the same in one run's noise sd (the surrogate's "
+                              "estimate): near 0, the regime hardly matters, however probable the "
+                              "call."))
         rows = []
         for s, f in fit.frontiers.items():
             n = sum(1 for r in data.ok if (r.model, r.reward, float(r.budget)) == (s.model, s.reward, s.budget))
             c = f.call
             rows.append([s.model, s.reward, f"{s.budget:.2g}", str(n), f"{c.rho_star:.2f}",
                          _fmt_ci(c.rho_star_ci), c.regime, f"{c.confidence:.2f}",
-                         f"{c.stake:.4f}" if math.isfinite(c.stake) else "-", f"{f.mean.max():.3f}"])
+                         _fmt_stake(c.stake, fit.noise_sd), f"{f.mean.max():.3f}"])
         out.append(Block("table", headers=["model", "reward", "budget", "runs", "rho*", "90% interval",
                                            "regime", "P(regime)", "stake", f"predicted {data.target} at rho*"],
                          rows=rows))
@@ -218,6 +229,7 @@ def regimes_json(data: ReportData) -> dict[str, Any]:
                 "fitted": f.ok,
                 "error": f.error,
                 "n_obs": f.n_obs,
+                "noise_sd": f.noise_sd if math.isfinite(f.noise_sd) else None,
                 "loo": _loo(f),
                 "settings": [fr.to_dict() for fr in f.frontiers.values()],
             }

@@ -102,6 +102,7 @@ def test_regimes_json(built) -> None:
     assert set(doc["by_target"]) == {"native", "pass1", "judge"}
     for t, body in doc["by_target"].items():
         assert body["fitted"], t
+        assert body["noise_sd"] > 0, t  # the stake's scale in the regime table
         assert 0.0 <= body["loo"]["coverage90"] <= 1.0 and body["loo"]["n"] >= 8
     assert len(doc["disagreements"]) == len(doc["settings"])
     for d in doc["disagreements"]:
@@ -126,6 +127,7 @@ def test_markdown_sections(built) -> None:
         assert heading in md, heading
     calls = md.split("## Regime calls")[1].split("##")[0]
     assert "| stake |" in calls and "hardly matters" in calls
+    assert re.search(r"\| \d\.\d{4} \(\d+\.\d sd\) \|", calls)  # e.g. "| 0.0092 (0.4 sd) |"
     failed = md.split("## Failed runs")[1].split("##")[0]
     for run_id in _failed_ids(built):
         assert run_id in failed
