@@ -198,6 +198,8 @@ def regimes_document(result: RaceResult, *, engine: str, simulated: bool, world:
             "decided": decision_state(c, p),
             "expected_loss": c.expected_loss if math.isfinite(c.expected_loss) else None,
             "stake": c.stake if math.isfinite(c.stake) else None,
+            "stake_sd": c.stake_sd if math.isfinite(c.stake_sd) else None,
+            "noise_sd": c.extra.get("noise_sd"),
             "runs": result.runs[s],
             "flops_spent": result.flops[s],
             "engine": engine,

@@ -72,6 +72,15 @@ class RegimeCall:
     stake: float = float("nan")
 
     @property
+    def stake_sd(self) -> float:
+        """``stake`` in one run's noise sd, where the caller put that sd in
+        ``extra["noise_sd"]`` (the planner does, from its surrogate); NaN otherwise."""
+        sd = self.extra.get("noise_sd")
+        if sd is None or not np.isfinite(sd) or sd <= 0 or not np.isfinite(self.stake):
+            return float("nan")
+        return float(self.stake / sd)
+
+    @property
     def confidence(self) -> float:
         """Probability of the called regime (the loop stops when it reaches the target)."""
         return self.probabilities[self.regime]

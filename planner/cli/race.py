@@ -288,6 +288,9 @@ def _calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], res
 
     # One P column (search/update/reward, percent) leaves room for the stake at 80 columns.
     heads = ["setting", "rho*", "90% CI", "regime", "P% " + "/".join(lab[0] for lab in LABELS), "stake"]
+    # The stake in noise sd where the strategy knows the noise (ours), else in metric units.
+    in_sd = any(math.isfinite(c.stake_sd) for c in calls.values())
+    unit = "in one run's noise sd" if in_sd else "target metric"
     if result is not None:
         heads.append("runs")
     rows = []
@@ -299,7 +302,7 @@ def _calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], res
         mark = {"confident": "", "indifferent": "~", "open": "?"}[decision_state(c, problem)]
         row = [s.key, f"{c.rho_star:.2f}", f"{c.rho_star_ci[0]:.2f}-{c.rho_star_ci[1]:.2f}",
                c.regime + mark, "/".join(f"{100 * c.probabilities[lab]:.0f}" for lab in LABELS),
-               f"{c.stake:.4f}" if math.isfinite(c.stake) else "-"]
+               _stake_cell(c, in_sd)]
         if result is not None:
             row.append(str(result.runs[s]))
         rows.append(row)
@@ -307,13 +310,20 @@ def _calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], res
               caption="P%: posterior probability of the search-, update-, reward-heavy regime; "
                       f"?: below the {problem.confidence:.0%} confidence, ~: indifferent; stake: "
                       "expected gap between the best allocations of the called and the next "
-                      "regime (target metric; near 0: the regime hardly matters)")
+                      f"regime ({unit}; near 0: the regime hardly matters)")
     for k, head in enumerate(heads):
         t.add_column(head, no_wrap=True, justify="left" if k in (0, 3) else "right",
                      min_width=max(len(head), *(len(r[k]) for r in rows)))
     for r in rows:
         t.add_row(*r)
     return t
+
+
+def _stake_cell(call: RegimeCall, in_sd: bool) -> str:
+    value = call.stake_sd if in_sd else call.stake
+    if not math.isfinite(value):
+        return "-"
+    return f"{value:.1f} sd" if in_sd else f"{value:.4f}"
 
 
 @command(help="Benchmark the strategies on the simulator worlds (runs benchmarks/planner_bench.py).")

@@ -98,7 +98,6 @@ class TargetFit:
     fit_seconds: float = 0.0
     error: str | None = None
     loo_error: str | None = None
-    noise_sd: float = float("nan")  # one new run's noise, target units: the stake's scale
 
     @property
     def ok(self) -> bool:
@@ -259,7 +258,6 @@ def _fit(target: str, ok: Sequence[RunRecord], race: dict[str, Any] | None) -> t
         fit.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return None, fit
     fit.fit_seconds = time.perf_counter() - t0
-    fit.noise_sd = math.sqrt(max(model.run_noise_variance(), 0.0))
     try:
         fit.loo = model.loo_cv()
     except Exception as exc:  # a diagnostic: its failure leaves one panel out, not the report

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from planner.regime import RegimeCall
 from planner.report.cards import CARD_COLUMNS, card_rows
 from planner.report.data import ReportData, Setting, disagreements
 from planner.report.render import Block, FigureRef
@@ -50,13 +51,13 @@ def status_line(data: ReportData) -> str:
             f"{n} setting(s) called under the {data.target} target.")
 
 
-def _fmt_stake(stake: float, noise_sd: float) -> str:
-    """``0.0092 (0.4 sd)``; without a noise estimate the bare value, without a stake ``-``."""
-    if not math.isfinite(stake):
+def _fmt_stake(call: RegimeCall) -> str:
+    """``0.0092 (1.1 sd)``; without a noise scale the bare value, without a stake ``-``."""
+    if not math.isfinite(call.stake):
         return "-"
-    if not (math.isfinite(noise_sd) and noise_sd > 0):
-        return f"{stake:.4f}"
-    return f"{stake:.4f} ({stake / noise_sd:.1f} sd)"
+    if not math.isfinite(call.stake_sd):
+        return f"{call.stake:.4f}"
+    return f"{call.stake:.4f} ({call.stake_sd:.1f} sd)"
 
 
 def _fmt_ci(ci: Sequence[float]) -> str:
@@ -131,7 +132,7 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
             c = f.call
             rows.append([s.model, s.reward, f"{s.budget:.2g}", str(n), f"{c.rho_star:.2f}",
                          _fmt_ci(c.rho_star_ci), c.regime, f"{c.confidence:.2f}",
-                         _fmt_stake(c.stake, fit.noise_sd), f"{f.mean.max():.3f}"])
+                         _fmt_stake(c), f"{f.mean.max():.3f}"])
         out.append(Block("table", headers=["model", "reward", "budget", "runs", "rho*", "90% interval",
                                            "regime", "P(regime)", "stake", f"predicted {data.target} at rho*"],
                          rows=rows))
@@ -229,7 +230,6 @@ def regimes_json(data: ReportData) -> dict[str, Any]:
                 "fitted": f.ok,
                 "error": f.error,
                 "n_obs": f.n_obs,
-                "noise_sd": f.noise_sd if math.isfinite(f.noise_sd) else None,
                 "loo": _loo(f),
                 "settings": [fr.to_dict() for fr in f.frontiers.values()],
             }

@@ -148,9 +148,10 @@ def test_race_prints_one_whole_line_per_setting_at_80_columns(tmp_path: Path) ->
         cells = row.split()
         assert cells[0] == key and cells[1] == f"{e['rho_star']:.2f}" and cells[3].rstrip("?~") == e["regime"]
         assert cells[-1] == str(e["runs"])
-        assert cells[-2] == ("-" if e["stake"] is None else f"{e['stake']:.4f}")
+        assert cells[-3:-1] == (["-"] if e["stake_sd"] is None else [f"{e['stake_sd']:.1f}", "sd"])  # ours knows the noise
+        assert e["noise_sd"] > 0 and e["stake_sd"] * e["noise_sd"] == pytest.approx(e["stake"])
         p = [round(100 * e["probabilities"][lab]) for lab in ("search-heavy", "update-heavy", "reward-heavy")]
-        assert cells[-3] == "/".join(map(str, p))
+        assert cells[-4] == "/".join(map(str, p))
 
 
 def test_race_grid_strategy_stops_when_exhausted(tmp_path: Path) -> None:

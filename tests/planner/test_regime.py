@@ -147,6 +147,9 @@ def test_stake_is_how_far_apart_the_regimes_best_allocations_are() -> None:
     assert call.regime == "update-heavy" and call.confidence == 1.0
     assert call.stake == pytest.approx((0.02 / 0.15) ** 2) and call.stake < 0.02 * edge
     assert call.to_dict()["stake"] == call.stake
+    assert np.isnan(call.stake_sd)  # no noise scale given
+    call.extra["noise_sd"] = 0.5
+    assert call.stake_sd == pytest.approx(call.stake / 0.5)
     # Flat paths: the regimes tie exactly.
     assert regime_stake(np.zeros((4, GRID.size)), RULE, up) == 0.0
     # No other regime on the grid (rule rewards never reach reward-heavy), or no call: NaN.

@@ -95,6 +95,7 @@ def test_regimes_json(built) -> None:
         assert sum(s["probabilities"].values()) == pytest.approx(1.0)
         assert s["regime"] in s["probabilities"]
         assert s["stake"] is None or 0.0 <= s["stake"] < 1.0
+        assert s["noise_sd"] > 0  # the stake's scale, from the surrogate
         if s["reward"] in ("sparse", "structured", "dense"):  # DESIGN: no reward FLOPs, so
             assert (s["regime"] == "update-heavy") == (s["rho_star"] > 0.5)  # update-heavy iff rho* > 0.5
             # and the interval is of the optimum within the called regime
@@ -102,7 +103,6 @@ def test_regimes_json(built) -> None:
     assert set(doc["by_target"]) == {"native", "pass1", "judge"}
     for t, body in doc["by_target"].items():
         assert body["fitted"], t
-        assert body["noise_sd"] > 0, t  # the stake's scale in the regime table
         assert 0.0 <= body["loo"]["coverage90"] <= 1.0 and body["loo"]["n"] >= 8
     assert len(doc["disagreements"]) == len(doc["settings"])
     for d in doc["disagreements"]:
