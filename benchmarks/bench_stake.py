@@ -6,7 +6,7 @@ gap (``runners.sim.truth.regime_gap``); this module compares the two over every 
 of a strategy with a posterior (``ours``): their rank correlation, and the stake where the
 truth is a near-tie (gap < 0.2 noise sd) against where it is decidable (>= 0.5 sd).
 
-    python benchmarks/bench_stake.py RESULTS.json [MORE.json ...]
+    python benchmarks/bench_stake.py RESULTS.json [MORE.json ...] [--plot FIG.png]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-__all__ = ["GAP_BINS_SD", "NEAR_TIE_SD", "print_stake", "stake_by_gap", "stake_table"]
+__all__ = ["GAP_BINS_SD", "NEAR_TIE_SD", "plot_stake", "print_stake", "stake_by_gap", "stake_table"]
 
 NEAR_TIE_SD = 0.2  # below this true gap (noise sd) a regime call changes almost nothing
 DECIDABLE_SD = 0.5  # benchmarks.bench_scoring.DECIDABLE_GAP_SD
@@ -108,11 +108,40 @@ def print_stake(rows: Sequence[dict[str, Any]], bins: Sequence[dict[str, Any]] =
         Console().print(b)
 
 
+def plot_stake(outcomes: Sequence[dict[str, Any]], noise: dict[str, float], out: Path) -> Path:
+    """Scatter of every final call's stake against the truth's gap (both in noise sd, log
+    axes, zero gaps at the axis floor), one colour per world, with the line stake = gap and
+    the near-tie / decidable thresholds. Writes ``out`` (any matplotlib suffix)."""
+    from matplotlib.figure import Figure
+
+    pairs = _pairs(outcomes, noise)
+    floor = 1e-3  # log axes: a gap of exactly 0 (flat worlds) is drawn here
+    fig = Figure(figsize=(6.4, 5.0), dpi=110, layout="constrained")
+    ax = fig.subplots()
+    for world, ps in sorted(pairs.items()):
+        a = np.array(ps)
+        ax.plot(np.maximum(a[:, 1], floor), np.maximum(a[:, 0], floor), "o", ms=3.5, alpha=0.6, label=world)
+    lim = (floor, 10.0)
+    ax.plot(lim, lim, "k--", lw=0.8, label="stake = true gap")
+    for x, name in ((NEAR_TIE_SD, "near-tie"), (DECIDABLE_SD, "decidable")):
+        ax.axvline(x, color="#999999", lw=0.8, ls=":")
+        ax.text(x, lim[1], f" {name} ", rotation=90, va="top", ha="right" if name == "near-tie" else "left",
+                fontsize=7, color="#666666")
+    ax.set(xscale="log", yscale="log", xlim=lim, ylim=lim, xlabel="true regime gap (noise sd)",
+           ylabel="stake of the final call (noise sd)",
+           title="SIMULATED: stake vs the truth's regime gap, every final call")
+    ax.legend(fontsize=7, loc="lower right")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     from runners.sim.world import load_world
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="+", help="planner_bench.py result JSON files")
+    ap.add_argument("--plot", type=Path, default=None, help="also draw the scatter (e.g. stake.png)")
     a = ap.parse_args(argv)
     outcomes: list[dict[str, Any]] = []
     target = None
@@ -126,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         raise SystemExit("error: results: no outcome carries a stake; rerun planner_bench.py (stakes "
                          "are recorded since the stake was added)")
     print_stake(rows, stake_by_gap(outcomes, noise))
+    if a.plot:
+        print(f"wrote {plot_stake(outcomes, noise, a.plot)}")
     return rows
 
 

@@ -48,3 +48,9 @@ def test_outcomes_without_stakes_are_skipped_and_the_script_says_so(stake: Modul
                              "outcomes": [{"world": "paper", "strategy": "random", "same": [True]}]}))
     with pytest.raises(SystemExit, match="no outcome carries a stake"):
         stake.main([str(f)])
+
+
+def test_scatter_is_drawn_from_the_outcomes(stake: ModuleType, tmp_path: Path) -> None:
+    outs = [_outcome("a", [0.0001, 0.002, 0.0], [0.0005, 0.01, 0.0])]  # a zero stake and gap sit at the floor
+    out = stake.plot_stake(outs, {"a": 0.01}, tmp_path / "fig" / "s.png")
+    assert out.is_file() and out.stat().st_size > 10_000
