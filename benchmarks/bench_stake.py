@@ -21,14 +21,16 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+BENCH = Path(__file__).resolve().parent
+for _p in (BENCH, BENCH.parent):  # sibling scripts, and the repository's packages
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from bench_scoring import DECIDABLE_GAP_SD as DECIDABLE_SD  # noqa: E402
 
 __all__ = ["GAP_BINS_SD", "NEAR_TIE_SD", "plot_stake", "print_stake", "stake_by_gap", "stake_table"]
 
 NEAR_TIE_SD = 0.2  # below this true gap (noise sd) a regime call changes almost nothing
-DECIDABLE_SD = 0.5  # benchmarks.bench_scoring.DECIDABLE_GAP_SD
 GAP_BINS_SD: tuple[float, ...] = (0.0, 0.05, 0.2, 0.5, 1.0, float("inf"))
 
 

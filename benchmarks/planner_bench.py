@@ -401,11 +401,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print_table(rows, latency)
     print_pooled(pool)
     print_anytime(summary)
-    paired = _paired([o.summary() for o in outcomes])
+    summaries = [o.summary() for o in outcomes]
+    paired = _paired(summaries)
     noise = {w: t.noise for w, t in truths.items()}
-    stake = stake_table([o.summary() for o in outcomes], noise)
+    stake = stake_table(summaries, noise)
     if stake:
-        print_stake(stake, stake_by_gap([o.summary() for o in outcomes], noise))
+        print_stake(stake, stake_by_gap(summaries, noise))
     doc = {
         "config": {"worlds": worlds, "models": models, "rewards": rewards, "reps": reps, "first_rep": a.first_rep,
                    "budget": a.budget, "pilot_budget": a.pilot_budget, "target": a.target,
@@ -414,7 +415,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                    "flops_per_setting": a.flops_per_setting,
                    "ours": ours_opts},
         "rows": rows, "pooled": pool, "summary": summary, "suggest_latency": latency, "paired_regret": paired, "stake": stake,
-        "outcomes": [o.summary() for o in outcomes], "wall_s": time.perf_counter() - t0,
+        "outcomes": summaries, "wall_s": time.perf_counter() - t0,
         "simulated": True,
     }
     Path(a.out).write_text(json.dumps(doc, indent=2, default=float))
