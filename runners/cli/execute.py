@@ -35,7 +35,7 @@ def execute(
     retries: Annotated[int, typer.Option(help="Extra attempts for a failed run.")] = 1,
     timeout_min: Annotated[float | None, typer.Option(help="Time limit per run, minutes.")] = None,
     option: Annotated[list[str] | None, typer.Option("--option", "-o", help="Engine option KEY=VALUE (repeatable).")] = None,
-    backend_config: Annotated[Path | None, typer.Option(help="TOML with [local]/[ray]/[slurm] settings.")] = None,
+    backend_config: Annotated[Path | None, typer.Option(help="TOML with \\[local]/\\[ray]/\\[slurm] settings.")] = None,
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster to connect to (default: start a local Ray).")] = None,
     partition: Annotated[str | None, typer.Option(help="SLURM partition.")] = None,
     time_min: Annotated[int | None, typer.Option(help="SLURM job time limit, minutes.")] = None,
