@@ -115,12 +115,48 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+# Flat columns that repeat a value held in the nested JSON: they must agree, or a reader
+# of the flat table (polars, the docs' one-liner) sees something the record does not say.
+_DERIVED = ("rho", "flops_search", "flops_learning", "flops_reward", "flops_total", "native", "pass1", "judge")
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (a != a and b != b)  # NaN on both sides agrees
+    return bool(a == b)
+
+
 def _read_one(path: Path) -> list[RunRecord]:
-    """Every row of one file as a record; raises on anything unreadable or invalid."""
+    """Every row of one file as a record; raises on anything unreadable or invalid.
+
+    A file in ``runs/`` must hold the one ok record its name says, and a file in
+    ``failed/`` the failed attempt its name says: a record copied under another run's
+    name would otherwise count that run as done and hide it for good."""
     frame = pl.read_parquet(path)
     if frame.height == 0:
         raise ConfigError("empty file (no rows)")
-    return [RunRecord.from_row(row) for row in frame.iter_rows(named=True)]
+    recs = []
+    for row in frame.iter_rows(named=True):
+        rec = RunRecord.from_row(row)
+        canon = rec.to_row()
+        for col in _DERIVED:
+            if col in row and not _same(row[col], canon[col]):
+                raise ConfigError(f"record: column {col!r} is {row[col]!r} but the record's JSON says "
+                                  f"{canon[col]!r} (edited by hand?)")
+        recs.append(rec)
+    folder = path.parent.name
+    if folder == "runs":
+        stem = path.name.removesuffix(".parquet")
+        if len(recs) != 1 or recs[0].status != "ok" or recs[0].run_id != stem:
+            got = ", ".join(f"{r.status} {r.run_id}" for r in recs)
+            raise ConfigError(f"record: runs/{path.name} must hold the ok record of {stem!r}, holds {got}")
+    elif folder == "failed":
+        m = _FAILED_NAME.match(path.name)
+        if m is None or any(r.status != "failed" or r.run_id != m["run"] or r.attempt != int(m["attempt"])
+                            for r in recs):
+            got = ", ".join(f"{r.status} {r.run_id} attempt {r.attempt}" for r in recs)
+            raise ConfigError(f"record: failed/{path.name} must hold that failed attempt, holds {got}")
+    return recs
 
 
 @dataclass

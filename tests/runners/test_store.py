@@ -171,3 +171,39 @@ def test_sweep_removes_only_old_temporaries(tmp_path: Path) -> None:
     os.utime(old, (time.time() - 7200, time.time() - 7200))
     assert store.sweep_temporaries(3600) == 1
     assert not old.exists() and young.exists() and len(store.records()) == 1
+
+
+def test_a_record_under_another_runs_name_is_corrupt_and_replaced(tmp_path: Path) -> None:
+    store = PilotStore(tmp_path)
+    a, b = store.write(record(0)), store.write(record(1))
+    b.unlink()
+    b.write_bytes(a.read_bytes())  # run p0's record saved as p1's file
+    scan = store.scan()
+    assert [r.run_id for r in scan.records] == [run_id_for("p0", 0)]
+    assert [c.path.name for c in scan.corrupt] == [b.name] and "p0" in scan.corrupt[0].reason
+    assert not store.has_ok(run_id_for("p1", 0))  # so the next execute reruns p1 ...
+    path, created = store.add(record(1, native=0.9))  # ... and its record replaces the wreck
+    assert created and path == b
+    assert {r.run_id: r.metrics.native for r in store.records()} == {run_id_for("p0", 0): 0.5, run_id_for("p1", 0): 0.9}
+    assert len(list(store.corrupt_dir.iterdir())) == 1
+
+
+def test_a_failed_record_in_runs_does_not_count_as_done(tmp_path: Path) -> None:
+    store = PilotStore(tmp_path)
+    failed = store.write(record(0, status="failed"))
+    (store.runs_dir).mkdir()
+    (store.runs_dir / f"{run_id_for('p0', 0)}.parquet").write_bytes(failed.read_bytes())
+    assert not store.has_ok(run_id_for("p0", 0))
+    assert store.records(status="ok") == []
+    assert "must hold the ok record" in store.scan().corrupt[0].reason
+
+
+def test_flat_columns_must_agree_with_the_records_json(tmp_path: Path) -> None:
+    store = PilotStore(tmp_path)
+    path = store.write(record(0))
+    df = pl.read_parquet(path).with_columns(pl.lit(5.0).alias("rho"))
+    path.unlink()
+    df.write_parquet(path)
+    scan = store.scan()
+    assert scan.records == []
+    assert "column 'rho' is 5.0" in scan.corrupt[0].reason
