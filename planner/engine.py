@@ -14,7 +14,10 @@ from typing import Any, Protocol, runtime_checkable
 from planner.errors import ConfigError
 from planner.schema import Proposal, RunRecord
 
-__all__ = ["Engine", "ProgressFn", "RecordStore", "available_engines", "load_engine", "open_store"]
+__all__ = [
+    "Engine", "ProgressFn", "RecordStore", "available_engines", "check_same_source", "engine_source",
+    "load_engine", "open_store",
+]
 
 # progress(phase, flops_so_far, budget, info) -- called by engines during a run.
 ProgressFn = Callable[[str, float, float, dict[str, Any]], None]
@@ -64,6 +67,34 @@ def open_store(root: str | Path, kind: str = "parquet") -> RecordStore:
     if kind not in eps:
         raise ConfigError(f"store: no pilot store {kind!r} installed; reinstall race-planner")
     return eps[kind].load()(Path(root))
+
+
+def engine_source(engine: Engine) -> dict[str, Any]:
+    """What a record's outcome depends on besides its proposal and seed: the engine's name
+    plus what the engine declares in an optional ``source`` mapping (the sim: its world
+    and whether it is noise-free), each key also in the records' ``provenance``."""
+    return {"engine": engine.name, **dict(getattr(engine, "source", None) or {})}
+
+
+def _describe(source: dict[str, Any]) -> str:
+    # The hash is for the comparison; a person reads the name.
+    return ", ".join(f"{k} {str(v)[:12]!r}" for k, v in source.items() if k != "world_sha256" and v is not None)
+
+
+def check_same_source(records: Iterable[RunRecord], engine: Engine, data: str | Path) -> None:
+    """Refuse to add this engine's runs to a store holding another engine's (or world's).
+
+    A run id is the proposal id and seed only, so a store of sim runs would pass every
+    trl run as "already done", and a surrogate fitted on two worlds answers for neither.
+    """
+    want = engine_source(engine)
+    for r in records:
+        got = {k: r.engine if k == "engine" else r.provenance.get(k) for k in want}
+        if got != want:
+            raise ConfigError(
+                f"data: {str(data)!r} holds runs of {_describe(got)} (e.g. {r.run_id}), not "
+                f"{_describe(want)}; use a separate --data directory per engine and world"
+            )
 
 
 def run_all(engine: Engine, proposals: Iterable[Proposal], seed: int = 0) -> list[RunRecord]:

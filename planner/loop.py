@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner.engine import Engine, RecordStore
+from planner.engine import Engine, RecordStore, check_same_source
 from planner.frontier import Setting
 from planner.regime import RegimeCall
 from planner.schema import Proposal, RunRecord, run_id_for
@@ -103,6 +103,7 @@ def run_race(
     that would cross a cap is trimmed to fit.
     """
     all_records = store.records(status=None)
+    check_same_source(all_records, engine, store.root)
     known = {r.run_id: r for r in all_records}
     strategy.tell(relevant_records(problem, all_records))
     runs, flops = _tally(problem, all_records)

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from planner.engine import Engine, load_engine
+from planner.engine import Engine, check_same_source, load_engine
 from planner.errors import ConfigError, RaceError
 from planner.schema import (
     ComputeCard,
@@ -343,13 +343,14 @@ def execute(
     if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
         raise ConfigError(f"timeout: must be a positive number of seconds, got {timeout_s}")
     options = dict(engine_options or {})
-    make_engine(engine, options)  # fail fast on a bad engine, world file or option
+    eng = make_engine(engine, options)  # fail fast on a bad engine, world file or option
 
     store = PilotStore(Path(data))
     if store.root.exists() and not store.root.is_dir():
         raise ConfigError(f"data: {str(store.root)!r} is a file; give a directory for the pilot store")
     store.sweep_temporaries()
     scan = store.scan(status="ok")
+    check_same_source(scan.records, eng, store.root)
     done = {r.run_id for r in scan.records}
     result = ExecutionResult(corrupt=[f"{c.path.name}: {c.reason}" for c in scan.corrupt])
     tasks: list[Task] = []

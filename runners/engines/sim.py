@@ -62,6 +62,8 @@ class SimEngine:
             raise ConfigError(f"engine sim: option 'truth' must be true or false, got {truth!r}")
         self.world = load_world(world)
         self.truth = truth
+        # Keys of the records' provenance that must agree within one store (planner.engine).
+        self.source = {"world": self.world.name, "world_sha256": self.world.sha256, "truth": truth}
 
     def _rng(self, plan: RunPlan, seed: int) -> np.random.Generator:
         # Noise is a pure function of (what was run, seed): re-running a proposal with the

@@ -76,6 +76,8 @@ class TrlEngine:
                 raise ConfigError("engine trl: use_vllm needs device=cuda")
         self.device = device
         self.quick = bool(quick)
+        # Quick runs are a smaller experiment: they must not pass for full ones (planner.engine).
+        self.source = {"quick": self.quick}
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.opts = opts
 

@@ -120,6 +120,10 @@ def test_race_sim_writes_regimes_and_resumes(tmp_path: Path) -> None:
     res2 = runner.invoke(app, args)
     assert res2.exit_code == 0, res2.output
     assert len(list((data / "runs").glob("*.parquet"))) == n_files
+    # Resuming into it from another world would pass its runs off as this one's: refused.
+    res_w = runner.invoke(app, [*args, "--world", "flat"])
+    assert res_w.exit_code == 2 and res_w.stderr.startswith("error: data:") and "world 'paper'" in res_w.stderr
+    assert len(list((data / "runs").glob("*.parquet"))) == n_files
     # suggest reads the same data and proposes new runs (not ones already recorded).
     out = tmp_path / "next.json"
     res3 = runner.invoke(app, ["suggest", "--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b",

@@ -95,3 +95,19 @@ def test_help_is_instant_and_imports_nothing_heavy() -> None:
     heavy, seconds = out.rsplit(" ", 1)
     assert heavy == "[]", heavy
     assert float(seconds) < 3.0  # a loaded 2-core box; typically well under 1 s
+
+
+@pytest.mark.parametrize("other", [["--engine", "sim", "-o", "world=flat"], ["--engine", "trl"]])
+def test_a_store_of_one_engine_and_world_refuses_anothers_runs(proposals: Path, tmp_path: Path,
+                                                              other: list[str]) -> None:
+    # Run ids are proposal id + seed: without the check, these runs would all pass as done.
+    data = tmp_path / "data"
+    assert RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim"]).exit_code == 0
+    before = PilotStore(data).fingerprint()
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), *other])
+    assert res.exit_code == 2
+    err = res.stderr.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: data:") and "engine 'sim'" in err
+    assert ("world 'paper'" in err) == ("world=flat" in other)
+    assert "separate --data directory" in err
+    assert PilotStore(data).fingerprint() == before
