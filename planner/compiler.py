@@ -31,7 +31,7 @@ from planner.accountant import (
     train_pass_flops,
 )
 from planner.architecture import LINEAR_MODULES, Architecture
-from planner.errors import InfeasibleError
+from planner.errors import ConfigError, InfeasibleError
 from planner.registry import RewardSystem, get_model, get_reward, scorer_for
 from planner.schema import FlopsSplit, RunPlan
 
@@ -40,6 +40,7 @@ __all__ = [
     "CompileOptions",
     "PerCompletion",
     "achievable_rho_range",
+    "check_plan",
     "compile_pilot",
     "compile_plan",
     "per_completion",
@@ -308,3 +309,40 @@ def compile_pilot(
         return compile_plan(model, reward, rho, budget, opts)
     target = compile_plan(model, reward, rho, target_budget, opts)
     return compile_plan(model, reward, rho, budget, opts, iterations=target.num_iterations)
+
+
+def check_plan(plan: RunPlan, where: str = "plan") -> None:
+    """Raise :class:`ConfigError` naming the first field of ``plan`` its own levers contradict.
+
+    Engines run a plan's levers and meter what they spend, trusting the FLOPs it states
+    to compare against; a plan edited by hand (a changed model, G, K, prompt count or
+    FLOP figure) must fail where it is read, not become an odd record. Recomputes the
+    per-prompt split from (G, K, mu, beta, lengths, LoRA) with :func:`unit_costs`, then
+    the run's split as ``per prompt x total_prompts`` (relative tolerance 1e-6).
+    """
+    def bad(field: str, msg: str) -> ConfigError:
+        return ConfigError(f"{where}.{field}: {msg}; recompile it (`planner plan` or `planner suggest`)")
+
+    if plan.completions_kept > plan.completions_per_prompt:
+        raise bad("completions_kept", f"{plan.completions_kept} kept of {plan.completions_per_prompt} generated")
+    if plan.rounds != math.ceil(plan.total_prompts / plan.prompts_per_round):
+        raise bad("rounds", f"{plan.rounds} rounds of {plan.prompts_per_round} prompts do not make "
+                            f"{plan.total_prompts} prompts")
+    if plan.old_logprobs != (plan.num_iterations > 1):
+        raise bad("old_logprobs", f"must be {plan.num_iterations > 1} with num_iterations {plan.num_iterations}")
+    arch, rs = get_model(plan.model), get_reward(plan.reward)
+    unit = unit_costs(
+        arch, scorer_for(rs, arch), prompt_len=plan.prompt_len, completion_len=plan.completion_len,
+        lora=LoRA(plan.lora_rank, tuple(plan.lora_targets)),
+        gradient_checkpointing=plan.gradient_checkpointing, lm_head_positions=plan.lm_head_positions,
+    )
+    per = unit.per_prompt(plan.completions_per_prompt, plan.completions_kept, plan.num_iterations, plan.beta)
+    for name, stated, levers in (("flops_per_prompt", plan.flops_per_prompt, per),
+                                 ("flops", plan.flops, per.scaled(plan.total_prompts))):
+        for comp, want in levers.as_dict().items():
+            got = getattr(stated, comp)
+            if not math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-6):
+                raise bad(f"{name}.{comp}", f"states {got:.6g} FLOPs but its levers cost {want:.6g} "
+                                            f"for {plan.model}/{plan.reward}")
+    if not math.isclose(plan.rho, plan.flops.rho, abs_tol=1e-9):
+        raise bad("rho", f"states {plan.rho:.6g} but its FLOPs give {plan.flops.rho:.6g}")

@@ -142,6 +142,14 @@ class Proposal(BaseModel):
     def _plan_matches(self) -> Proposal:
         if (self.plan.model, self.plan.reward) != (self.model, self.reward):
             raise ValueError("plan.model/plan.reward must match the proposal's model/reward")
+        # The proposal's request and its compiled plan travel together; one edited alone
+        # would run the plan while the record claimed the request.
+        if not math.isclose(self.plan.budget, self.budget, rel_tol=1e-9):
+            raise ValueError(f"budget {self.budget:.6g} disagrees with plan.budget {self.plan.budget:.6g}; "
+                             "recompile the proposal")
+        if not math.isclose(self.plan.rho_target, self.rho, abs_tol=1e-9):
+            raise ValueError(f"rho {self.rho:.6g} disagrees with plan.rho_target {self.plan.rho_target:.6g}; "
+                             "recompile the proposal")
         return self
 
 
@@ -151,7 +159,7 @@ class ProposalSet(BaseModel):
     model_config = _FROZEN
     schema_version: Literal[1] = SCHEMA_VERSION
     created_by: str = "planner"
-    target_budget: float | None = None
+    target_budget: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     proposals: tuple[Proposal, ...]
 
     @model_validator(mode="after")
@@ -168,7 +176,9 @@ class ProposalSet(BaseModel):
     def load_json(cls, text: str | bytes) -> ProposalSet:
         """Parse and validate; raise :class:`ConfigError` with a one-line message naming the field."""
         try:
-            return cls.model_validate_json(text)
+            # strict: a number written as a string or "yes" for a bool is a hand edit gone
+            # wrong, not something to coerce.
+            return cls.model_validate_json(text, strict=True)
         except Exception as exc:  # pydantic.ValidationError, or not JSON at all
             raise ConfigError(f"proposals: {first_error(exc)}") from None
 
@@ -361,7 +371,7 @@ def first_error(exc: BaseException) -> str:
         if errs:
             e = errs[0]
             loc = ".".join(str(x) for x in e.get("loc", ())) or "(file)"
-            msg = e.get("msg", str(exc))
+            msg = str(e.get("msg", str(exc))).removeprefix("Value error, ")  # our own validators' text
             if e.get("type") == "json_invalid":
                 return f"not valid JSON ({msg}); fix the file's syntax"
             more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""

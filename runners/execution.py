@@ -10,6 +10,7 @@ records workers that died without a word, and retries failed runs.
 from __future__ import annotations
 
 import math
+import os
 import signal
 import socket
 import threading
@@ -133,7 +134,11 @@ def _load(name: str, options: Mapping[str, Any]) -> Engine:
         cls = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError):
         raise ConfigError(f"engine: cannot import {name!r}; give sim, trl or module:Class") from None
-    return cls(**options)
+    engine = cls(**options)
+    if not callable(getattr(engine, "run", None)) or not isinstance(getattr(engine, "name", None), str):
+        raise ConfigError(f"engine: {name!r} is not an engine (it needs a name and run(proposal, seed)); "
+                          "see planner.engine.Engine")
+    return engine
 
 
 def _one_line(text: str, limit: int = 500) -> str:
@@ -351,17 +356,31 @@ def execute(
     store.sweep_temporaries()
     scan = store.scan(status="ok")
     check_same_source(scan.records, eng, store.root)
-    done = {r.run_id for r in scan.records}
+    done = {r.run_id: r for r in scan.records}
     result = ExecutionResult(corrupt=[f"{c.path.name}: {c.reason}" for c in scan.corrupt])
     tasks: list[Task] = []
     for p in props:
         for seed in seed_list:
             rid = run_id_for(p.id, seed)
             if rid in done:
+                if done[rid].plan != p.plan:  # same id, other content: "done" would be a lie
+                    raise ConfigError(
+                        f"proposals: {p.id}: {store.root} already holds run {rid} made from another "
+                        "plan; give a changed proposal a new id (planner plan/suggest derive it from the content)"
+                    )
                 result.skipped.append(rid)
                 continue
             tasks.append(Task(p, seed, store.failed_attempts(rid) + 1, engine, str(store.root),
                               options, timeout_s))
+    # Last check before any run: a store that cannot take records would waste every run's compute.
+    try:
+        for folder in (store.runs_dir, store.failed_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        if not all(os.access(f, os.W_OK | os.X_OK) for f in (store.runs_dir, store.failed_dir)):
+            raise PermissionError(13, "not writable")
+    except OSError as exc:
+        raise ConfigError(f"data: cannot write records under {str(store.root)!r} "
+                          f"({exc.strerror or exc}); give a writable directory") from None
     be = backend if not isinstance(backend, str) else make_backend(
         backend, workers=workers, data=store.root, engine_options=options, timeout_s=timeout_s,
         **dict(backend_options or {}),

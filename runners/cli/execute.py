@@ -27,7 +27,7 @@ def execute(
     proposals: Annotated[Path, typer.Argument(help="proposals.json from `planner suggest` or `planner plan --out`.")],
     data: DataOpt = DEFAULT_DATA,
     engine: Annotated[str, typer.Option(help="trl (real GRPO/LoRA), sim (simulator) or module:Class.")] = "trl",
-    world: Annotated[Path | None, typer.Option(help="Simulator world file (sim engine).")] = None,
+    world: Annotated[str | None, typer.Option(help="Simulator world (file or name in configs/worlds; sim engine).")] = None,
     device: Annotated[str | None, typer.Option(help="cpu or cuda (trl engine; default: the engine's).")] = None,
     seeds: Annotated[int, typer.Option(help="Seeds per proposal: 0..N-1.")] = 1,
     backend: Annotated[str, typer.Option(help="local, ray or slurm.")] = "local",
@@ -64,9 +64,9 @@ def execute(
     pset = read_proposals(proposals)
     options: dict[str, Any] = dict(_parse_option(o) for o in option or [])
     if world is not None:
-        if not world.is_file():
-            raise ConfigError(f"world: no such file {str(world)!r}")
-        options["world"] = str(world)
+        if engine != "sim":
+            raise ConfigError(f"world: only the sim engine takes a world, not {engine!r}; drop --world")
+        options["world"] = world  # a path or a shipped name; the sim engine resolves and checks it
     if device is not None:
         options["device"] = device
     backend_opts = _backend_options(

@@ -111,3 +111,11 @@ def test_a_store_of_one_engine_and_world_refuses_anothers_runs(proposals: Path, 
     assert ("world 'paper'" in err) == ("world=flat" in other)
     assert "separate --data directory" in err
     assert PilotStore(data).fingerprint() == before
+
+
+def test_world_by_name_as_in_race(proposals: Path, tmp_path: Path) -> None:
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(tmp_path), "--engine", "sim",
+                              "--world", "flat", "--no-progress"])
+    assert res.exit_code == 0, res.stderr
+    (rec,) = PilotStore(tmp_path).records()
+    assert rec.provenance["world"] == "flat"

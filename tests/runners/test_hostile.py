@@ -201,6 +201,9 @@ def _good(store: PilotStore) -> bytes:
         (["--engine", "nosuch"], {}, "engine"),
         (["--engine", "os.path:nothing"], {}, "engine"),
         (["--option", "bogus=1", "--engine", "trl"], {}, "engine"),
+        (["--engine", "json:JSONDecoder"], {}, "engine: 'json:JSONDecoder' is not an engine"),
+        (["--engine", "trl", "--world", "flat"], {}, "world: only the sim engine"),
+        (["--world", "nowhere"], {}, "world: no world file 'nowhere'; give a path or one of: contrast"),
     ],
 )
 def test_bad_flags_and_config_files(store: PilotStore, tmp_path: Path, extra: list[str],
@@ -221,3 +224,48 @@ def test_data_path_that_is_a_file(store: PilotStore, tmp_path: Path) -> None:
     f.write_text("x")
     res = RUNNER.invoke(app, ["execute", str(p), "--data", str(f), "--engine", "sim"])
     assert res.exit_code == 2 and "data" in res.stderr and f.read_text() == "x"
+    # Under a file: caught before any run, not as a traceback after all of them.
+    res = RUNNER.invoke(app, ["execute", str(p), "--data", str(f / "sub"), "--engine", "sim", "--no-progress"])
+    assert res.exit_code == 2 and res.stderr.startswith("error: data: cannot write records under")
+    assert len(res.stderr.splitlines()) == 1 and res.stdout == ""
+
+
+def _edit(dotted: str, value: Any) -> bytes:
+    d = copy.deepcopy(BASE)
+    for path in dotted.split(","):
+        obj, key = _get(d["proposals"][0], path)
+        obj[key] = value
+    return json.dumps(d).encode()
+
+
+@pytest.mark.parametrize(
+    ("content", "name"),
+    [
+        # Each value is valid on its own; together with the rest of the file it is a lie.
+        (_edit("budget", 2e12), "'proposals.0': budget 2e+12 disagrees with plan.budget"),
+        (_edit("rho", 0.9), "rho 0.9 disagrees with plan.rho_target"),
+        (_edit("model,plan.model", "tiny-m"), "proposals.0.plan.flops_per_prompt.search"),
+        (_edit("plan.completions_kept", 100), "proposals.0.plan.completions_kept: 100 kept of"),
+        (_edit("plan.flops.total", 1.0), "proposals.0.plan.flops.total: states 1 FLOPs"),
+        (_edit("plan.total_prompts", 7), "proposals.0.plan.rounds"),
+        (_edit("plan.num_iterations", 5), "proposals.0.plan.old_logprobs"),
+        # Strict types: a hand edit that wrote a number as a string is not coerced.
+        (_edit("rho", "0.7"), "proposals.0.rho': Input should be a valid number"),
+        (_edit("plan.gradient_checkpointing", "yes"), "proposals.0.plan.gradient_checkpointing"),
+        (json.dumps(BASE | {"target_budget": -1}).encode(), "target_budget': Input should be greater than 0"),
+    ],
+)
+def test_contradictory_proposal_files(store: PilotStore, content: bytes, name: str) -> None:
+    line = invoke_bad(store, content)
+    assert name in line, line
+    # A contradiction (not a plain type error) says how to get a consistent file.
+    assert "recompile" in line or "Input should be" in line, line
+
+
+def test_a_changed_plan_under_a_recorded_id_is_refused(store: PilotStore) -> None:
+    # PROPS[0] is recorded; its id with another (self-consistent) plan must not pass as done.
+    other = make_proposal(compile_plan("tiny-s", "sparse", 0.7, 2e12))
+    d = copy.deepcopy(BASE)
+    d["proposals"][0] = other.model_copy(update={"id": PROPS[0].id}).model_dump(mode="json")
+    line = invoke_bad(store, json.dumps(d).encode())
+    assert line.startswith(f"error: proposals: {PROPS[0].id}: ") and "another plan" in line
