@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from planner.errors import ConfigError
 from runners.backends import Handle, WorkerLost, require
 from runners.backends.queue import ThrottledQueue
 from runners.execution import Outcome, run_task
@@ -36,7 +37,16 @@ class RayBackend(ThrottledQueue):
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
             if address:
                 kwargs["address"] = address
-            ray.init(**kwargs)
+            try:
+                ray.init(**kwargs)
+            except Exception as exc:  # ConnectionError, ValueError (address format), RuntimeError
+                why = " ".join(str(exc).split())[:200] or type(exc).__name__
+                if address:
+                    raise ConfigError(
+                        f"ray-address: cannot connect to {address!r} ({why}); give a running cluster's "
+                        "address (ray://HOST:10001 or HOST:6379), or leave it out to start a local Ray"
+                    ) from None
+                raise ConfigError(f"backend: could not start a local Ray ({why})") from None
             self._started = True
         num_gpus = gpus_per_run if gpus_per_run is not None else (1.0 if cuda else 0.0)
         # max_retries=0: retries are ours (they count attempts and keep failed records).

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from planner.errors import ConfigError
 from runners.backends import Handle, WorkerLost, require
 from runners.backends.queue import ThrottledQueue
 from runners.execution import Outcome, run_task
@@ -40,6 +41,13 @@ class SlurmBackend(ThrottledQueue):
     ) -> None:
         submitit = require("submitit", "slurm")
         self._ex = submitit.AutoExecutor(folder=str(Path(folder) / "%j"), cluster=cluster)
+        if cluster is None and self._ex.cluster != "slurm":
+            # submitit falls back to local processes without a word; a user who asked for
+            # SLURM would find a cluster's worth of runs on the login node.
+            raise ConfigError(
+                "backend: slurm found no SLURM here (no sbatch on PATH); run from a login node, "
+                'or set cluster = "local" under [slurm] in --backend-config to run the jobs locally'
+            )
         if time_min is None:
             # Leave the scheduler a margin over the run's own limit, so that our in-worker
             # timeout fires first and records a partial card instead of a silent kill.

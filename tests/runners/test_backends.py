@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -105,6 +106,13 @@ def test_missing_optional_extra_is_one_clear_line(monkeypatch: pytest.MonkeyPatc
 def test_bad_backend_options_name_their_field(name: str, opts: dict, field: str, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=field):
         make_backend(name, data=tmp_path, **opts)
+
+
+@pytest.mark.skipif(shutil.which("sbatch") is not None, reason="this machine has SLURM")
+def test_slurm_without_slurm_is_refused_not_run_locally(tmp_path: Path) -> None:
+    pytest.importorskip("submitit")
+    with pytest.raises(ConfigError, match=r'no sbatch on PATH.*cluster = "local"'):
+        make_backend("slurm", data=tmp_path)
 
 
 def test_cuda_without_gpus_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
