@@ -7,11 +7,12 @@ import functools
 import json
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
 
-__all__ = ["app", "command", "emit_json", "guard", "parse_budget", "parse_list", "parse_option"]
+__all__ = ["app", "check_output_file", "command", "emit_json", "guard", "parse_budget", "parse_list", "parse_option"]
 
 app = typer.Typer(
     name="planner",
@@ -55,6 +56,26 @@ def parse_option(text: str) -> tuple[str, Any]:
     except ValueError:
         value = raw  # plain strings need no quotes
     return key.strip(), value
+
+
+def check_output_file(path: str | Path, field: str) -> Path:
+    """``path`` if a file can be written there; else a one-line :class:`ConfigError`.
+
+    Checked before the work that produces it, so a typo costs nothing to find out."""
+    import os
+
+    from planner.errors import ConfigError
+
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{field}: {str(path)!r} is a directory; give a file name")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{field}: cannot create {str(path)!r} ({str(parent)!r} is not a writable "
+                          "directory); give another path")
+    return path
 
 
 def emit_json(obj: Any) -> None:

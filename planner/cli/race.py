@@ -109,7 +109,9 @@ def suggest(
     if data is not None and (data / "runs").is_dir():
         from planner.engine import open_store
 
-        strategy.tell(open_store(data).records())
+        store = open_store(data)
+        strategy.tell(store.records())
+        _warn_corrupt(store)
     waiting = list(read_proposals(pending).proposals) if pending is not None else []
     done = {r.proposal_id for r in strategy.records_}
     waiting = [p for p in waiting if p.id not in done]
@@ -233,6 +235,17 @@ def race(
     doc = regimes_document(result, engine=engine, simulated=engine == "sim", world=world_name)
     path = write_regimes(data / "regimes.json", doc)
     display.final(result, path)
+    _warn_corrupt(store)
+
+
+def _warn_corrupt(store: Any) -> None:
+    """Say on stderr when the store skipped unreadable record files (the answer used fewer
+    runs than the directory seems to hold)."""
+    wrecks = getattr(store, "corrupt_", None) or []
+    if wrecks:
+        typer.echo(f"warning: {len(wrecks)} unreadable record file(s) in {store.root} were skipped "
+                   f"(first: {wrecks[0].path.name}); `runners status --data {store.root}` lists them, "
+                   "and the next run of their proposals replaces them", err=True)
 
 
 class _Display:

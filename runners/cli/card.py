@@ -29,9 +29,14 @@ def card(
 
     if not data.is_dir():
         raise ConfigError(f"data: no such directory {str(data)!r}; pass the --data of a campaign")
-    records = PilotStore(data).records(status=None)
+    store = PilotStore(data)
+    records = store.records(status=None)
     matches = [r for r in records if r.run_id == run_id]
     if not matches:
+        wrecks = [c for c in store.corrupt_ if c.path.name.startswith(f"{run_id}.")]
+        if wrecks:
+            raise ConfigError(f"run_id: the record of {run_id!r} is corrupt ({wrecks[0].path.name}: "
+                              f"{wrecks[0].reason}); the next `runners execute` of its proposal reruns it")
         close = difflib.get_close_matches(run_id, sorted({r.run_id for r in records}), n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"{len(records)} run(s) are there; see DIR/runs/"
         raise ConfigError(f"run_id: no run {run_id!r} in {data}; {hint}")

@@ -27,12 +27,14 @@ def truth(
                                     "regimes along rho and the one-noise-sd band below the optimum"),
 ) -> None:
     """Print the noise-free frontier on a dense rho grid, and rho*, shares and regime at its argmax."""
-    from planner.cli.app import emit_json, parse_budget
+    from planner.cli.app import check_output_file, emit_json, parse_budget
     from planner.errors import ConfigError
     from runners.sim.truth import frontier
 
     if plot and Path(plot).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise ConfigError(f"plot: {plot!r} has no figure suffix; end it in .png, .svg or .pdf")
+    if plot:
+        check_output_file(plot, "plot")
     f = frontier(world, model, reward, parse_budget(budget), target)
     if plot:
         _plot(f, world, Path(plot))

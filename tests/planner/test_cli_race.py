@@ -126,9 +126,12 @@ def test_race_sim_writes_regimes_and_resumes(tmp_path: Path) -> None:
     assert len(list((data / "runs").glob("*.parquet"))) == n_files
     # suggest reads the same data and proposes new runs (not ones already recorded).
     out = tmp_path / "next.json"
+    junk = data / "runs" / "junk-s0.parquet"
+    junk.write_bytes(b"not parquet")
     res3 = runner.invoke(app, ["suggest", "--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b",
                                "--rewards", "sparse,prm", "--n", "2", "--data", str(data), "--out", str(out)])
     assert res3.exit_code == 0, res3.output
+    assert "warning: 1 unreadable record file(s)" in res3.stderr and "junk-s0.parquet" in res3.stderr
     new = read_proposals(out).proposals
     assert len(new) == 2 and all(p.prediction is not None for p in new)
     # After the pilots: the target-budget anchors first, then the acquisition.

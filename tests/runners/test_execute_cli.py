@@ -119,3 +119,12 @@ def test_world_by_name_as_in_race(proposals: Path, tmp_path: Path) -> None:
     assert res.exit_code == 0, res.stderr
     (rec,) = PilotStore(tmp_path).records()
     assert rec.provenance["world"] == "flat"
+
+
+def test_card_of_a_corrupt_record_says_so(proposals: Path, tmp_path: Path) -> None:
+    assert RUNNER.invoke(app, ["execute", str(proposals), "--data", str(tmp_path), "--engine", "sim"]).exit_code == 0
+    (path,) = (tmp_path / "runs").glob("*.parquet")
+    path.write_bytes(b"garbage")
+    res = RUNNER.invoke(app, ["card", path.stem, "--data", str(tmp_path)])
+    assert res.exit_code == 2 and len(res.stderr.splitlines()) == 1
+    assert f"the record of '{path.stem}' is corrupt" in res.stderr and "reruns it" in res.stderr

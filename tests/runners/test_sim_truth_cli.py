@@ -88,3 +88,15 @@ def test_truth_plot_writes_a_figure_and_refuses_a_non_figure_path(tmp_path: Path
     bad = tmp_path / "frontier.txt"
     res = runner.invoke(app, ["truth", "--world", "contrast", *ARGS, "--reward", "prm", "--plot", str(bad)])
     assert res.exit_code == 2 and "plot:" in res.output and ".png" in res.output and not bad.exists()
+
+
+def test_plot_path_checked_before_the_work(tmp_path: Path) -> None:
+    (tmp_path / "adir.png").mkdir()
+    (tmp_path / "afile").write_text("x")
+    base = ["truth", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--budget", "1e16", "--plot"]
+    for bad, says in [("adir.png", "is a directory"), ("afile/x.png", "is not a writable directory")]:
+        res = runner.invoke(app, [*base, str(tmp_path / bad)])
+        assert res.exit_code == 2 and res.stdout == "", res.output  # no table printed first
+        assert res.stderr.startswith("error: plot:") and says in res.stderr and len(res.stderr.splitlines()) == 1
+    res = runner.invoke(app, [*base, str(tmp_path / "new" / "dir" / "f.png")])
+    assert res.exit_code == 0 and (tmp_path / "new" / "dir" / "f.png").read_bytes()[:4] == b"\x89PNG"
