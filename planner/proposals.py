@@ -55,6 +55,8 @@ def write_proposals(
 def read_proposals(path: str | Path) -> ProposalSet:
     """Read and validate a proposals file; one-line :class:`ConfigError` on any problem."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"proposals: {str(path)!r} is a directory; give the proposals.json file in it")
     if not path.is_file():
         raise ConfigError(f"proposals: no such file {str(path)!r}; run `planner suggest` first")
     if path.stat().st_size > MAX_PROPOSALS_BYTES:

@@ -381,6 +381,8 @@ def execute(
     except OSError as exc:
         raise ConfigError(f"data: cannot write records under {str(store.root)!r} "
                           f"({exc.strerror or exc}); give a writable directory") from None
+    if not tasks and isinstance(backend, str):  # all done: no backend to start (Ray takes seconds)
+        return result
     be = backend if not isinstance(backend, str) else make_backend(
         backend, workers=workers, data=store.root, engine_options=options, timeout_s=timeout_s,
         **dict(backend_options or {}),

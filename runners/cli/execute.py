@@ -59,6 +59,10 @@ def execute(
         raise ConfigError(f"timeout-min: must be a positive number of minutes, got {timeout_min}")
     if device is not None and device not in ("cpu", "cuda"):
         raise ConfigError(f"device: {device!r} is not cpu or cuda")
+    for flag, value in (("gpus-per-run", gpus_per_run), ("cpus-per-run", cpus_per_run), ("mem-gb", mem_gb),
+                        ("time-min", time_min)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"{flag}: must be a non-negative number, got {value}")
     if data.exists() and not data.is_dir():
         raise ConfigError(f"data: {str(data)!r} is a file; give a directory for the pilot store")
     pset = read_proposals(proposals)

@@ -44,6 +44,8 @@ def pretrain(
             raise ConfigError(f"model: {name!r} is not a tiny-world policy; use tiny-s, tiny-m or tiny-l")
     if seed < 0:
         raise ConfigError(f"seed: must be >= 0, got {seed}")
+    if cache_dir is not None and cache_dir.exists() and not cache_dir.is_dir():
+        raise ConfigError(f"cache-dir: {str(cache_dir)!r} is a file; give a directory for the model cache")
 
     import torch
     from transformers import PreTrainedTokenizerFast, Qwen2ForCausalLM

@@ -58,6 +58,8 @@ class SimEngine:
             raise ConfigError(
                 f"engine sim: unknown option {unknown[0]!r}; the sim takes world=FILE and truth=true"
             )
+        if world is not None and not isinstance(world, str | Path | World):
+            raise ConfigError(f"engine sim: option 'world' must be a world file or name, got {world!r}")
         if not isinstance(truth, bool):
             raise ConfigError(f"engine sim: option 'truth' must be true or false, got {truth!r}")
         self.world = load_world(world)

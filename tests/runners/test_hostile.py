@@ -204,6 +204,8 @@ def _good(store: PilotStore) -> bytes:
         (["--engine", "json:JSONDecoder"], {}, "engine: 'json:JSONDecoder' is not an engine"),
         (["--engine", "trl", "--world", "flat"], {}, "world: only the sim engine"),
         (["--world", "nowhere"], {}, "world: no world file 'nowhere'; give a path or one of: contrast"),
+        (["-o", "world=5"], {}, "option 'world' must be a world file or name"),
+        (["--gpus-per-run", "-1"], {}, "gpus-per-run: must be a non-negative number"),
     ],
 )
 def test_bad_flags_and_config_files(store: PilotStore, tmp_path: Path, extra: list[str],
@@ -269,3 +271,19 @@ def test_a_changed_plan_under_a_recorded_id_is_refused(store: PilotStore) -> Non
     d["proposals"][0] = other.model_copy(update={"id": PROPS[0].id}).model_dump(mode="json")
     line = invoke_bad(store, json.dumps(d).encode())
     assert line.startswith(f"error: proposals: {PROPS[0].id}: ") and "another plan" in line
+
+
+def test_proposals_path_that_is_a_directory(store: PilotStore, tmp_path: Path) -> None:
+    res = RUNNER.invoke(app, ["execute", str(tmp_path), "--data", str(store.root), "--engine", "sim"])
+    assert res.exit_code == 2 and "is a directory; give the proposals.json file in it" in res.stderr
+
+
+def test_nothing_left_to_run_starts_no_backend(store: PilotStore, tmp_path: Path) -> None:
+    # Every run is recorded: even a backend that could not start (no SLURM here) is not asked to.
+    p = tmp_path / "p.json"
+    p.write_bytes(_good(store))
+    before = store.fingerprint()
+    res = RUNNER.invoke(app, ["execute", str(p), "--data", str(store.root), "--engine", "sim",
+                              "--backend", "slurm", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.startswith("0 ok, 0 failed, 3 already done") and store.fingerprint() == before
