@@ -12,7 +12,38 @@ from typing import Any
 
 import typer
 
-__all__ = ["app", "check_output_file", "command", "emit_json", "guard", "parse_budget", "parse_list", "parse_option"]
+__all__ = ["OneLineErrors", "app", "check_output_file", "command", "emit_json", "guard", "parse_budget", "parse_list", "parse_option"]
+
+class OneLineErrors(typer.core.TyperGroup):
+    """Usage errors (a bad option value, a missing option) as one ``error:`` line on stderr
+    with exit 2, like the commands' own errors, instead of Typer's boxed panel."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        import sys
+
+        try:  # typer >= 0.2x vendors click
+            from typer._click import exceptions as cx
+        except ImportError:  # pragma: no cover - older typer on the real click
+            from click import exceptions as cx  # type: ignore[no-redef]
+
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except cx.NoArgsIsHelpError as exc:  # bare `planner`: the help is the answer
+            typer.echo(exc.ctx.get_help())
+            sys.exit(0)
+        except cx.ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+            msg = " ".join(exc.format_message().split()).rstrip(".")
+            typer.echo(f"error: {msg}{where}", err=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            typer.echo("aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
 
 app = typer.Typer(
     name="planner",
@@ -20,6 +51,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    cls=OneLineErrors,
 )
 
 

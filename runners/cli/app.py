@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from planner.cli.app import OneLineErrors
 from planner.cli.app import command as _command
 
 __all__ = ["app", "command"]
@@ -14,6 +15,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    cls=OneLineErrors,
 )
 
 

@@ -73,6 +73,10 @@ def test_suggest_lists_and_n(tmp_path: Path) -> None:
         (["--budget", "1e16", "--target", "elo"], "target"),
         (["--budget", "1e16", "--pilot-budget", "1e17"], "pilot-budget"),
         (["--budget", "1e10", "--models", "qwen2.5-7b"], "budget"),
+        # Typer's own parsing errors too: one line, not a boxed panel.
+        (["--budget", "1e16", "--n", "abc"], "Invalid value for '--n'"),
+        (["--budget", "1e16", "--bogus"], "No such option: --bogus"),
+        (["--n", "2"], "Missing option '--budget'"),
     ],
 )
 def test_suggest_bad_input_is_one_line(tmp_path: Path, args: list[str], field: str) -> None:

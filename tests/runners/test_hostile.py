@@ -205,6 +205,7 @@ def _good(store: PilotStore) -> bytes:
         (["--engine", "trl", "--world", "flat"], {}, "world: only the sim engine"),
         (["--world", "nowhere"], {}, "world: no world file 'nowhere'; give a path or one of: contrast"),
         (["-o", "world=5"], {}, "option 'world' must be a world file or name"),
+        (["--seeds", "abc"], {}, "Invalid value for '--seeds'"),
         (["--gpus-per-run", "-1"], {}, "gpus-per-run: must be a non-negative number"),
     ],
 )
