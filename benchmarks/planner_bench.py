@@ -62,6 +62,7 @@ from bench_scoring import (  # noqa: E402
 from bench_stake import print_stake, stake_by_gap, stake_table  # noqa: E402
 from paired_regret import paired_table, print_paired  # noqa: E402
 
+from planner.errors import ConfigError  # noqa: E402
 from planner.frontier import Setting  # noqa: E402
 from planner.loop import run_race  # noqa: E402
 from planner.registry import POLICIES_QWEN  # noqa: E402
@@ -220,11 +221,14 @@ def print_table(rows: list[dict[str, Any]], latency: dict[str, float]) -> None:
     for r in sorted(rows, key=lambda r: order.index(r["world"])):  # stable: keeps strategies' order
         if r["strategy"] == "grid" and not r.get("show", False):
             continue
+        def num(v: float, spec: str) -> str:
+            return "-" if v != v else format(v, spec)  # NaN: nothing to score (no decidable setting, no call)
+
         t.add_row(r["world"], r["strategy"], r["config"], f"{r['same_regime']:.3f}",
-                  f"{r['same_regime_decidable']:.3f} ({r['decidable_share']:.2f})",
-                  f"{r['rho_err_median']:.3f}", f"{r['regret_median']:.4f}",
-                  f"{r['flops_target_units']:.1f}", f"{r['ask_s']:.2f}", f"{r['confident_share']:.2f}",
-                  f"{r['same_regime_when_confident']:.2f}", ",".join(f"{k}:{v}" for k, v in r["stops"].items()))
+                  f"{num(r['same_regime_decidable'], '.3f')} ({r['decidable_share']:.2f})",
+                  num(r["rho_err_median"], ".3f"), num(r["regret_median"], ".4f"),
+                  f"{r['flops_target_units']:.1f}", f"{r['ask_s']:.2f}", num(r["confident_share"], ".2f"),
+                  num(r["same_regime_when_confident"], ".2f"), ",".join(f"{k}:{v}" for k, v in r["stops"].items()))
     c = Console(width=200)
     c.print(t)
     c.print("suggest latency: " + ", ".join(f"{k} {v:.2f}" for k, v in latency.items()))
@@ -325,12 +329,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)  # the box is shared; one thread is also the fastest for n < 300
-    worlds = a.worlds.split(",") if a.worlds else (["paper"] if a.quick else [p.stem for p in list_worlds()])
-    models = a.models.split(",") if a.models else (["qwen2.5-1.5b"] if a.quick else list(POLICIES_QWEN))
-    rewards = a.rewards.split(",") if a.rewards else list(REWARDS)
+    from planner.cli.app import check_output_file, parse_list
+
+    shipped = [p.stem for p in list_worlds()]
+    worlds = parse_list(a.worlds, "worlds") or (["paper"] if a.quick else shipped)
+    models = parse_list(a.models, "models") or (["qwen2.5-1.5b"] if a.quick else list(POLICIES_QWEN))
+    rewards = parse_list(a.rewards, "rewards") or list(REWARDS)
     reps = a.seeds or (3 if a.quick else 10)
     rep_ids = range(a.first_rep, a.first_rep + reps)
-    strategies = a.strategies.split(",")
+    strategies = parse_list(a.strategies, "strategies") or list(STRATEGIES)
+    # Everything checked before the first race: a typo must not cost a benchmark's worth of time.
+    for name, given, known in (("worlds", worlds, shipped), ("strategies", strategies, STRATEGIES)):
+        bad = [g for g in given if g not in known]
+        if bad:
+            raise ConfigError(f"{name}: unknown {bad[0]!r}; use some of: {', '.join(known)}")
+    if reps < 1:
+        raise ConfigError(f"seeds: need at least one repetition, got {reps}")
+    check_output_file(a.out, "out")
     problem = RaceProblem(tuple(Setting(m, r) for m in models for r in rewards), budget=a.budget,
                           pilot_budget=a.pilot_budget, target=a.target, confidence=a.confidence,
                           indifference=a.indifference)
@@ -342,8 +357,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     cost_power = AcquisitionConfig().cost_power if a.cost_power is None else a.cost_power
     AcquisitionConfig(cost_power=cost_power)  # a bad value fails here, before any race starts
     if not 0 < a.flops_per_setting < float("inf"):
-        raise SystemExit(f"error: --flops-per-setting: {a.flops_per_setting} is not a positive number of "
-                         "target-budget runs; the default is 6")
+        raise ConfigError(f"flops-per-setting: {a.flops_per_setting} is not a positive number of "
+                          "target-budget runs; the default is 6")
     ours_opts: dict[str, Any] = {"n_anchor": N_ANCHOR if a.anchors is None else a.anchors, "anchor": a.anchor,
                                  "cost_power": cost_power}
     outcomes: list[Outcome] = []
@@ -418,6 +433,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "outcomes": summaries, "wall_s": time.perf_counter() - t0,
         "simulated": True,
     }
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(doc, indent=2, default=float))
     print(f"wrote {a.out} ({time.perf_counter() - t0:.0f} s)")
     if not a.no_plot:
@@ -429,4 +445,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ConfigError as exc:  # the same one line and exit code as `planner bench`
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -237,9 +237,8 @@ def compile_plan(
         if abs(planned.total - budget) < abs(nearest_budget - budget):
             nearest_budget = planned.total
     raise InfeasibleError(
-        f"budget: {budget:.3g} FLOPs buys less than one prompt group at rho={rho:.2f} for "
-        f"{model}/{reward} ({ranked[0][4].total:.3g} FLOPs each); nearest feasible budget = "
-        f"{nearest_budget:.3g}",
+        f"budget: {budget:.3g} FLOPs buys no {model}/{reward} plan at rho={rho:.2f} within 2%; "
+        f"nearest feasible budget = {nearest_budget:.3g}",
         field="budget",
         nearest=nearest_budget,
     )

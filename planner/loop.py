@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.engine import Engine, RecordStore, check_same_source
+from planner.errors import ConfigError
 from planner.frontier import Setting
 from planner.regime import RegimeCall
 from planner.schema import Proposal, RunRecord, run_id_for
@@ -132,6 +131,12 @@ def run_race(
             break
         kept, blocked = _trim(props, seeds, n_runs, n_flops, max_runs, max_flops, known)
         if not kept:  # not even the first proposal fits under a cap
+            if not any(runs.values()):  # nothing measured at all: a call would be the prior's
+                p = props[0]
+                raise ConfigError(
+                    f"{blocked}: the cap allows no run (the first proposal, {seeds} run(s) of "
+                    f"{p.plan.flops.total:.3g} FLOPs, does not fit); raise --{blocked}"
+                )
             reason = blocked
             break
         props = kept
@@ -227,10 +232,7 @@ def regimes_document(result: RaceResult, *, engine: str, simulated: bool, world:
 
 def write_regimes(path: str | Path, document: dict[str, Any]) -> Path:
     """Write ``regimes.json`` atomically (a reader never sees half a file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(document, fh, indent=2, default=lambda x: None if isinstance(x, float) and math.isnan(x) else str(x))
-    os.replace(tmp, path)
-    return path
+    from planner.files import atomic_write_text
+
+    text = json.dumps(document, indent=2, default=lambda x: None if isinstance(x, float) and math.isnan(x) else str(x))
+    return atomic_write_text(path, text)

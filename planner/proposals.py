@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from planner.errors import ConfigError
+from planner.files import atomic_write_text
 from planner.schema import Prediction, Proposal, ProposalSet, RunPlan
 
 __all__ = ["MAX_PROPOSALS_BYTES", "make_proposal", "proposal_id", "read_proposals", "write_proposals"]
@@ -42,14 +41,8 @@ def make_proposal(
 def write_proposals(
     path: str | Path, proposals: Iterable[Proposal], *, target_budget: float | None = None
 ) -> Path:
-    path = Path(path)
     body = ProposalSet(proposals=tuple(proposals), target_budget=target_budget)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(body.model_dump_json(indent=2))
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, body.model_dump_json(indent=2))
 
 
 def read_proposals(path: str | Path) -> ProposalSet:

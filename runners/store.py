@@ -34,6 +34,7 @@ from typing import Any
 import polars as pl
 
 from planner.errors import ConfigError
+from planner.files import default_file_mode
 from planner.schema import RunRecord
 
 __all__ = ["ROW_SCHEMA", "CorruptRecord", "PilotStore", "Scan"]
@@ -217,6 +218,7 @@ class PilotStore:
                 frame.write_parquet(fh)
                 fh.flush()
                 os.fsync(fh.fileno())
+            os.chmod(tmp, default_file_mode())  # mkstemp's 0600 would hide records from co-workers
             for _ in range(3):
                 if self._link(tmp, final):
                     _fsync_dir(folder)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.app import command, emit_json, parse_budget
+from planner.cli.app import check_output_file, command, emit_json, parse_budget
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model name from configs/models.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
@@ -76,6 +76,12 @@ def plan(
         raise ConfigError(f"rho: must lie in (0, 1), got {rho}; pick e.g. --rho 0.5")
     if target not in ("native", "pass1", "judge"):
         raise ConfigError(f"target: unknown target {target!r}; use native, pass1 or judge")
+    from planner.registry import get_model
+
+    if get_model(model).role != "policy":
+        raise ConfigError(f"model: {model!r} is a reward model, not a policy; pick a policy model")
+    if out is not None:
+        check_output_file(out, "out")
     p = compile_plan(model, reward, rho, b, CompileOptions(prompt_len=prompt_len, completion_len=completion_len))
     if out is not None:
         prop = make_proposal(p, target=target, reason="requested with `planner plan`")

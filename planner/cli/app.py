@@ -68,12 +68,18 @@ def parse_budget(value: str, field: str = "budget") -> float:
     return x
 
 
-def parse_list(value: str | None) -> list[str] | None:
-    """Comma-separated list option (``--models a,b``); None when absent."""
+def parse_list(value: str | None, field: str = "list") -> list[str] | None:
+    """Comma-separated list option (``--models a,b``); None when absent. Present but empty
+    (``--rewards ''``, ``','``) is an error: silently meaning "all" would run far more."""
     if value is None:
         return None
     items = [v.strip() for v in value.split(",") if v.strip()]
-    return items or None
+    if not items:
+        from planner.errors import ConfigError
+
+        raise ConfigError(f"{field}: empty list {value!r}; give comma-separated names, or leave --{field} out "
+                          "for the default")
+    return items
 
 
 def parse_option(text: str) -> tuple[str, Any]:

@@ -45,9 +45,14 @@ def trl_defaults() -> dict[str, Any]:
 def load_recipe_file(path: Path) -> dict[str, Any]:
     from planner.errors import ConfigError
 
+    if path.is_dir():
+        raise ConfigError(f"config: {str(path)!r} is a directory; pass a GRPO recipe file (YAML or JSON)")
     if not path.is_file():
         raise ConfigError(f"config: no such file {str(path)!r}; pass a GRPO recipe (YAML or JSON)")
-    text = path.read_text()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"config: {path} is not UTF-8 text; pass a GRPO recipe (YAML or JSON)") from None
     try:
         if path.suffix.lower() == ".json":
             data = json.loads(text)
@@ -96,9 +101,34 @@ def build_recipe(raw: dict[str, Any], defaults: dict[str, Any]):  # type: ignore
             raise ConfigError(f"config: lora_target_modules has unknown module {bad[0]!r}")
         lora = LoRA(pos_int("lora_r", 16), tuple(targets))
     grad_accum = pos_int("gradient_accumulation_steps")
-    steps_per_gen = cfg.get("steps_per_generation") or grad_accum
+    world = pos_int("world_size", cfg.get("num_processes", 1))
+    batch = pos_int("per_device_train_batch_size")
+    gen_batch = raw.get("generation_batch_size")
+    if gen_batch is not None and raw.get("steps_per_generation") is not None:
+        raise ConfigError("config: generation_batch_size and steps_per_generation are exclusive, as in TRL; "
+                          "keep one")
+    if gen_batch is not None:  # TRL: generation_batch_size = batch * processes * steps_per_generation
+        g = pos_int("generation_batch_size")
+        if g % (batch * world):
+            raise ConfigError(f"config: generation_batch_size ({g}) must be divisible by "
+                              f"per_device_train_batch_size * world_size ({batch * world}), as TRL requires")
+        steps_per_gen = g // (batch * world)
+    else:
+        steps_per_gen = pos_int("steps_per_generation") if cfg.get("steps_per_generation") is not None else grad_accum
+    if pos_int("num_generations") < 2:
+        raise ConfigError("config: num_generations must be >= 2 (GRPO's advantages compare completions "
+                          "within a group), as TRL requires")
+    if cfg.get("dataset_size") is not None:
+        pos_int("dataset_size")
+    if pos_int("expected_completion_length") > pos_int("max_completion_length"):
+        raise ConfigError(f"config: expected_completion_length ({cfg['expected_completion_length']}) exceeds "
+                          f"max_completion_length ({cfg['max_completion_length']}); completions stop there")
+    funcs = raw.get("reward_funcs")
+    if funcs is not None and not (isinstance(funcs, str) or (
+            isinstance(funcs, list) and all(isinstance(x, str) for x in funcs))):
+        raise ConfigError(f"config: reward_funcs must be a name or a list of names, got {funcs!r}")
     recipe = Recipe(
-        per_device_train_batch_size=pos_int("per_device_train_batch_size"),
+        per_device_train_batch_size=batch,
         gradient_accumulation_steps=grad_accum,
         num_generations=pos_int("num_generations"),
         steps_per_generation=int(steps_per_gen),
@@ -109,7 +139,7 @@ def build_recipe(raw: dict[str, Any], defaults: dict[str, Any]):  # type: ignore
         prompt_len=pos_int("expected_prompt_length"),
         completion_len=pos_int("expected_completion_length"),
         lora=lora,
-        world_size=pos_int("world_size", cfg.get("num_processes", 1)),
+        world_size=world,
         lm_head_positions="all" if cfg.get("device") == "cpu" else "completion",
         dataset_size=cfg.get("dataset_size"),
     )

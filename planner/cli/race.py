@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from planner.cli.app import command, emit_json, parse_budget, parse_list, parse_option
+from planner.cli.app import (
+    check_output_file,
+    command,
+    emit_json,
+    parse_budget,
+    parse_list,
+    parse_option,
+)
 
 if TYPE_CHECKING:
     from planner.frontier import Setting
@@ -41,8 +48,8 @@ def _problem(budget: str, models: str | None, rewards: str | None, target: str,
 
     b = parse_budget(budget)
     pilot = parse_budget(pilot_budget, "pilot-budget") if pilot_budget is not None else b / 100
-    ms = parse_list(models) or list(POLICIES_QWEN)
-    rs = parse_list(rewards) or list(REWARD_SYSTEMS)
+    ms = parse_list(models, "models") or list(POLICIES_QWEN)
+    rs = parse_list(rewards, "rewards") or list(REWARD_SYSTEMS)
     for m in ms:
         if get_model(m).role != "policy":
             raise ConfigError(f"models: {m!r} is a reward model, not a policy; pick a policy model")
@@ -102,6 +109,16 @@ def suggest(
     t0 = time.perf_counter()
     _check_target(target)
     problem = _problem(budget, models, rewards, target, pilot_budget)
+    from planner.errors import ConfigError
+
+    check_output_file(out, "out")
+    if pending is not None and pending.resolve() == out.resolve():
+        raise ConfigError(f"out: {str(out)!r} is also --pending; writing the new batch there would lose the "
+                          "pending runs, so give another --out (e.g. next.json)")
+    if data is not None and data.exists() and not data.is_dir():
+        raise ConfigError(f"data: {str(data)!r} is a file; give the pilot store's directory")
+    if data is not None and not data.exists():
+        typer.echo(f"note: no pilot store at {str(data)!r} yet: proposing the initial design", err=True)
     from planner.proposals import read_proposals, write_proposals
     from planner.strategies.ours import RaceStrategy
 
@@ -227,7 +244,7 @@ def race(
         raise ConfigError(f"cost-power: only the ours strategy has an acquisition, not {strategy!r}; drop --cost-power")
     strat = make_strategy(strategy, problem, seed, **_ours_options(seed, anchors, cost_power))
     store = open_store(data)
-    display = _Display(problem, quiet)
+    display = _Display(problem, quiet, posterior=strat.stops_on_confidence)
     with display:
         result = run_race(problem, strat, eng, store, max_runs=runs_cap, max_flops=flops_cap,
                           seeds=seeds, batch_size=batch, progress=display.update)
@@ -251,9 +268,10 @@ def _warn_corrupt(store: Any) -> None:
 class _Display:
     """Live rich table of the race: runs, FLOPs and each setting's regime probabilities."""
 
-    def __init__(self, problem: Any, quiet: bool) -> None:
+    def __init__(self, problem: Any, quiet: bool, posterior: bool = True) -> None:
         self.problem = problem
         self.quiet = quiet
+        self.posterior = posterior  # baselines make point calls: their "P" is 100 or 0
         self.live: Any = None
 
     def __enter__(self) -> _Display:
@@ -279,19 +297,20 @@ class _Display:
         title = "race: starting" if progress is None else (
             f"race round {progress.round}: {progress.runs} runs, {progress.flops:.3g} FLOPs, "
             f"last ask {progress.ask_seconds:.1f} s")
-        return _calls_table(title, self.problem, progress.calls if progress else {})
+        return _calls_table(title, self.problem, progress.calls if progress else {}, posterior=self.posterior)
 
     def final(self, result: Any, path: Path) -> None:
         from rich.console import Console
 
         c = Console()
         c.print(_calls_table(f"regimes at {self.problem.budget:.3g} FLOPs ({self.problem.target})",
-                             self.problem, result.calls, result))
+                             self.problem, result.calls, result, posterior=self.posterior))
         c.print(f"stopped: {result.stop_reason} after {result.total_runs} runs, "
                 f"{result.total_flops:.3g} FLOPs; wrote {path}")
 
 
-def _calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], result: Any = None) -> Any:
+def _calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], result: Any = None,
+                 posterior: bool = True) -> Any:
     """One line per setting, whole at 80 columns (the live view and the final table)."""
     from rich import box
     from rich.table import Table
@@ -320,8 +339,11 @@ def _calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], res
             row.append(str(result.runs[s]))
         rows.append(row)
     t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
-              caption="P%: posterior probability of the search-, update-, reward-heavy regime; "
-                      f"?: below the {problem.confidence:.0%} confidence, ~: indifferent; stake: "
+              caption=("P%: posterior probability of the search-, update-, reward-heavy regime; "
+                       if posterior else "P%: a point call (this strategy has no posterior; 100 is the "
+                       "call, not a probability); ")
+                      + f"?: not decided (below {problem.confidence:.0%}, or not yet checked by a run at "
+                      "the target budget), ~: indifferent; stake: "
                       "expected gap between the best allocations of the called and the next "
                       f"regime ({unit}; near 0: the regime hardly matters)")
     for k, head in enumerate(heads):

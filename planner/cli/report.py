@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.app import command
+from planner.cli.app import check_output_file, command
 
 __all__ = ["report"]
 
@@ -36,6 +36,11 @@ def report(
         raise ConfigError(f"target: unknown target {target!r}; use one of: {', '.join(TARGETS)}")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"out: {str(out)!r} is a file; pass a directory for the report")
+    if data.exists() and out.resolve() == data.resolve():
+        # The report writes its own regimes.json: in the data directory it would replace the race's.
+        raise ConfigError(f"out: {str(out)!r} is the data directory; the report's regimes.json would replace "
+                          f"the race's there, so give another directory (e.g. {str(data / 'report')!r})")
+    check_output_file(out / "report.md", "out")
     res = build_report(data, out, target=target, progress=not quiet)
     typer.echo(res.message)
     typer.echo(f"report: {res.html}")

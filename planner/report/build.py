@@ -8,14 +8,13 @@ progress display on stderr when ``progress`` is on.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from planner.files import atomic_write_text
 from planner.schema import TARGETS
 
 __all__ = ["ReportResult", "build_report"]
@@ -33,11 +32,7 @@ class ReportResult:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    # A reader (or a browser reloading the page) never sees a half-written report.
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    atomic_write_text(path, text)  # a browser reloading the page never sees half a report
 
 
 @contextmanager

@@ -35,7 +35,7 @@ def pretrain(
     from planner.errors import ConfigError
     from planner.registry import get_model
 
-    names = parse_list(model) or []
+    names = parse_list(model, "model") or []
     if not names:
         raise ConfigError("model: give at least one tiny policy, e.g. --model tiny-s,tiny-m")
     for name in names:

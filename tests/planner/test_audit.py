@@ -84,6 +84,12 @@ def test_trl_defaults_are_read_from_trl() -> None:
         ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "num_iterations": 0}, "num_iterations"),
         ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "bogus_key": 1}, "bogus_key"),
         ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "num_generations": 3}, "num_generations"),
+        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "num_generations": 1, "per_device_train_batch_size": 4}, "num_generations must be >= 2"),
+        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "dataset_size": -3}, "dataset_size"),
+        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 4096, "max_completion_length": 256}, "exceeds max_completion_length"),
+        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "reward_funcs": 5}, "reward_funcs"),
+        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "generation_batch_size": 64, "steps_per_generation": 2}, "exclusive"),
+        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "generation_batch_size": 12, "per_device_train_batch_size": 8}, "generation_batch_size (12)"),
     ],
 )
 def test_bad_recipes_name_the_field(tmp_path: Path, body: dict, field: str) -> None:
@@ -111,3 +117,23 @@ def test_full_finetuning_is_a_one_line_error(tmp_path: Path) -> None:
     f.write_text("model_name_or_path: qwen2.5-3b\nuse_peft: false\nexpected_prompt_length: 8\nexpected_completion_length: 8\n")
     res = runner.invoke(app, ["audit", str(f)])
     assert res.exit_code == 2 and res.stderr.startswith("error: config: use_peft")
+
+
+def test_generation_batch_size_sets_the_round_as_in_trl(tmp_path: Path) -> None:
+    base = {"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 64, "expected_completion_length": 64,
+            "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2}
+    rounds = {}
+    for name, extra in (("gbs", {"generation_batch_size": 64}), ("spg", {"steps_per_generation": 8})):
+        f = tmp_path / f"{name}.json"
+        f.write_text(json.dumps(base | extra))
+        res = runner.invoke(app, ["audit", str(f), "--json"])
+        assert res.exit_code == 0, res.output
+        rounds[name] = json.loads(res.stdout)["completions_per_round"]
+    assert rounds == {"gbs": 64, "spg": 64}  # 64 = 8 per device x 8 steps per generation
+
+
+def test_a_directory_or_binary_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00garbage")
+    for arg, says in ((tmp_path, "is a directory"), (tmp_path / "bin.yaml", "is not UTF-8 text")):
+        res = runner.invoke(app, ["audit", str(arg)])
+        assert res.exit_code == 2 and says in res.stderr and len(res.stderr.strip().splitlines()) == 1

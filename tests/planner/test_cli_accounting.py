@@ -50,6 +50,8 @@ def test_plan_table() -> None:
         (["plan", "-m", "tiny-s", "-r", "sparse", "--rho", "0.5", "--budget", "inf"], "budget"),
         (["plan", "-m", "qwen2.5-7b", "-r", "prm", "--rho", "0.3", "--budget", "1e13"], "budget"),
         (["flops", "-m", "nope"], "model"),
+        (["plan", "-m", "qwen2.5-math-prm-7b", "-r", "sparse", "--rho", "0.5", "--budget", "1e17"], "model"),
+        (["plan", "-m", "qwen2.5-1.5b", "-r", "sparse", "--rho", "0.5", "--budget", "1e3"], "budget"),
     ],
 )
 def test_bad_input_one_line_naming_field(args: list[str], field: str) -> None:
@@ -74,3 +76,25 @@ def test_help_is_fast_and_lazy() -> None:
     code = "import sys, planner.cli; assert 'torch' not in sys.modules and 'trl' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
     assert time.perf_counter() - t0 < 5
+
+
+def test_plan_out_that_cannot_be_written_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    base = ["plan", "-m", "tiny-s", "-r", "sparse", "--rho", "0.7", "--budget", "1e12", "--out"]
+    for bad in (tmp_path, tmp_path / "afile" / "p.json"):
+        res = runner.invoke(app, [*base, str(bad)])
+        assert res.exit_code == 2 and res.stderr.startswith("error: out:"), res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # no stray temporary
+
+
+def test_written_files_are_readable_by_others(tmp_path: Path) -> None:
+    import os
+
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "p.json"
+        assert runner.invoke(app, ["plan", "-m", "tiny-s", "-r", "sparse", "--rho", "0.7", "--budget", "1e12",
+                                   "--out", str(out)]).exit_code == 0
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600

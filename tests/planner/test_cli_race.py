@@ -36,9 +36,10 @@ def test_suggest_table_is_one_whole_line_per_proposal_at_80_columns(tmp_path: Pa
                         env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
     ps = read_proposals(out).proposals
-    rows = [line for line in res.output.splitlines() if "initial design" in line]
+    rows = [line for line in res.stdout.splitlines() if "initial design" in line]
     assert len(rows) == len(ps) == 60  # no wrapped reasons
-    assert all(len(line) <= 80 for line in res.output.splitlines())
+    assert all(len(line) <= 80 for line in res.stdout.splitlines())
+    assert res.stderr.startswith("note: no pilot store at") and "proposing the initial design" in res.stderr
     for p, line in zip(ps, rows, strict=True):  # setting and rho printed whole
         assert f"{p.model}/{p.reward}" in line and f"{p.plan.rho:.3f}" in line
 
@@ -77,6 +78,8 @@ def test_suggest_lists_and_n(tmp_path: Path) -> None:
         (["--budget", "1e16", "--n", "abc"], "Invalid value for '--n'"),
         (["--budget", "1e16", "--bogus"], "No such option: --bogus"),
         (["--n", "2"], "Missing option '--budget'"),
+        (["--budget", "1e16", "--rewards", ""], "rewards: empty list"),
+        (["--budget", "1e16", "--models", ","], "models: empty list"),
     ],
 )
 def test_suggest_bad_input_is_one_line(tmp_path: Path, args: list[str], field: str) -> None:
@@ -209,7 +212,7 @@ def test_bench_runs_through_the_cli(tmp_path: Path) -> None:
     assert res.exit_code == 0 and quiet.exists() and not quiet.with_suffix(".png").exists()
     bad = runner.invoke(app, ["bench", "--quick", "--worlds", "flat", "--strategies", "grid", "--seeds", "1",
                               "--out", str(tmp_path / "bad.json"), "--flops-per-setting", "-1"])
-    assert bad.exit_code != 0 and "--flops-per-setting" in bad.output
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: flops-per-setting:")
     assert not (tmp_path / "bad.json").exists()
 
 
@@ -262,3 +265,45 @@ def test_cost_power_option_reaches_the_acquisition(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and bad.output.startswith("error: cost_power") and "[0, 1]" in bad.output
     bad = runner.invoke(app, ["race", *base, "--strategy", "grid", "--cost-power", "0.5", "--quiet"])
     assert bad.exit_code == 2 and "cost-power" in bad.output
+
+
+def test_suggest_refuses_to_overwrite_its_pending_file_and_a_file_as_data(tmp_path: Path) -> None:
+    base = ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse"]
+    p = tmp_path / "p.json"
+    assert runner.invoke(app, [*base, "--out", str(p)]).exit_code == 0
+    before = p.read_bytes()
+    res = runner.invoke(app, [*base, "--out", str(p), "--pending", str(p)])
+    assert res.exit_code == 2 and res.stderr.startswith("error: out:") and "--pending" in res.stderr
+    assert p.read_bytes() == before  # the pending list survives
+    res = runner.invoke(app, [*base, "--out", str(tmp_path / "q.json"), "--data", str(p)])
+    assert res.exit_code == 2 and res.stderr.startswith("error: data:") and "is a file" in res.stderr
+
+
+def test_race_cap_that_buys_no_run_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    data = tmp_path / "mf"
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse", "--max-flops", "1e13", "--data", str(data), "--quiet"])
+    assert res.exit_code == 2 and res.stderr.startswith("error: max-flops: the cap allows no run")
+    assert not (data / "regimes.json").exists()
+
+
+def test_baseline_race_says_its_p_is_a_point_call(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--pilot-budget", "1e15",
+                              "--models", "qwen2.5-1.5b", "--rewards", "sparse", "--strategy", "random",
+                              "--max-runs", "3", "--data", str(tmp_path)], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    assert "a point call (this strategy has no posterior" in text and "posterior probability" not in text
+
+
+def test_bench_checks_names_and_out_before_racing(tmp_path: Path) -> None:
+    base = ["bench", "--quick", "--worlds", "flat", "--seeds", "1"]
+    for extra, says in ((["--strategies", "nope"], "strategies: unknown 'nope'"),
+                        (["--worlds", "mars"], "worlds: unknown 'mars'"),
+                        (["--strategies", ","], "strategies: empty list")):
+        res = runner.invoke(app, [*base, *extra, "--out", str(tmp_path / "b.json")])
+        assert res.exit_code == 2 and res.stderr.startswith(f"error: {says}"), res.output
+    (tmp_path / "afile").write_text("x")
+    res = runner.invoke(app, [*base, "--out", str(tmp_path / "afile" / "b.json")])
+    assert res.exit_code == 2 and res.stderr.startswith("error: out:")
+    assert not (tmp_path / "b.json").exists()

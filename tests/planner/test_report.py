@@ -175,6 +175,11 @@ def test_report_cli_bad_input(tmp_path: Path) -> None:
     res = runner.invoke(app, ["report", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "o"),
                               "--target", "pass2"])
     assert res.exit_code == 2 and "target:" in res.output and "pass1" in res.output
+    # Into the data directory itself, the report's regimes.json would replace the race's.
+    (tmp_path / "d" / "regimes.json").write_text("{}")
+    res = runner.invoke(app, ["report", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "d")])
+    assert res.exit_code == 2 and res.stderr.startswith("error: out:") and "data directory" in res.stderr
+    assert (tmp_path / "d" / "regimes.json").read_text() == "{}"
 
 
 def test_unreadable_race_summary_is_a_note(tmp_path: Path) -> None:

@@ -207,3 +207,12 @@ def test_flat_columns_must_agree_with_the_records_json(tmp_path: Path) -> None:
     scan = store.scan()
     assert scan.records == []
     assert "column 'rho' is 5.0" in scan.corrupt[0].reason
+
+
+def test_records_are_readable_by_the_group_and_others(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        path = PilotStore(tmp_path).write(record(0))
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644  # a shared campaign directory, not mkstemp's 0600
