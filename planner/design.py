@@ -152,14 +152,30 @@ def iso_pilot_budget(
     budget (qwen2.5-7b sparse at 1e14: 8.8e13 to 3.0e14 over a 4-point design), which
     scatters the pilots over budgets the surrogate must then tell apart.
     """
-    top = float(target_budget) if target_budget is not None else float(budget) * _ISO_STEPS[-1]
-    for b in float(budget) * _ISO_STEPS:
+    found = _iso_search(setting, rhos, float(budget), opts, target_budget)
+    if found is not None:
+        return found
+    # Far below what these runs can cost (a pilot budget of 1 FLOP): search again from where
+    # the dearest of them becomes feasible, rather than scatter the design over budgets.
+    start = float(budget)
+    for r in rhos:
+        plan = compile_feasible(setting, r, start, opts, target_budget)[0]
+        if plan is not None and plan.budget > start:
+            start = plan.budget
+    found = _iso_search(setting, rhos, start, opts, target_budget) if start > budget else None
+    return float(budget) if found is None else found
+
+
+def _iso_search(setting: Setting, rhos: Sequence[float], budget: float, opts: CompileOptions | None,
+                target_budget: float | None) -> float | None:
+    top = float(target_budget) if target_budget is not None else budget * _ISO_STEPS[-1]
+    for b in budget * _ISO_STEPS:
         if b > top * (1 + 1e-9):
             break
         plans = [compile_feasible(setting, r, float(b), opts, target_budget)[0] for r in rhos]
         if all(p is not None and abs(p.budget - b) <= 1e-6 * b for p in plans):
             return float(b)
-    return float(budget)
+    return None
 
 
 # rho values a setting's IsoFLOP budget must land when its design is not known up front.

@@ -52,6 +52,12 @@ def test_suggest_says_when_a_settings_pilot_budget_was_raised(tmp_path: Path) ->
     ps = read_proposals(out).proposals
     (b,) = {p.budget for p in ps}  # one pilot budget, above the default budget / 100
     assert b > 1e14 and f"pilot budget raised for qwen2.5-7b/sparse (to {b:.2g})" in res.output
+    # Far below any run's cost (1 FLOP), the pilots still share one budget, and it is said.
+    res = runner.invoke(app, ["suggest", "--budget", "1e16", "--pilot-budget", "1", "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse", "--out", str(out)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    (b,) = {p.budget for p in read_proposals(out).proposals}
+    assert 1e13 < b < 1e16 and "pilot budget raised for qwen2.5-1.5b/sparse" in res.output
 
 
 def test_suggest_lists_and_n(tmp_path: Path) -> None:
