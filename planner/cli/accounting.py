@@ -26,6 +26,11 @@ def flops(
     from planner.registry import get_model
 
     arch = get_model(model)
+    if seq > arch.max_position_embeddings:
+        from planner.errors import ConfigError
+
+        raise ConfigError(f"seq: {seq} tokens exceed {arch.name}'s context of {arch.max_position_embeddings}; "
+                          "give a shorter --seq")
     rank = lora_rank or arch.defaults.lora_rank
     lora = LoRA(rank, LINEAR_MODULES)
     out = {
@@ -78,8 +83,13 @@ def plan(
         raise ConfigError(f"target: unknown target {target!r}; use native, pass1 or judge")
     from planner.registry import get_model
 
-    if get_model(model).role != "policy":
+    arch = get_model(model)
+    if arch.role != "policy":
         raise ConfigError(f"model: {model!r} is a reward model, not a policy; pick a policy model")
+    tokens = (prompt_len or arch.defaults.prompt_len) + (completion_len or arch.defaults.completion_len)
+    if tokens > arch.max_position_embeddings:
+        raise ConfigError(f"completion-len: prompt + completion = {tokens} tokens exceed {arch.name}'s context "
+                          f"of {arch.max_position_embeddings}; shorten --prompt-len or --completion-len")
     if out is not None:
         check_output_file(out, "out")
     p = compile_plan(model, reward, rho, b, CompileOptions(prompt_len=prompt_len, completion_len=completion_len))

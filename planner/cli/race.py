@@ -245,9 +245,15 @@ def race(
     strat = make_strategy(strategy, problem, seed, **_ours_options(seed, anchors, cost_power))
     store = open_store(data)
     display = _Display(problem, quiet, posterior=strat.stops_on_confidence)
-    with display:
-        result = run_race(problem, strat, eng, store, max_runs=runs_cap, max_flops=flops_cap,
-                          seeds=seeds, batch_size=batch, progress=display.update)
+    try:
+        with display:
+            result = run_race(problem, strat, eng, store, max_runs=runs_cap, max_flops=flops_cap,
+                              seeds=seeds, batch_size=batch, progress=display.update)
+    except KeyboardInterrupt:
+        # Every finished run is already in the store; say so, and how to go on.
+        typer.echo(f"interrupted: the finished runs are kept in {data}; rerun the same command to resume "
+                   "(regimes.json is written when a race ends)", err=True)
+        raise typer.Exit(130) from None
     world_name = getattr(getattr(eng, "world", None), "name", None)
     doc = regimes_document(result, engine=engine, simulated=engine == "sim", world=world_name)
     path = write_regimes(data / "regimes.json", doc)

@@ -52,6 +52,9 @@ def test_plan_table() -> None:
         (["flops", "-m", "nope"], "model"),
         (["plan", "-m", "qwen2.5-math-prm-7b", "-r", "sparse", "--rho", "0.5", "--budget", "1e17"], "model"),
         (["plan", "-m", "qwen2.5-1.5b", "-r", "sparse", "--rho", "0.5", "--budget", "1e3"], "budget"),
+        (["plan", "-m", "qwen2.5-1.5b", "-r", "sparse", "--rho", "0.5", "--budget", "1e17",
+          "--prompt-len", "30000", "--completion-len", "30000"], "completion-len"),
+        (["flops", "-m", "qwen2.5-1.5b", "--seq", "100000"], "seq"),
     ],
 )
 def test_bad_input_one_line_naming_field(args: list[str], field: str) -> None:
