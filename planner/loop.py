@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from planner.engine import Engine, RecordStore, check_same_source
-from planner.errors import ConfigError
 from planner.frontier import Setting
 from planner.regime import RegimeCall
 from planner.schema import Proposal, RunRecord, run_id_for
@@ -131,12 +130,6 @@ def run_race(
             break
         kept, blocked = _trim(props, seeds, n_runs, n_flops, max_runs, max_flops, known)
         if not kept:  # not even the first proposal fits under a cap
-            if not any(runs.values()):  # nothing measured at all: a call would be the prior's
-                p = props[0]
-                raise ConfigError(
-                    f"{blocked}: the cap allows no run (the first proposal, {seeds} run(s) of "
-                    f"{p.plan.flops.total:.3g} FLOPs, does not fit); raise --{blocked}"
-                )
             reason = blocked
             break
         props = kept

@@ -254,6 +254,11 @@ def race(
         typer.echo(f"interrupted: the finished runs are kept in {data}; rerun the same command to resume "
                    "(regimes.json is written when a race ends)", err=True)
         raise typer.Exit(130) from None
+    if result.total_runs == 0 and result.stop_reason in ("max-flops", "max-runs"):
+        # Nothing measured: a call now would be the prior's, so no regimes.json either.
+        first = strat.ask(1)
+        cost = f" (the first proposal costs {seeds} x {first[0].plan.flops.total:.3g} FLOPs)" if first else ""
+        raise ConfigError(f"{result.stop_reason}: the cap allows no run{cost}; raise --{result.stop_reason}")
     world_name = getattr(getattr(eng, "world", None), "name", None)
     doc = regimes_document(result, engine=engine, simulated=engine == "sim", world=world_name)
     path = write_regimes(data / "regimes.json", doc)
