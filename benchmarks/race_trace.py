@@ -3,7 +3,7 @@ posterior-mean frontier at the target budget next to the sim's truth.
 
 The benchmark's protocol (6 Qwen settings, target 1e16, pilots 1e15, a cap of 36
 target-run units, the benchmark's seeds), so repetition ``--rep`` is the race the stored
-results score. docs/planner.md quotes ``--world shifted --model qwen2.5-7b --reward prm``.
+results score. docs/benchmark.md quotes the default (shifted, 7b, prm); docs/planner.md others.
 
     python benchmarks/race_trace.py [--world shifted] [--rep 0] [--model qwen2.5-7b] [--reward prm]
                                     [--cost-power P]

@@ -3,7 +3,7 @@
 One panel per (world, setting): the noise-free frontier with each rho point coloured by
 its regime, rho* starred, and the band one noise sd below the optimum. Where points of
 two regimes sit inside the band, the regime call rests on less than one run's noise: the
-settings that keep every strategy from a 0.95 same-regime rate (docs/planner.md, "Read
+settings that keep every strategy from a 0.95 same-regime rate (docs/benchmark.md, "Read
 this first"). Also prints each panel's gap in noise sd.
 
     python benchmarks/truth_figure.py [--budget 1e16] [--target native] [--out benchmarks/figures/truth_frontiers.png]
