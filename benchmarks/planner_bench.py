@@ -63,6 +63,7 @@ from bench_stake import print_stake, stake_by_gap, stake_table  # noqa: E402
 from paired_regret import paired_table, print_paired  # noqa: E402
 
 from planner.errors import ConfigError  # noqa: E402
+from planner.files import dumps_json  # noqa: E402
 from planner.frontier import Setting  # noqa: E402
 from planner.loop import run_race  # noqa: E402
 from planner.registry import POLICIES_QWEN  # noqa: E402
@@ -434,7 +435,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "simulated": True,
     }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(doc, indent=2, default=float))
+    # Standard JSON (jq, JavaScript): no bare NaN; null where there is nothing to score.
+    Path(a.out).write_text(dumps_json(doc, indent=2))
     print(f"wrote {a.out} ({time.perf_counter() - t0:.0f} s)")
     if not a.no_plot:
         # Through JSON, so the figure is exactly what `bench_plot.py` draws from the file.

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
-__all__ = ["atomic_write_text", "default_file_mode"]
+__all__ = ["atomic_write_text", "default_file_mode", "dumps_json"]
 
 
 def default_file_mode() -> int:
@@ -33,3 +36,30 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _finite_or_none(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite_or_none(v) for v in obj]
+    if isinstance(obj, float):  # numpy floats subclass float
+        return obj if math.isfinite(obj) else None
+    return obj
+
+
+def dumps_json(obj: Any, **kwargs: Any) -> str:
+    """Standard JSON (readable by jq or JavaScript): NaN and infinities become null rather
+    than Python's bare ``NaN``; numpy scalars become numbers, anything else not
+    serialisable its string."""
+    return json.dumps(_finite_or_none(obj), allow_nan=False, default=_plain, **kwargs)
+
+
+def _plain(x: Any) -> Any:
+    item = getattr(x, "item", None)  # numpy scalars: their Python value
+    if callable(item):
+        try:
+            return _finite_or_none(item())
+        except (TypeError, ValueError):
+            pass
+    return str(x)

@@ -14,7 +14,6 @@ fell below it; only for strategies that have a posterior), ``max-runs``,
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -225,7 +224,6 @@ def regimes_document(result: RaceResult, *, engine: str, simulated: bool, world:
 
 def write_regimes(path: str | Path, document: dict[str, Any]) -> Path:
     """Write ``regimes.json`` atomically (a reader never sees half a file)."""
-    from planner.files import atomic_write_text
+    from planner.files import atomic_write_text, dumps_json
 
-    text = json.dumps(document, indent=2, default=lambda x: None if isinstance(x, float) and math.isnan(x) else str(x))
-    return atomic_write_text(path, text)
+    return atomic_write_text(path, dumps_json(document, indent=2))

@@ -7,14 +7,13 @@ progress display on stderr when ``progress`` is on.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner.files import atomic_write_text
+from planner.files import atomic_write_text, dumps_json
 from planner.schema import TARGETS
 
 __all__ = ["ReportResult", "build_report"]
@@ -119,5 +118,5 @@ def build_report(
         md, page, reg = out / "report.md", out / "report.html", out / "regimes.json"
         _atomic_write(md, to_markdown(doc))
         _atomic_write(page, to_html(doc, f"RACE regime report: {data.data_dir.name or data.data_dir}"))
-        _atomic_write(reg, json.dumps(regimes_json(data), indent=2, default=str) + "\n")
+        _atomic_write(reg, dumps_json(regimes_json(data), indent=2) + "\n")
     return ReportResult(out, md, page, reg, paths, status_of(data), status_line(data))

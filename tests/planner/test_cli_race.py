@@ -205,7 +205,12 @@ def test_bench_runs_through_the_cli(tmp_path: Path) -> None:
          "--first-rep", "3", "--flops-per-setting", "4"],
     )
     assert res.exit_code == 0, res.output
-    doc = json.loads(out.read_text())
+
+    def strict(name: str) -> None:
+        raise ValueError(f"bare {name} in JSON")
+
+    doc = json.loads(out.read_text(), parse_constant=strict)  # standard JSON: no NaN/Infinity
+    assert doc["rows"][-1]["strategy"] == "constant" and doc["rows"][-1]["regret_median"] is None
     config = doc["config"]
     o = doc["outcomes"][0]  # the grid has no posterior: no stake, but the truth's gap is kept
     assert len(o["stake"]) == len(o["gap"]) == len(o["same"]) and set(o["stake"]) == {None}

@@ -1,0 +1,36 @@
+"""The planner's own files: atomic, readable by others, standard JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner.files import atomic_write_text, dumps_json
+
+
+def test_dumps_json_is_standard_json() -> None:
+    doc = {"nan": float("nan"), "inf": [float("-inf"), np.float32("nan")], "n": np.int64(3),
+           "x": np.float64(0.25), "ok": np.bool_(True), "path": Path("a/b")}
+
+    def strict(name: str) -> None:
+        raise ValueError(name)
+
+    back = json.loads(dumps_json(doc), parse_constant=strict)
+    assert back == {"nan": None, "inf": [None, None], "n": 3, "x": 0.25, "ok": True, "path": "a/b"}
+
+
+def test_atomic_write_leaves_no_temporary_and_honours_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o027)
+    try:
+        path = atomic_write_text(tmp_path / "sub" / "f.json", "{}")
+    finally:
+        os.umask(old)
+    assert path.read_text() == "{}" and path.stat().st_mode & 0o777 == 0o640
+    with pytest.raises(IsADirectoryError):
+        atomic_write_text(tmp_path / "sub", "x")  # a directory cannot be replaced by a file
+    assert sorted(p.name for p in (tmp_path).iterdir()) == ["sub"]
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["f.json"]
