@@ -30,6 +30,9 @@ from planner.strategies.base import RaceProblem, Strategy, decision_state, relev
 __all__ = ["RaceProgress", "RaceResult", "regimes_document", "run_race", "write_regimes"]
 
 STOP_REASONS = ("confident", "max-runs", "max-flops", "exhausted")
+# A run that has failed this many times in the store is not tried again by a race (it is
+# told to the strategy as failed); `runners execute --retries` is the tool for more.
+MAX_ATTEMPTS = 2
 
 
 @dataclass(frozen=True)
@@ -96,12 +99,22 @@ def run_race(
     """Run the active loop; returns the final calls, spend and why it stopped.
 
     ``seeds`` replicates every proposal (run ids differ by seed). ``max_runs`` and
-    ``max_flops`` cap the relevant records in the store (resumed runs included); a batch
-    that would cross a cap is trimmed to fit.
+    ``max_flops`` cap the runs of the problem's settings in the store, failed attempts
+    included (they spent compute; resumed runs count too); a batch that would cross a cap
+    is trimmed to fit. A run that failed :data:`MAX_ATTEMPTS` times is not tried again.
     """
     all_records = store.records(status=None)
     check_same_source(all_records, engine, store.root)
-    known = {r.run_id: r for r in all_records}
+    done = {r.run_id: r for r in all_records if r.status == "ok"}
+    failed: dict[str, list[RunRecord]] = {}
+    for r in all_records:
+        if r.status != "ok":
+            failed.setdefault(r.run_id, []).append(r)
+
+    def runnable(rid: str) -> bool:
+        return rid not in done and len(failed.get(rid, ())) < MAX_ATTEMPTS
+
+    asked: set[str] = set()  # run ids proposed so far in this race
     strategy.tell(relevant_records(problem, all_records))
     runs, flops = _tally(problem, all_records)
     history: list[dict[str, Any]] = []
@@ -127,26 +140,39 @@ def run_race(
         if not props:
             reason = "exhausted"
             break
-        kept, blocked = _trim(props, seeds, n_runs, n_flops, max_runs, max_flops, known)
+        kept, blocked = _trim(props, seeds, n_runs, n_flops, max_runs, max_flops, runnable)
         if not kept:  # not even the first proposal fits under a cap
             reason = blocked
             break
         props = kept
         batch: list[RunRecord] = []
+        rids = [run_id_for(p.id, seed) for p in props for seed in range(seeds)]
+        new = 0
         for p in props:
             for seed in range(seeds):
                 rid = run_id_for(p.id, seed)
-                rec = known.get(rid)
-                if rec is None:
-                    rec = engine.run(p, seed)
+                if runnable(rid):
+                    rec = _checked(engine.run(p, seed))
                     store.write(rec)
-                    known[rid] = rec
+                    new += 1
+                    if rec.status == "ok":
+                        done[rid] = rec
+                    else:
+                        failed.setdefault(rid, []).append(rec)
                     s = Setting(rec.model, rec.reward)
                     if s in runs:
                         runs[s] += 1
                         flops[s] += rec.card.flops.total
+                else:
+                    rec = done.get(rid) or failed[rid][-1]
                 batch.append(rec)
         strategy.tell(batch)
+        if new == 0 and asked.issuperset(rids):
+            # The strategy repeats runs that are recorded or failed too often: it would
+            # ask the same forever, and no cap would ever be reached.
+            reason = "exhausted"
+            break
+        asked.update(rids)
         rnd += 1
         history.append({"round": rnd, "runs": sum(runs.values()), "flops": sum(flops.values()),
                         "batch": len(batch), "ask_s": asks[-1]})
@@ -156,15 +182,25 @@ def run_race(
     return RaceResult(problem, strategy.name, calls, reason, runs, flops, rnd, asks, history)
 
 
+def _checked(rec: RunRecord) -> RunRecord:
+    """A record with a non-finite metric is a failed run (a diverged policy), as in
+    ``runners execute``; stored as ok it would poison the surrogate."""
+    bad = [k for k, v in rec.metrics.model_dump().items() if isinstance(v, float) and not math.isfinite(v)]
+    if rec.status != "ok" or not bad:
+        return rec
+    return rec.model_copy(update={"status": "failed", "error": f"error: non-finite metrics: {', '.join(bad)}"})
+
+
 def _trim(
     props: list[Proposal], seeds: int, n_runs: int, n_flops: float,
-    max_runs: int | None, max_flops: float | None, known: dict[str, RunRecord],
+    max_runs: int | None, max_flops: float | None, runnable: Callable[[str], bool],
 ) -> tuple[list[Proposal], str]:
-    """The leading proposals whose new runs fit under both caps (recorded runs are free),
-    and the cap that stopped the trimming ("" if none did)."""
+    """The leading proposals whose new runs fit under both caps (runs that will not run,
+    being recorded or failed too often, are free), and the cap that stopped the trimming
+    ("" if none did)."""
     out: list[Proposal] = []
     for p in props:
-        new = sum(run_id_for(p.id, s) not in known for s in range(seeds))
+        new = sum(runnable(run_id_for(p.id, s)) for s in range(seeds))
         cost = new * p.plan.flops.total
         if max_runs is not None and n_runs + new > max_runs:
             return out, "max-runs"

@@ -147,8 +147,9 @@ def regime_entropy(probabilities: ArrayLike) -> NDArray[np.float64]:
 
 def expected_loss(samples: ArrayLike, shares: ArrayLike, label: int) -> float:
     """Expected metric lost by committing to regime ``label``: the mean over sample paths
-    ``(S, G)`` of (best value anywhere) - (best value within the regime); 0 when no grid
-    point carries the label. Small values mean the regime hardly matters."""
+    ``(S, G)`` of (best value anywhere) - (best value within the regime); ``inf`` when no
+    grid point carries the label (committing to it is impossible). Small values mean the
+    regime hardly matters."""
     s = np.asarray(samples, dtype=float)
     inside = regime_labels(shares) == label
     if not inside.any():

@@ -114,12 +114,20 @@ def _reuse(rec: Any) -> int:
 
 
 def extract(records: Iterable[Any], target: str) -> list[Observation]:
-    """Successful runs that measured ``target``; everything else is skipped."""
+    """Successful runs that measured ``target``; everything else is skipped. A run id seen
+    twice counts once: two copies of one run are not two replicates, and would make the
+    replicate noise estimate collapse to zero."""
     out = []
+    seen: set[str] = set()
     for rec in records:
+        rid = _get(rec, "run_id")
+        if rid is not None and rid in seen:
+            continue
         obs = _observation(rec, target)
         if obs is not None:
             out.append(obs)
+            if rid is not None:
+                seen.add(rid)
     return out
 
 

@@ -126,12 +126,12 @@ MAX_SHAPE_CORRELATION = 0.5
 
 
 def _frontier_kernel() -> Any:
-    """``level(z, b) x cat(c)  +  shape(z, rho, b) x cat'(c)``.
+    """``level(z, b) x cat(c)  +  shape(z, rho, b, mu) x cat'(c)``.
 
     The level term never varies along rho: it carries how good a policy gets with a
     reward system and a budget, the largest effect in the data, and its uncertainty at an
     unseen budget moves a whole frontier up or down without moving its argmax. The shape
-    term carries everything rho does; its categorical factor is bounded so that two reward
+    term carries everything rho and the update passes mu do; its categorical factor is bounded so that two reward
     systems share at most :data:`MAX_SHAPE_CORRELATION` of their shape.
     """
     import math
@@ -334,7 +334,11 @@ class FrontierSurrogate:
             name = model if isinstance(model, str) else next(
                 (k for k, v in self.models_.items() if v == float(model)), None)
             if self.reuse is not None and name is not None:
-                reuse = self.reuse(name, reward, r, float(np.max(np.asarray(budget, dtype=float))))
+                flat_b = np.broadcast_to(np.asarray(budget, dtype=float), r.shape)
+                reuse = np.ones(r.shape)
+                for bb in np.unique(flat_b):  # each row at its own budget: mu depends on it
+                    at = flat_b == bb
+                    reuse[at] = np.asarray(self.reuse(name, reward, r[at], float(bb)), dtype=float)
             else:
                 reuse = np.ones(r.shape)
         m = np.log2(np.broadcast_to(np.asarray(reuse, dtype=float), r.shape))
@@ -354,11 +358,16 @@ class FrontierSurrogate:
         self, X: ArrayLike, observation_noise: bool = False
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Posterior mean and std ``(n,)`` of the target at ``X`` ``(n, 5)``; with
-        ``observation_noise`` the std is that of a new run's measurement."""
-        post = self.posterior(X, observation_noise=observation_noise)
-        mean = post.mean.squeeze(-1).numpy()
-        std = post.variance.clamp_min(0).sqrt().squeeze(-1).numpy()
-        return mean, std
+        ``observation_noise`` the std is that of a new run's measurement: the latent
+        variance plus :meth:`run_noise_variance` (BoTorch's own would add the noise of
+        the training rows, replicate means where there are replicates)."""
+        post = self.posterior(X)
+        with torch.no_grad():  # the posterior's moments are computed lazily
+            mean = post.mean.squeeze(-1).detach().numpy()
+            var = post.variance.clamp_min(0).squeeze(-1).detach().numpy()
+        if observation_noise:
+            var = var + self.run_noise_variance()
+        return mean, np.sqrt(var)
 
     def frontier(
         self, model: str | float, reward: str, budget: float, rho_grid: ArrayLike

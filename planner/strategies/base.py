@@ -8,6 +8,7 @@ are compared on equal terms.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -59,8 +60,9 @@ class RaceProblem:
 def decision_state(call: RegimeCall, problem: RaceProblem) -> str:
     """"confident", "indifferent" or "open" (not decided yet). A strategy can hold a call
     open by setting ``call.extra["needs_validation"]`` (ours does until the call has been
-    checked by a run at the target budget)."""
-    if call.extra.get("needs_validation"):
+    checked by a run at the target budget). A call from the prior alone (no data) is open
+    whatever its probability: a low --confidence must not end a race before its first run."""
+    if call.extra.get("needs_validation") or call.extra.get("method") == "prior":
         return "open"
     if call.confidence >= problem.confidence:
         return "confident"
@@ -70,14 +72,15 @@ def decision_state(call: RegimeCall, problem: RaceProblem) -> str:
 
 
 def relevant_records(problem: RaceProblem, records: Sequence[RunRecord]) -> list[RunRecord]:
-    """Successful records of the problem's settings that measured its target."""
+    """Successful records of the problem's settings that measured its target (a finite value)."""
     keys = set(problem.settings)
     return [
         r
         for r in records
         if r.status == "ok"
         and Setting(r.model, r.reward) in keys
-        and getattr(r.metrics, problem.target, None) is not None
+        and isinstance(v := getattr(r.metrics, problem.target, None), int | float)
+        and math.isfinite(v)
     ]
 
 

@@ -170,16 +170,19 @@ class RaceStrategy:
         return all(self._near_target_run(s, rho, _tolerance(role)) for role, rho in self._duel(s, c))
 
     def _target_runs(self, s: Setting) -> int:
+        """Distinct target-budget plans run for ``s`` (seed replicates of one plan count once)."""
         b = self.problem.budget
-        return sum(1 for r in self.records_ if (r.model, r.reward) == s and r.budget >= b / 1.5)
+        return len({r.proposal_id for r in self.records_ if (r.model, r.reward) == s and r.budget >= b / 1.5})
 
     def ask(self, n: int | None = None, pending: Sequence[Proposal] = ()) -> list[Proposal]:
         """Initial-design points while a setting has fewer than ``n_init`` records, else an
         acquisition batch over the undecided settings (all settings if all are decided)."""
         p = self.problem
-        counts = {s: 0 for s in p.settings}
+        # Distinct plans, not records: with --seeds 2 each design point is two records.
+        plans: dict[Setting, set[str]] = {s: set() for s in p.settings}
         for r in self.records_:
-            counts[Setting(r.model, r.reward)] += 1
+            plans[Setting(r.model, r.reward)].add(r.proposal_id)
+        counts = {s: len(ids) for s, ids in plans.items()}
         todo = [s for s in p.settings if counts[s] < self.n_init]
         if todo:
             # Empty when every design point is already recorded (e.g. two design rhos

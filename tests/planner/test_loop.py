@@ -164,3 +164,49 @@ def test_problem_rejects_bad_confidence(conf: float) -> None:
 
     with pytest.raises(ConfigError, match="confidence"):
         RaceProblem((S,), budget=1e16, pilot_budget=1e15, confidence=conf)
+
+
+class Failing(FakeEngine):
+    """Every run fails (an OOM, say), or returns a NaN metric (a diverged policy)."""
+
+    def __init__(self, nan: bool = False) -> None:
+        super().__init__()
+        self.nan = nan
+
+    def run(self, proposal: Proposal, seed: int, progress: object = None) -> RunRecord:
+        rec = super().run(proposal, seed, progress)
+        if self.nan:
+            return rec.model_copy(update={"metrics": Metrics(native=float("nan"))})
+        return rec.model_copy(update={"status": "failed", "error": "error: CUDA out of memory"})
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_a_run_that_keeps_failing_ends_the_race_instead_of_looping(nan: bool) -> None:
+    from planner.loop import MAX_ATTEMPTS
+    from planner.strategies.ours import RaceStrategy
+
+    eng, store = Failing(nan), MemStore()
+    res = run_race(PROBLEM, RaceStrategy(PROBLEM, 0), eng, store)  # no cap: it must end by itself
+    assert res.stop_reason == "exhausted" and eng.calls == 4 * MAX_ATTEMPTS  # the 4 pilots, tried twice
+    assert {r.status for r in store.records(status=None)} == {"failed"}
+    if nan:  # a NaN metric is a diverged run, never an ok record the surrogate would read
+        assert all("non-finite metrics: native" in (r.error or "") for r in store.records(status=None))
+
+
+def test_seed_replicates_do_not_count_as_design_points() -> None:
+    from planner.strategies.ours import RaceStrategy
+
+    store = MemStore()
+    run_race(PROBLEM, RaceStrategy(PROBLEM, 0), FakeEngine(), store, seeds=2, batch_size=1, max_runs=8)
+    recs = store.records()
+    assert len(recs) == 8 and len({r.proposal_id for r in recs}) == 4  # 4 design points x 2 seeds
+    assert len({r.budget for r in recs}) == 1 and recs[0].budget < PROBLEM.budget  # all pilots
+
+
+def test_a_prior_call_never_ends_a_race() -> None:
+    from planner.strategies.ours import RaceStrategy
+
+    low = RaceProblem((Setting("qwen2.5-7b", "prm"),), budget=1e16, pilot_budget=1e15, confidence=0.5)
+    eng = FakeEngine()
+    res = run_race(low, RaceStrategy(low, 0), eng, MemStore(), max_runs=4)
+    assert eng.calls == 4 and res.stop_reason == "max-runs"  # not "confident" on the prior at 0 runs

@@ -204,3 +204,31 @@ def test_reuse_is_read_from_records_rows_and_plan_json() -> None:
     assert extract([base], "native")[0].reuse == 1
     assert extract([{**base, "num_iterations": 4}], "native")[0].reuse == 4
     assert extract([{**base, "plan_json": '{"num_iterations": 3}'}], "native")[0].reuse == 3
+
+
+def test_a_run_copied_twice_is_one_run_not_a_replicate() -> None:
+    rs = [r | {"run_id": f"run{i}"} for i, r in enumerate(rows(n_rho=4, seeds=3, noise=0.02))]
+    once = group_replicates(extract(rs, "native"), REWARDS)
+    twice = group_replicates(extract(rs + rs, "native"), REWARDS)
+    assert twice.noise_dof == once.noise_dof == 32
+    np.testing.assert_allclose(twice.yvar, once.yvar)  # copies would shrink the noise towards 0
+
+
+def test_observation_noise_adds_one_runs_noise(fitted: FrontierSurrogate) -> None:
+    X = fitted.encode("small", "prm", [0.3, 0.5], 1e15)
+    mean, latent = fitted.predict(X)
+    mean2, run = fitted.predict(X, observation_noise=True)
+    np.testing.assert_allclose(mean, mean2)
+    np.testing.assert_allclose(run**2, latent**2 + fitted.run_noise_variance(), rtol=1e-9)
+
+
+def test_encode_reads_each_rows_budget_for_the_update_passes() -> None:
+    seen = []
+
+    def reuse(model: str, reward: str, rho: np.ndarray, budget: float) -> np.ndarray:
+        seen.append(budget)
+        return np.full(np.shape(rho), 7.0 if budget < 5e15 else 1.0)
+
+    sur = FrontierSurrogate(rewards=REWARDS, reuse=reuse).fit(rows(n_rho=4))
+    X = sur.encode("small", "sparse", [0.42, 0.42], [1e15, 1e16])
+    np.testing.assert_allclose(2.0 ** X[:, 4], [7.0, 1.0])  # the mu column is log2(mu)
