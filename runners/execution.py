@@ -372,15 +372,15 @@ def execute(
                 continue
             tasks.append(Task(p, seed, store.failed_attempts(rid) + 1, engine, str(store.root),
                               options, timeout_s))
-    # Last check before any run: a store that cannot take records would waste every run's compute.
-    try:
-        for folder in (store.runs_dir, store.failed_dir):
-            folder.mkdir(parents=True, exist_ok=True)
-        if not all(os.access(f, os.W_OK | os.X_OK) for f in (store.runs_dir, store.failed_dir)):
-            raise PermissionError(13, "not writable")
-    except OSError as exc:
-        raise ConfigError(f"data: cannot write records under {str(store.root)!r} "
-                          f"({exc.strerror or exc}); give a writable directory") from None
+    # Last check before any run: a store that cannot take records would waste every run's
+    # compute. Checked without creating anything: a later refusal must leave no empty store.
+    for folder in (store.runs_dir, store.failed_dir):
+        probe = folder
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+            raise ConfigError(f"data: cannot write records under {str(store.root)!r} ({str(probe)!r} is not a "
+                              "writable directory); give a writable directory")
     if not tasks and isinstance(backend, str):  # all done: no backend to start (Ray takes seconds)
         return result
     be = backend if not isinstance(backend, str) else make_backend(

@@ -87,15 +87,35 @@ def architecture_from_config(config: Any, name: str = "model", *, score_head: tu
 
 
 def lora_from_model(model: Any) -> LoRA | None:
-    """Rank and target modules of the active peft LoRA adapter, or None without one."""
+    """Rank and target modules of the active peft LoRA adapter, or None without one.
+
+    The wrapped layers are read off the model itself (modules with ``lora_A``), because
+    after injection peft's ``target_modules`` may hold full paths
+    (``model.layers.0.self_attn.q_proj``), ``"all-linear"`` or a regex, none of which
+    names a module type; before injection the config is read, by last name component."""
     configs = getattr(model, "peft_config", None)
     if not configs:
         return None
     cfg = configs.get(getattr(model, "active_adapter", "default")) or next(iter(configs.values()))
-    targets = cfg.target_modules
-    names = (targets,) if isinstance(targets, str) else tuple(targets or ())
-    chosen = tuple(m for m in LINEAR_MODULES if m in names)
-    return LoRA(int(cfg.r), chosen) if chosen else None
+    wrapped: set[str] = set()
+    named = getattr(model, "named_modules", None)
+    if callable(named):
+        wrapped = {name.rsplit(".", 1)[-1] for name, mod in named() if hasattr(mod, "lora_A")}
+    if not wrapped:
+        targets = cfg.target_modules
+        if targets == "all-linear":
+            wrapped = set(LINEAR_MODULES)
+        else:
+            names = (targets,) if isinstance(targets, str) else tuple(targets or ())
+            wrapped = {str(n).rsplit(".", 1)[-1] for n in names}
+    chosen = tuple(m for m in LINEAR_MODULES if m in wrapped)
+    if not chosen:
+        import warnings
+
+        warnings.warn("FlopMeter: a peft model with no LoRA on the policy's linear layers "
+                      f"(target_modules={cfg.target_modules!r}); metering it as full fine-tuning", stacklevel=2)
+        return None
+    return LoRA(int(cfg.r), chosen)
 
 
 def _unwrap(model: Any) -> Any:

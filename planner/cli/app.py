@@ -89,6 +89,10 @@ def parse_option(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip().isidentifier():
         raise ConfigError(f"option: {text!r} is not KEY=VALUE; e.g. --option num_workers=2")
+    # Python's and YAML's spellings of a bool too: "False" as a string would be truthy.
+    bools = {"true": True, "false": False, "yes": True, "no": False}
+    if raw.strip().lower() in bools:
+        return key.strip(), bools[raw.strip().lower()]
     try:
         value = json.loads(raw)
     except ValueError:

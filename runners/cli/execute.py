@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -57,8 +58,8 @@ def execute(
         raise ConfigError(f"retries: must be >= 0, got {retries}")
     if timeout_min is not None and not (math.isfinite(timeout_min) and timeout_min > 0):
         raise ConfigError(f"timeout-min: must be a positive number of minutes, got {timeout_min}")
-    if device is not None and device not in ("cpu", "cuda"):
-        raise ConfigError(f"device: {device!r} is not cpu or cuda")
+    if device is not None and not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise ConfigError(f"device: {device!r} is not cpu, cuda or cuda:N")
     for flag, value in (("gpus-per-run", gpus_per_run), ("cpus-per-run", cpus_per_run), ("mem-gb", mem_gb),
                         ("time-min", time_min)):
         if value is not None and not (math.isfinite(value) and value >= 0):

@@ -24,6 +24,7 @@ partial card; a NaN loss is a crash of kind ``nan``.
 
 from __future__ import annotations
 
+import math
 import platform
 import re
 import time
@@ -52,6 +53,23 @@ _OPTIONS = {
 }
 
 
+# Options that must be numbers (checked when the engine is built, not as a failed run).
+_NUMERIC = {"learning_rate": float, "eval_samples": int, "micro_batches": int, "threads": int}
+
+
+def _check_option_types(opts: dict[str, Any]) -> None:
+    for key, kind in _NUMERIC.items():
+        if key not in opts:
+            continue
+        v = opts[key]
+        number = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        if not (number and v > 0 and (kind is float or float(v).is_integer())):
+            what = "a positive number" if kind is float else "a positive integer"
+            raise ConfigError(f"engine trl: option {key!r} must be {what}, got {v!r}")
+    if "use_vllm" in opts and not isinstance(opts["use_vllm"], bool):
+        raise ConfigError(f"engine trl: option 'use_vllm' must be true or false, got {opts['use_vllm']!r}")
+
+
 class TrlEngine:
     """Real GRPO/LoRA runs. ``device`` cpu|cuda; ``quick`` uses the reduced tiny-world
     pretraining and smaller evaluations (tests); ``cache_dir`` holds pretrained tiny models."""
@@ -63,8 +81,11 @@ class TrlEngine:
                  **opts: Any) -> None:
         unknown = sorted(set(opts) - set(_OPTIONS))
         if unknown:
-            known = ", ".join(sorted(_OPTIONS))
+            known = ", ".join(sorted([*_OPTIONS, "quick", "cache_dir"]))
             raise ConfigError(f"engine trl: unknown option {unknown[0]!r}; known options: {known}")
+        if not isinstance(quick, bool):
+            raise ConfigError(f"engine trl: option 'quick' must be true or false, got {quick!r}")
+        _check_option_types(opts)
         if not (device == "cpu" or device.startswith("cuda")):
             raise ConfigError(f"engine trl: device must be cpu or cuda[:N], got {device!r}")
         if opts.get("use_vllm"):
@@ -75,7 +96,7 @@ class TrlEngine:
             if device == "cpu":
                 raise ConfigError("engine trl: use_vllm needs device=cuda")
         self.device = device
-        self.quick = bool(quick)
+        self.quick = quick
         # Quick runs are a smaller experiment: they must not pass for full ones (planner.engine).
         self.source = {"quick": self.quick}
         self.cache_dir = Path(cache_dir) if cache_dir else None

@@ -176,3 +176,22 @@ def test_fused_attention_backward_recomputes_the_scores() -> None:
     for m in (eager, fused):
         m.add_train_pass(3, 50, 3 * 49, checkpointing=True, input_requires_grad=True)
     assert fused.total - eager.total == 3 * attention_flops(arch, 50, 50) // 2
+
+
+@pytest.mark.parametrize(("targets", "want"), [
+    ("all-linear", tuple(TARGETS)),
+    (["self_attn.q_proj", "mlp.down_proj"], ("q_proj", "down_proj")),
+    (r".*\.(q_proj|v_proj)", ("q_proj", "v_proj")),
+])
+def test_lora_is_read_off_the_wrapped_model_whatever_the_target_spelling(
+        world: dict[str, Any], targets: Any, want: tuple[str, ...]) -> None:
+    # After injection peft keeps full paths or the pattern: matching names would bill full fine-tuning.
+    from peft import LoraConfig, get_peft_model
+
+    from runners.grpo.loading import load_policy, load_tokenizer
+    from runners.meter import lora_from_model
+
+    arch = get_model("tiny-s")
+    model = load_policy(str(world["policy"]), arch, load_tokenizer(arch, world["policy"]), device="cpu")
+    lora = lora_from_model(get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=targets)))
+    assert lora is not None and lora.rank == 4 and lora.targets == want
