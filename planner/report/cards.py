@@ -67,8 +67,10 @@ def _tokens(n: int) -> str:
 
 
 def _split(flops: Any) -> str:
-    total = flops.total or 1.0
-    return " / ".join(f"{getattr(flops, c) / total:.0%}" for c in COMPONENTS)
+    parts = sum(getattr(flops, c) for c in COMPONENTS)
+    if not parts:  # a partial card may keep only a total: no split was metered
+        return "n/a"
+    return " / ".join(f"{getattr(flops, c) / parts:.0%}" for c in COMPONENTS)
 
 
 def engine_label(simulated: bool, engine: str) -> str:
@@ -118,7 +120,7 @@ def card_fields(record: RunRecord) -> dict[str, str]:
         "setting": f"{record.model} / {record.reward} / {record.budget:.2g}",
         "total": fmt_flops(card.flops.total),
         "split": _split(card.flops),
-        "rho": f"{card.rho:.3f}",
+        "rho": f"{card.rho:.3f}" if _split(card.flops) != "n/a" else "n/a",
         "tokens": tokens,
         "wall": wall_txt,
         "hardware": card.hardware or "n/a",

@@ -83,8 +83,14 @@ class Frontier:
             "budget": self.setting.budget,
             "target": self.target,
             **self.call.to_dict(),
-            "predicted_at_rho_star": float(self.mean[int(np.argmax(self.mean))]),
+            "predicted_at_rho_star": self.predicted_at_rho_star,
         }
+
+    @property
+    def predicted_at_rho_star(self) -> float:
+        """Posterior mean at the call's rho* (not the frontier's maximum, which may lie in
+        another regime or off the measured allocations)."""
+        return float(np.interp(self.call.rho_star, self.grid, self.mean))
 
 
 @dataclass

@@ -15,6 +15,7 @@ from planner.regime import RegimeCall
 from planner.report.cards import CARD_COLUMNS, card_rows
 from planner.report.data import ReportData, Setting, disagreements
 from planner.report.render import Block, FigureRef
+from planner.schema import TARGETS
 
 __all__ = ["blocks", "regimes_json", "status_line"]
 
@@ -40,15 +41,25 @@ def status_line(data: ReportData) -> str:
         return (f"No runs found in {data.data_dir}{extra}: there is nothing to report yet. "
                 "Run proposals with `runners execute` or `planner race` into this directory first.")
     if st == "all-failed":
-        return (f"All {len(data.failed)} run(s) in {data.data_dir} failed: no frontier can be fitted "
-                "and no regime can be called. The failed runs and their errors are listed below.")
+        return (f"All {len(data.failed)} attempt(s) of {_n_runs(data.failed)} run(s) in {data.data_dir} "
+                "failed: no frontier can be fitted and no regime can be called. The failed attempts and "
+                "their errors are listed below.")
     if st == "no-fit":
         why = data.primary.error if data.primary else "not fitted"
         return (f"The {data.target} surrogate could not be fitted ({why}); frontiers and regime calls "
                 "are missing. Run more pilots measuring this target.")
     n = len(data.primary.frontiers) if data.primary else 0
-    return (f"{len(data.ok)} successful and {len(data.failed)} failed run(s) in {data.data_dir}; "
+    done = {r.run_id for r in data.ok}
+    still = {r.run_id for r in data.failed} - done
+    retried = _n_runs(data.failed) - len(still)
+    failed = (f"{len(still)} failed run(s)" + (f" ({len(data.failed)} failed attempt(s), {retried} of them "
+              "on runs that later succeeded)" if retried else "")) if data.failed else "no failed runs"
+    return (f"{len(data.ok)} successful run(s) and {failed} in {data.data_dir}; "
             f"{n} setting(s) called under the {data.target} target.")
+
+
+def _n_runs(records: Sequence[Any]) -> int:
+    return len({r.run_id for r in records})
 
 
 def _fmt_stake(call: RegimeCall) -> str:
@@ -73,27 +84,52 @@ def _race(data: ReportData) -> list[Block]:
     race = data.race
     if race is None:
         return []
-    out = [Block("h2", "Race"), Block("p", (
-        f"`planner race` ({race.get('strategy', '?')} strategy) decided the {race.get('target', '?')} regime "
-        f"at {float(race['budget']):.3g} FLOPs from pilots at {float(race.get('pilot_budget') or 0):.3g}; "
-        f"it stopped after {race.get('rounds', '?')} round(s) and {race.get('runs', '?')} run(s) "
-        f"({float(race.get('flops_spent') or 0):.3g} FLOPs): {race.get('stop_reason', '?')} "
-        f"(confidence threshold {race.get('confidence', '?')})."))]
+    entries = [e for e in race.get("settings", []) if isinstance(e, dict) and "model" in e and "reward" in e]
+    budget = _float(race.get("budget"))
+    decided = sum(1 for e in entries if e.get("decided", "confident" if e.get("confident") else "open") != "open")
+    keys = {(str(e["model"]), str(e["reward"])) for e in entries}
+    below = sorted({float(r.budget) for r in data.ok if (r.model, r.reward) in keys and float(r.budget) < budget})
+    text = (f"`planner race` ({race.get('strategy', '?')} strategy) raced the {race.get('target', '?')} regime "
+            f"at {budget:.3g} FLOPs and stopped after {race.get('rounds', '?')} round(s) and "
+            f"{race.get('runs', '?')} run(s) ({_float(race.get('flops_spent')):.3g} FLOPs): "
+            f"{race.get('stop_reason', '?')}, with {decided} of {len(entries)} setting(s) decided "
+            f"(confidence threshold {race.get('confidence', '?')}).")
+    if below:
+        text += " Its runs below the decision budget were at " + ", ".join(f"{b:.2g}" for b in below) + " FLOPs."
+    out = [Block("h2", "Race"), Block("p", text)]
     fit = data.fits.get(str(race.get("target")))
-    rows = []
-    for e in race.get("settings", []):
-        s = Setting(str(e["model"]), str(e["reward"]), float(race["budget"]))
+    rows, differ = [], []
+    for e in entries:
+        s = Setting(str(e["model"]), str(e["reward"]), budget)
         mine = fit.frontiers.get(s) if fit else None
         ci = e.get("rho_star_ci") or [float("nan")] * 2
         p = (e.get("probabilities") or {}).get(e.get("regime"), float("nan"))
-        rows.append([s.model, s.reward, f"{e.get('rho_star', float('nan')):.2f}", _fmt_ci(ci),
-                     str(e.get("regime")), f"{p:.2f}", "yes" if e.get("confident") else "no",
+        if mine is not None and mine.call.regime != e.get("regime"):
+            differ.append(f"{s.model}/{s.reward}")
+        rows.append([s.model, s.reward, f"{_float(e.get('rho_star')):.2f}", _fmt_ci(ci),
+                     str(e.get("regime")), f"{_float(p):.2f}", "yes" if e.get("confident") else "no",
                      f"{mine.call.rho_star:.2f} {_fmt_ci(mine.call.rho_star_ci)} {mine.call.regime}"
                      if mine else "n/a"])
     out.append(Block("table", headers=["model", "reward", "race rho*", "90% interval", "regime", "P",
                                        "confident", "report (same data, refitted)"], rows=rows,
                      flags=[r[6] == "no" for r in rows]))
+    out.append(Block("note", "Rows in bold (red in HTML) are calls the race did not reach its confidence on."))
+    if differ:
+        older = "" if all("stake" in e for e in entries) else " (by an older version of the planner, too)"
+        out.append(Block("warn", (
+            f"The refit calls another regime than the race for {len(differ)} of {len(entries)} setting(s): "
+            f"{', '.join(differ)}. The race's calls are the fits it made as it ran{older}; the refit uses "
+            "every record now in the store with the current surrogate. A call that flips between two fits "
+            "of the same runs rests on little evidence: read its P and stake.")))
     return out
+
+
+def _float(v: object) -> float:
+    """A number from a (possibly hand-edited) race summary; NaN where it is not one."""
+    try:
+        return float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
@@ -132,7 +168,7 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
             c = f.call
             rows.append([s.model, s.reward, f"{s.budget:.2g}", str(n), f"{c.rho_star:.2f}",
                          _fmt_ci(c.rho_star_ci), c.regime, f"{c.confidence:.2f}",
-                         _fmt_stake(c), f"{f.mean.max():.3f}"])
+                         _fmt_stake(c), f"{f.predicted_at_rho_star:.3f}"])
         out.append(Block("table", headers=["model", "reward", "budget", "runs", "rho*", "90% interval",
                                            "regime", "P(regime)", "stake", f"predicted {data.target} at rho*"],
                          rows=rows))
@@ -150,16 +186,17 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                               "targets' intervals do not overlap: they disagree by more than the "
                               "uncertainty."))
         out += _figs(figs, "targets")
-        targets = list(dis[0].calls) if dis else []
+        # Every target any setting has, in the canonical order; a setting without one (not
+        # measured there) gets a blank cell under that target's header, not a shifted row.
+        targets = [t for t in TARGETS if any(t in d.calls for d in dis)]
         rows, flags = [], []
         for d in dis:
-            cells = [f"{c.rho_star:.2f} {_fmt_ci(c.optimum_ci or c.rho_star_ci)} {c.regime}" for c in d.calls.values()]
+            cells = [f"{c.rho_star:.2f} {_fmt_ci(c.optimum_ci or c.rho_star_ci)} {c.regime}"
+                     if (c := d.calls.get(t)) is not None else "" for t in targets]
             flag = "; ".join(f"{a} vs {b}" for a, b in d.flagged) or ("regimes differ" if d.regimes_differ else "")
             rows.append([d.setting.label, *cells, flag or "agree"])
             flags.append(bool(d.flagged))
         headers = ["setting", *(f"{t}: rho* [90%] regime" for t in targets), "disagreement"]
-        # settings missing a target (not measured) get blank cells rather than misaligned ones
-        rows = [r + [""] * (len(headers) - len(r)) for r in rows]
         out.append(Block("table", headers=headers, rows=rows, flags=flags))
 
     unfitted = [f for f in data.fits.values() if not f.ok]

@@ -41,7 +41,13 @@ class Block:
 
 # ----------------------------------------------------------------------------- markdown
 def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return _md_literal(str(text).replace("|", "\\|").replace("\n", " "))
+
+
+def _md_literal(text: str) -> str:
+    """``rho*`` is a name here, never emphasis: escaped, a caption's ``*...*`` italics
+    and a flagged row's ``**`` stay intact."""
+    return text.replace("*", "\\*")
 
 
 def to_markdown(blocks: Sequence[Block]) -> str:
@@ -63,7 +69,7 @@ def to_markdown(blocks: Sequence[Block]) -> str:
         elif b.kind == "figure" and b.figure is not None:
             f = b.figure
             out.append(f"![{f.title}]({f.png_path})\n")
-            out.append(f"*{f.caption}* ([SVG]({f.svg_path}))\n")
+            out.append(f"*{_md_literal(f.caption)}* ([SVG]({f.svg_path}))\n")
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -160,7 +160,7 @@ def test_report_on_all_failed_dataset(tmp_path: Path) -> None:
     res = build_report(data, tmp_path / "out")
     assert res.status == "all-failed"
     md = res.markdown.read_text()
-    assert "All 2 run(s)" in md and "failed" in md and "## Failed runs" in md and "## Compute cards" in md
+    assert "All 2 attempt(s) of 2 run(s)" in md and "failed" in md and "## Failed runs" in md and "## Compute cards" in md
     doc = json.loads(res.regimes.read_text())
     assert doc["status"] == "all-failed" and doc["settings"] == [] and len(doc["failed_runs"]) == 2
     # the FLOP split of the failed runs is still drawn (their cards are what is left)
@@ -199,3 +199,35 @@ def test_report_with_too_few_runs_to_fit(tmp_path: Path) -> None:
     assert "## Compute cards" in md and "## Regime calls" not in md
     doc = json.loads(res.regimes.read_text())
     assert doc["status"] == "no-fit" and not doc["by_target"]["native"]["fitted"]
+
+
+def test_predicted_value_is_the_mean_at_rho_star_not_the_frontier_maximum() -> None:
+    import numpy as np
+
+    from planner.regime import RegimeCall
+    from planner.report.data import Frontier, Setting
+
+    grid = np.linspace(0.1, 0.9, 9)
+    mean = np.array([0.9, 0.5, 0.5, 0.5, 0.6, 0.7, 0.5, 0.5, 0.5])  # peak at 0.1, call at 0.6
+    call = RegimeCall(0.6, (0.5, 0.7), "update-heavy", {"search-heavy": 0.2, "update-heavy": 0.8, "reward-heavy": 0})
+    f = Frontier(Setting("m", "sparse", 1e16), "native", grid, mean, np.full(9, 0.01), call, 0.0)
+    assert f.predicted_at_rho_star == pytest.approx(0.7) and f.to_dict()["predicted_at_rho_star"] == pytest.approx(0.7)
+
+
+def test_race_calls_the_refit_does_not_repeat_are_flagged_and_odd_summaries_render(tmp_path: Path) -> None:
+    from test_report_support import write_race_summary
+
+    data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=("sparse",), n_rho=5)
+    doc = write_race_summary(data)
+    for e in doc["settings"]:
+        e["regime"] = "reward-heavy"  # no rule-reward refit calls that
+    doc["settings"][0]["rho_star"] = None  # a hand-edited summary must not sink the report
+    (data / "regimes.json").write_text(json.dumps(doc))
+    res = build_report(data, tmp_path / "out", target="native", progress=False)
+    md = res.markdown.read_text()
+    race = md.split("## Race")[1].split("## Regime calls")[0]
+    assert "The refit calls another regime than the race for" in race and re.search(r"\| (\*\*)?nan(\*\*)? \|", race)
+    assert "decided" in race and "decided the" not in race  # no claim the race decided anything
+    for line in md.splitlines():  # captions: rho* is a name, never the end of the italics
+        if line.startswith("*") and "rho" in line:
+            assert "rho\\*" in line and "rho* " not in line
