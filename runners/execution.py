@@ -383,6 +383,9 @@ def execute(
                               "writable directory); give a writable directory")
     if not tasks and isinstance(backend, str):  # all done: no backend to start (Ray takes seconds)
         return result
+    prepare = getattr(eng, "prepare", None)  # e.g. pretrain tiny models once, outside the runs' clocks
+    if callable(prepare):
+        prepare(sorted({(t.proposal.model, t.proposal.reward) for t in tasks}))
     be = backend if not isinstance(backend, str) else make_backend(
         backend, workers=workers, data=store.root, engine_options=options, timeout_s=timeout_s,
         **dict(backend_options or {}),

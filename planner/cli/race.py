@@ -244,6 +244,9 @@ def race(
         raise ConfigError(f"cost-power: only the ours strategy has an acquisition, not {strategy!r}; drop --cost-power")
     strat = make_strategy(strategy, problem, seed, **_ours_options(seed, anchors, cost_power))
     store = open_store(data)
+    prepare = getattr(eng, "prepare", None)  # e.g. pretrain tiny models once, before the live table
+    if callable(prepare):
+        prepare([(s.model, s.reward) for s in problem.settings])
     display = _Display(problem, quiet, posterior=strat.stops_on_confidence)
     try:
         with display:

@@ -102,6 +102,32 @@ class TrlEngine:
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.opts = opts
 
+    def prepare(self, settings: Any) -> None:
+        """Pretrain (or find cached) the tiny-world policies and PRMs that ``settings``
+        ``[(model, reward), ...]`` need, before any run starts: inside a run it would count
+        against the run's time limit and wall time, with nothing on screen."""
+        import sys
+
+        from runners.tinyworld.pretrain import ensure_policy, ensure_prm, is_cached
+
+        done: set[str] = set()
+        for model, reward in settings:
+            arch = get_model(model)
+            if arch.family != "tiny" or self.opts.get("policy_path"):
+                continue
+            scorer = scorer_for(get_reward(reward), arch)
+            needs = [(arch.name, ensure_policy)]
+            if scorer is not None and not self.opts.get("scorer_path"):
+                needs.append((scorer.name, ensure_prm))
+            for name, ensure in needs:
+                if name in done:
+                    continue
+                if not is_cached(name, quick=self.quick, cache_dir=self.cache_dir):
+                    print(f"pretraining {name} first ({'quick' if self.quick else 'full'} recipe, once; "
+                          "then cached)", file=sys.stderr)
+                    ensure(name, quick=self.quick, cache_dir=self.cache_dir)  # type: ignore[operator]
+                done.add(name)
+
     # ------------------------------------------------------------------ the run
 
     def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:

@@ -127,3 +127,24 @@ def test_runs_do_not_draw_transformers_bars_or_its_deprecation_warning() -> None
         assert [str(w.message) for w in seen] == ["another FutureWarning still shows"]
     finally:
         (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
+
+
+def test_prepare_pretrains_missing_tiny_models_once_before_any_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import runners.tinyworld.pretrain as pretrain
+    from runners.engines.trl import TrlEngine
+
+    made: list[str] = []
+    monkeypatch.setattr(pretrain, "ensure_policy", lambda name, **kw: made.append(name))
+    monkeypatch.setattr(pretrain, "ensure_prm", lambda name, **kw: made.append(name))
+    eng = TrlEngine(quick=True, cache_dir=tmp_path)  # an empty cache
+    eng.prepare([("tiny-s", "sparse"), ("tiny-s", "prm"), ("qwen2.5-1.5b", "prm")])
+    assert made == ["tiny-s", "tiny-prm"]  # each once (tiny-s scores with tiny-prm); Qwen weights are not the tiny world's
+    assert capsys.readouterr().err.count("pretraining ") == 2
+
+
+def test_prepare_is_silent_when_the_cache_has_them(tiny_world_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from runners.engines.trl import TrlEngine
+
+    TrlEngine(quick=True, cache_dir=tiny_world_cache).prepare([("tiny-s", "prm"), ("tiny-s", "dense")])
+    assert capsys.readouterr().err == ""
