@@ -66,6 +66,16 @@ def _tokens(n: int) -> str:
     return f"{n / 1e6:.2f}M" if n >= 1_000_000 else f"{n / 1e3:.1f}k" if n >= 10_000 else str(n)
 
 
+def _prompts(card: Any, plan: Any) -> str:
+    """Prompts the run trained on (its rounds, as the meter's budget guard let them run)
+    beside the plan's, where they differ."""
+    rounds = getattr(card, "rounds", None) or (card.model_extra or {}).get("rounds")
+    ran = sum(int(r) for r in rounds) if isinstance(rounds, list) and rounds else None
+    if ran is None or ran == plan.total_prompts:
+        return str(plan.total_prompts)
+    return f"{ran} ({plan.total_prompts} planned)"
+
+
 def _split(flops: Any) -> str:
     parts = sum(getattr(flops, c) for c in COMPONENTS)
     if not parts:  # a partial card may keep only a total: no split was metered
@@ -133,7 +143,7 @@ def card_fields(record: RunRecord) -> dict[str, str]:
         "reward": fmt_flops(card.flops.reward),
         "levers": (
             f"G={plan.completions_per_prompt} K={plan.completions_kept} "
-            f"mu={plan.num_iterations} prompts={plan.total_prompts}"
+            f"mu={plan.num_iterations} prompts={_prompts(card, plan)}"
         ),
         "seed": str(record.seed),
         "metrics": ", ".join(
