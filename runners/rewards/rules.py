@@ -88,35 +88,85 @@ def tiny_dense(prompts: Sequence[Any], completions: Sequence[Any], **_: Any) -> 
 
 # --------------------------------------------------------------------------- qwen2.5 math
 
+_NUM = r"\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+_OP = r"[+\-*/×x÷]"
+# A whole expression of literals on the left (nothing arithmetic just before it, so
+# "16 - 3 - 4 = 9" is read whole, not as "3 - 4 = 9"), a number on the right that is not
+# itself the start of an expression ("= 5 + 1" is a chain, not "= 5").
 _EQ_RE = re.compile(
-    r"(-?\d+(?:\.\d+)?)\s*([+\-*/×x÷])\s*(-?\d+(?:\.\d+)?)\s*=\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)"
+    rf"(?<![\w.,)^*/+×÷=$-])(?P<lhs>[-(]*{_NUM}\)*(?:\s*{_OP}\s*[-(]*{_NUM}\)*)+)"
+    rf"\s*=\s*(?P<rhs>-?{_NUM})(?![\d.,]*(?:\s*{_OP}\s*[\d($(]|\^|[A-Za-z_]))"
 )
+_NUMBER_RE = re.compile(_NUM)
 
 
-def arithmetic_step_share(text: str) -> float:
-    """Share of the ``a op b = c`` equations in ``text`` that hold (to 1e-6 relative); 0 if none.
+def _evaluate(expr: str) -> float | None:
+    """The value of an arithmetic expression of literals (``x``/``×`` times, ``÷`` divide),
+    or None when it is not one or divides by zero. Parsed with :mod:`ast`, never ``eval``."""
+    import ast
+    import operator
 
-    Division by zero counts as wrong. Only binary equations on literals are read: a
-    cheap, model-free check of worked arithmetic.
+    src = re.sub(r"(?<=\d),(?=\d{3})", "", expr).replace("$", "").replace("×", "*").replace("÷", "/")
+    src = re.sub(r"(?<=[\d)\s])x(?=[\s\d(-])", "*", src)
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+    def walk(node: ast.AST) -> float:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+            return float(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            v = walk(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            return ops[type(node.op)](walk(node.left), walk(node.right))
+        raise ValueError(type(node).__name__)
+
+    try:
+        return walk(ast.parse(src.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, ZeroDivisionError, RecursionError, OverflowError):
+        return None
+
+
+# A unit after a number inside an expression ("4 * 20 sheep = 80", "$20/hour * 35 hours/week
+# = $700"): dropped, so the worked arithmetic of a word problem is read as arithmetic.
+_UNIT_RE = re.compile(r"(?<=\d)(?:\s*/\s*[A-Za-z]+|\s+[A-Za-z]+(?:/[A-Za-z]+)?)+(?=\s*(?:[+\-*/×÷=]|x\s))")
+_PERCENT_RE = re.compile(r"(?<=\d)\s*%(?=\s*(?:[+\-*/×x÷=]))")
+
+
+def _strip_units(text: str) -> str:
+    return _PERCENT_RE.sub("/100", _UNIT_RE.sub("", text))
+
+
+def _numbers(text: str) -> set[float]:
+    return {float(m.replace(",", "").replace("$", "")) for m in _NUMBER_RE.findall(text)}
+
+
+def arithmetic_step_share(text: str, prompt: str | None = None) -> float:
+    """Share of the equations ``<expression of literals> = c`` in ``text`` that hold (to
+    1e-6 relative); 0 if there are none.
+
+    Each distinct equation counts once (repeating "2 + 2 = 4" earns nothing more). With the
+    ``prompt``, an equation also needs an operand from the problem or from an earlier
+    equation's result, so arithmetic unrelated to the problem earns no step credit.
+    Division by zero counts as wrong. A cheap, model-free check of worked arithmetic.
     """
-    found = _EQ_RE.findall(text)
-    if not found:
-        return 0.0
-    good = 0
-    for a_s, op, b_s, c_s in found:
-        a, b, c = float(a_s), float(b_s), float(c_s.replace(",", ""))
-        if op == "+":
-            val = a + b
-        elif op == "-":
-            val = a - b
-        elif op in "/÷":
-            if b == 0:
-                continue
-            val = a / b
-        else:
-            val = a * b
-        good += abs(val - c) <= 1e-6 * max(1.0, abs(c))
-    return good / len(found)
+    text = _strip_units(text)
+    seen: set[str] = set()
+    known = _numbers(prompt) if prompt is not None else None
+    good = total = 0
+    for m in _EQ_RE.finditer(text):
+        key = re.sub(r"\s+", "", m.group(0))
+        if key in seen:
+            continue
+        seen.add(key)
+        total += 1
+        val = _evaluate(m["lhs"])
+        c = float(m["rhs"].replace(",", "").replace("$", ""))
+        holds = val is not None and abs(val - c) <= 1e-6 * max(1.0, abs(c))
+        if holds and known is not None:
+            holds = bool(_numbers(m["lhs"]) & known)
+            known.add(c)
+        good += holds
+    return good / total if total else 0.0
 
 
 def _gold(kwargs: dict[str, Any], n: int) -> list[str | None]:
@@ -157,8 +207,8 @@ def qwen_structured(prompts: Sequence[Any], completions: Sequence[Any], **kw: An
 def qwen_dense(prompts: Sequence[Any], completions: Sequence[Any], **kw: Any) -> list[float]:
     ok = _correct(completions, kw)
     return [
-        STEP_WEIGHT * arithmetic_step_share(completion_text(c)) + (1 - STEP_WEIGHT) * k
-        for c, k in zip(completions, ok, strict=True)
+        STEP_WEIGHT * arithmetic_step_share(completion_text(c), completion_text(p)) + (1 - STEP_WEIGHT) * k
+        for p, c, k in zip(prompts, completions, ok, strict=True)
     ]
 
 

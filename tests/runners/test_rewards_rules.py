@@ -54,6 +54,25 @@ def test_arithmetic_step_share() -> None:
     assert arithmetic_step_share("12,000 = 12000; 3 x 4 = 12") == 1.0
 
 
+@pytest.mark.parametrize("text", [
+    # Whole left-hand sides: each of these was read as a fragment ("3 - 4 = 9") and marked wrong.
+    "16 - 3 - 4 = 9 duck eggs", "1,000 + 500 = 1,500", "2 * 3 + 4 = 10", "60/100 * 5 = 3", "(2+3)*4 = 20",
+    # Word-problem arithmetic with units and percents, as GSM8K's worked solutions write it.
+    "4 * 20 sheep = 80 sheep", "200 GB * 40% = 80 GB", "$20/hour * 35 hours/week = $700/week", "-3 + 5 = 2",
+])
+def test_worked_arithmetic_is_read_whole(text: str) -> None:
+    assert arithmetic_step_share(text) == 1.0
+
+
+def test_step_credit_cannot_be_farmed() -> None:
+    prompt = "Janet's ducks lay 16 eggs. She eats 3 and bakes with 4, and sells the rest at $2 each."
+    worked = "16 - 3 - 4 = 9 eggs. 9 * 2 = $18.\n\\boxed{18}"
+    assert arithmetic_step_share(worked, prompt) == 1.0
+    assert arithmetic_step_share("1+1=2\n" * 50 + "\\boxed{17}", prompt) == 0.0  # unrelated to the problem
+    assert arithmetic_step_share("16 + 2 = 18\n" * 50, prompt) == 1.0  # one distinct equation, counted once
+    assert arithmetic_step_share("3x - 9 = 2x + 74") == 0.0  # algebra is not arithmetic on literals
+
+
 def test_bad_names_are_one_line_config_errors() -> None:
     with pytest.raises(ConfigError, match="reward"):
         build_reward_system("nope", "tiny")
