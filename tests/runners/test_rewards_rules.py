@@ -43,9 +43,12 @@ def test_qwen_rule_rewards_use_math_verify() -> None:
     assert build_reward_system("structured", "qwen2.5").funcs[0](["q"] * 4, comps, answer=gold) == (
         pytest.approx([1.0, 1.0, 0.0, 0.0])
     )
-    assert build_reward_system("dense", "qwen2.5").funcs[0](["q"] * 4, comps, answer=gold) == (
+    # Dense step credit needs the problem's numbers (2 and 3 here) in the worked arithmetic.
+    prompts = ["What is (2 + 3) * 2?"] * 4
+    assert build_reward_system("dense", "qwen2.5").funcs[0](prompts, comps, answer=gold) == (
         pytest.approx([1.0, 0.5, 0.0, 0.0])
     )
+    assert build_reward_system("dense", "qwen2.5").funcs[0](["q"] * 4, comps, answer=gold)[0] == 0.5
 
 
 def test_arithmetic_step_share() -> None:
