@@ -164,7 +164,8 @@ def arithmetic_step_share(text: str, prompt: str | None = None) -> float:
         holds = val is not None and abs(val - c) <= 1e-6 * max(1.0, abs(c))
         if holds and known is not None:
             holds = bool(_numbers(m["lhs"]) & known)
-            known.add(c)
+            if holds:  # only a grounded result grounds later steps
+                known.add(c)
         good += holds
     return good / total if total else 0.0
 
