@@ -204,7 +204,10 @@ def failed_record(
         attempt=task.attempt,
         wall_s=wall_s,
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        provenance={"failure_kind": kind, "host": socket.gethostname(),
+        # The engine's source (the sim's world file and hash) too: where the world caused
+        # the failure, the record must say which world it was.
+        provenance={**dict(getattr(engine, "source", None) or {}), "engine": task.engine,
+                    "failure_kind": kind, "host": socket.gethostname(),
                     "phase": (last_progress or {}).get("phase", "")},
     )
 
@@ -386,8 +389,10 @@ def execute(
     prepare = getattr(eng, "prepare", None)  # e.g. pretrain tiny models once, outside the runs' clocks
     if callable(prepare):
         prepare(sorted({(t.proposal.model, t.proposal.reward) for t in tasks}))
+    # A simulated engine ignores the device: no GPU to find, no worker per GPU.
+    placed = {k: v for k, v in options.items() if k != "device"} if getattr(eng, "simulated", False) else options
     be = backend if not isinstance(backend, str) else make_backend(
-        backend, workers=workers, data=store.root, engine_options=options, timeout_s=timeout_s,
+        backend, workers=workers, data=store.root, engine_options=placed, timeout_s=timeout_s,
         **dict(backend_options or {}),
     )
     driver = Driver(be, store, retries=retries, timeout_s=timeout_s, result=result,

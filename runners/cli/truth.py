@@ -29,7 +29,7 @@ def truth(
     """Print the noise-free frontier on a dense rho grid, and rho*, shares and regime at its argmax."""
     from planner.cli.app import check_output_file, emit_json, parse_budget
     from planner.errors import ConfigError
-    from runners.sim.truth import frontier
+    from runners.sim.truth import TIE, frontier
 
     if plot and Path(plot).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise ConfigError(f"plot: {plot!r} has no figure suffix; end it in .png, .svg or .pdf")
@@ -59,6 +59,10 @@ def truth(
         f"rho* = {f.rho_star:.3f}  {target} = {f.value_star:.4f}  regime = {f.regime}  "
         f"shares: search {s['search']:.3f}, learning {s['learning']:.3f}, reward {s['reward']:.3f}"
     )
+    if len(f.tied_regimes) > 1:
+        n = int((f.value >= f.value_star - TIE).sum())
+        typer.echo(f"tie: {n} of {len(f.rho)} allocations reach the top ({', '.join(f.tied_regimes)}); this budget "
+                   "saturates the world, so rho* and the regime above are a tie-break, not an answer")
 
 
 def _plot(f: Frontier, world: str, out: Path) -> None:

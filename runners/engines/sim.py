@@ -50,6 +50,7 @@ class SimEngine:
     ``configs/worlds``; default ``paper``). ``truth=True`` returns noise-free metrics."""
 
     name = "sim"
+    simulated = True
 
     def __init__(self, world: str | Path | World | None = None, truth: bool = False,
                  **opts: Any) -> None:
@@ -66,6 +67,13 @@ class SimEngine:
         self.truth = truth
         # Keys of the records' provenance that must agree within one store (planner.engine).
         self.source = {"world": self.world.name, "world_sha256": self.world.sha256, "truth": truth}
+
+    def prepare(self, settings: Any) -> None:
+        """Before any run: every (model, reward) of ``settings`` must be in this world
+        (a typo in a world file would otherwise fail every run, one by one)."""
+        for model, reward in settings:
+            self.world.reward(reward)
+            self.world.capacity(model, "native")
 
     def _rng(self, plan: RunPlan, seed: int) -> np.random.Generator:
         # Noise is a pure function of (what was run, seed): re-running a proposal with the

@@ -7,6 +7,7 @@ give the same noise-free value.
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -71,7 +72,7 @@ def simulate(
     """Simulated ``target`` metric of runs at each (rho, budget) (broadcast together).
 
     ``seed=None`` is the noise-free truth; an integer seed adds the world's noise,
-    reproducibly. Each rho snaps to the nearest point of a 0.005 grid of compiled plans;
+    reproducibly, independently across settings and targets. Each rho snaps to the nearest point of a 0.005 grid of compiled plans;
     rho out of the compiler's reach raises :class:`~planner.errors.InfeasibleError`.
     """
     check_target(target)
@@ -79,4 +80,7 @@ def simulate(
     values = simulate_all(w, model, reward, rho, budget)[target]
     if seed is None:
         return values
-    return add_noise(w, target, values, np.random.default_rng(seed))
+    # The setting and target join the seed, as in the engine: one seed must not give every
+    # target and setting the same standardised draw.
+    key = zlib.crc32(f"{model}|{reward}|{target}".encode())
+    return add_noise(w, target, values, np.random.default_rng([int(seed) & 0xFFFFFFFF, key]))

@@ -24,6 +24,9 @@ from runners.sim.world import World, load_world
 __all__ = ["COMPONENTS", "Frontier", "frontier", "regime_gap"]
 
 COMPONENTS: tuple[str, ...] = ("search", "learning", "reward")  # column order of ``shares``
+# Metric values this close are equal (float noise of a saturated frontier is ~1e-11; the
+# smallest true regime gap among the benchmark's settings is 3e-5).
+TIE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,17 @@ class Frontier:
         return {c: float(s) for c, s in zip(COMPONENTS, self.shares[self.star], strict=True)}
 
     @property
+    def tied_regimes(self) -> tuple[str, ...]:
+        """Every regime whose best allocation is within :data:`TIE` of the optimum: more
+        than one where the frontier's top is flat (a budget past every ceiling), and the
+        regime there is an argmax tie-break, not an answer."""
+        from planner.regime import LABELS, regime_labels
+
+        labels = regime_labels(self.shares)
+        top = self.value >= self.value_star - TIE
+        return tuple(LABELS[i] for i in sorted(set(labels[top].tolist())))
+
+    @property
     def regime(self) -> str:
         # Imported here: the planner owns the labelling, and nothing else in the sim needs it.
         from planner.regime import LABELS, regime_labels
@@ -72,6 +86,7 @@ class Frontier:
             "rho_star": self.rho_star,
             "value_star": self.value_star,
             "regime": self.regime,
+            "tied_regimes": list(self.tied_regimes),
             "shares": self.shares_star,
             "frontier": [[float(r), float(v)] for r, v in zip(self.rho, self.value, strict=True)],
         }

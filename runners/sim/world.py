@@ -208,12 +208,17 @@ def _parse(raw: dict[str, Any], path: str, sha: str) -> World:
     dyn = r.table(raw, "dynamics", "dynamics", {"reuse_decay", "prompt_cap"})
     decay = r.per_target(r.table(dyn, "dynamics.reuse_decay", "reuse_decay", set(TARGETS)),
                          "dynamics.reuse_decay", 0.0, 1.0, hi_open=True)
+    # 0 means no cap; an infinite cap or scale would turn every metric into NaN (inf * 0).
     cap = r.per_target(r.table(dyn, "dynamics.prompt_cap", "prompt_cap", set(TARGETS)),
-                       "dynamics.prompt_cap", 0.0, _INF)
+                       "dynamics.prompt_cap", 0.0, _INF, hi_open=True)
+
+    from planner.registry import list_models, list_rewards
 
     rewards: dict[str, RewardDynamics] = {}
     for rname in r.table(raw, "rewards", "rewards", None):
         key = f"rewards.{rname}"
+        if rname not in list_rewards():  # a typo would only show when a run needs it
+            raise r.fail(key, f"unknown reward system; known: {', '.join(list_rewards())}")
         body = r.table(raw["rewards"], key, rname, _REWARD_KEYS)
         rewards[rname] = RewardDynamics(
             graded=r.number(body, key, "graded", 0.0, 1.0),
@@ -226,6 +231,8 @@ def _parse(raw: dict[str, Any], path: str, sha: str) -> World:
     models: dict[str, dict[str, Capacity]] = {}
     for mname in r.table(raw, "models", "models", None):
         key = f"models.{mname}"
+        if mname not in list_models(role="policy"):
+            raise r.fail(key, f"unknown policy; known: {', '.join(list_models(role='policy'))}")
         body = r.table(raw["models"], key, mname, set(TARGETS) | {"notes"})
         caps: dict[str, Capacity] = {}
         for t in TARGETS:
@@ -233,7 +240,7 @@ def _parse(raw: dict[str, Any], path: str, sha: str) -> World:
             c = r.table(body, tk, t, _CAP_KEYS)
             base = r.number(c, tk, "base", 0.0, 1.0, hi_open=True)
             ceiling = r.number(c, tk, "ceiling", base, 1.0)
-            scale = r.number(c, tk, "scale", 0.0, _INF, lo_open=True)
+            scale = r.number(c, tk, "scale", 0.0, _INF, lo_open=True, hi_open=True)
             caps[t] = Capacity(base, ceiling, scale)
         models[mname] = caps
 

@@ -74,6 +74,28 @@ def test_failed_runs_exit_1_and_show_in_status(proposals: Path, tmp_path: Path) 
     assert "1 ok, 1 failed, 0 corrupt" in st.stdout  # the latest attempt of the failing run
     st_all = RUNNER.invoke(app, ["status", "--data", str(data), "--attempts"])
     assert "1 ok, 2 failed" in st_all.stdout
+    # A failed record names the world it ran in, as an ok one does.
+    (bad, *_) = PilotStore(data).records(status="failed")
+    assert bad.provenance["world"] == "paper" and len(bad.provenance["world_sha256"]) == 64
+
+
+def test_sim_ignores_the_device(proposals: Path, tmp_path: Path) -> None:
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(tmp_path), "--engine", "sim",
+                              "--device", "cuda", "--no-progress"])
+    assert res.exit_code == 0, res.stderr
+
+
+def test_sim_prepare_refuses_a_world_without_the_proposals_reward() -> None:
+    import dataclasses
+
+    from planner.errors import ConfigError
+    from runners.sim.world import load_world
+
+    w = load_world("paper")
+    eng = SimEngine(dataclasses.replace(w, rewards={k: v for k, v in w.rewards.items() if k != "prm"}))
+    eng.prepare([("qwen2.5-1.5b", "sparse")])
+    with pytest.raises(ConfigError, match=r"'rewards\.prm' is missing"):
+        eng.prepare([("qwen2.5-1.5b", "prm")])
 
 
 def test_status_without_store_is_a_one_line_error(tmp_path: Path) -> None:

@@ -87,3 +87,18 @@ def test_more_budget_helps_and_worlds_differ() -> None:
 def test_out_of_reach_rho_is_infeasible() -> None:
     with pytest.raises(InfeasibleError, match="rho"):
         simulate("paper", M15, "prm", np.array([0.5, 0.99]), 1e16)
+
+
+def test_one_seed_draws_independently_across_settings_and_targets() -> None:
+    rho, budget = np.full(200, 0.6), np.full(200, 1e16)
+    draws = [simulate("paper", M15, r, rho, budget, t, seed=0) - simulate("paper", M15, r, rho, budget, t)
+             for r, t in (("sparse", "native"), ("prm", "native"), ("sparse", "pass1"))]
+    for a, b in ((0, 1), (0, 2)):
+        assert abs(np.corrcoef(draws[a], draws[b])[0, 1]) < 0.3  # were identical z-scores
+
+
+def test_a_saturated_budget_says_its_regime_is_a_tie() -> None:
+    from runners.sim.truth import frontier
+
+    assert len(frontier("paper", M15, "sparse", 1e22).tied_regimes) > 1
+    assert frontier("paper", M15, "sparse", 1e16).tied_regimes == ("update-heavy",)

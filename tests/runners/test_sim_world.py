@@ -48,6 +48,10 @@ def _broken(tmp_path: Path, old: str, new: str) -> Path:
         ("scale = 1000.0", "scale = -1.0", "models.qwen2.5-1.5b.native.scale"),
         ("stages = 8", "stages = 0", "world.stages"),
         ("[dynamics]", "[dynamix]", "dynamix"),
+        # inf * 0 turned every metric into NaN; a typo'd name only showed when a run needed it
+        ("prompt_cap = { native = 0.0,", "prompt_cap = { native = inf,", "dynamics.prompt_cap.native"),
+        ("scale = 1000.0", "scale = inf", "models.qwen2.5-1.5b.native.scale"),
+        ("[rewards.sparse]", "[rewards.spares]", "rewards.spares"),
     ],
 )
 def test_malformed_world_names_the_key(tmp_path: Path, old: str, new: str, key: str) -> None:
