@@ -144,25 +144,81 @@ def lora_forward_flops_per_token(arch: Architecture, lora: LoRA) -> int:
 def lora_backward_flops_per_token(
     arch: Architecture, lora: LoRA, *, input_requires_grad: bool = True
 ) -> int:
-    """Backward FLOPs of the LoRA adapters for one token.
+    """Backward FLOPs of the LoRA adapters for one token, FLOPs.
 
     Per adapted module (in, out): grad of B ``2 r out``, grad of z ``2 r out``, grad of A
-    ``2 r in``, and grad of x through A ``2 r in`` where x needs a gradient. In layer 0,
-    q/k/v read the (frozen) embeddings: their x needs no gradient unless
-    ``input_requires_grad`` (TRL turns it on with gradient checkpointing + peft).
+    ``2 r in``, and grad of x through A ``2 r in`` where x needs a gradient, summed over
+    layers: ``sum_m L (4 r out + 4 r in)``, less the x-gradients the leading layers skip
+    when the embeddings need none (see :func:`_body_backward`). Source: Hu et al. 2021.
+    """
+    return _body_backward(arch, lora, input_requires_grad=input_requires_grad).lora
+
+
+# A decoder layer's linears in execution order (Qwen2): attention in, attention out, MLP.
+_LAYER_ORDER = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class _BodyBackward:
+    """Per-token backward FLOPs of all decoder layers: activation gradients through the
+    frozen linears (``base``) and the adapters (``lora``); ``attention`` is the attention
+    backward in units of one layer's attention forward, summed over layers."""
+
+    base: int
+    lora: int
+    attention: float
+    attention_layers: int  # layers whose attention runs a backward at all
+
+
+def _layer_backward(arch: Architecture, lora: LoRA, x_req: bool) -> tuple[int, int, float, bool]:
+    """One decoder layer's backward: ``(base, lora, attention units, output needs grad)``.
+
+    Autograd computes a gradient only where some input requires one. A module's output
+    needs a gradient if its input does or it carries an adapter; its frozen weight then
+    costs ``2 in out`` per token for ``grad_x`` only when its input needs a gradient, and
+    an adapter costs ``4 r out + 2 r in`` (+ ``2 r in`` for ``grad_x``). Attention
+    backward is one forward matmul per operand that needs a gradient: ``grad_V``,
+    ``grad_P`` (if Q or K), ``grad_Q``, ``grad_K`` (all four: twice the forward).
     """
     shapes = arch.linear_shapes()
-    total = 0
-    for m in lora.targets:
+    r = lora.rank
+    base = ada = 0
+    out_req: dict[str, bool] = {}
+
+    def module(m: str, in_req: bool) -> bool:
+        nonlocal base, ada
         fan_in, fan_out = shapes[m]
-        per = 4 * lora.rank * fan_out + 4 * lora.rank * fan_in
-        total += arch.num_hidden_layers * per
-        if not input_requires_grad and m in _LAYER0_EMBEDDING_READERS:
-            total -= 2 * lora.rank * fan_in
-    return total
+        adapted = m in lora.targets
+        if in_req:
+            base += 2 * fan_in * fan_out
+        if adapted:
+            ada += 4 * r * fan_out + 2 * r * fan_in + (2 * r * fan_in if in_req else 0)
+        out_req[m] = in_req or adapted
+        return out_req[m]
+
+    q, k, v = (module(m, x_req) for m in ("q_proj", "k_proj", "v_proj"))
+    attention = (int(v) + int(q or k) + int(q) + int(k)) / 2  # in units of the forward (2 matmuls)
+    h1 = module("o_proj", q or k or v) or x_req
+    mid = module("gate_proj", h1) | module("up_proj", h1)
+    h2 = module("down_proj", mid) or h1
+    return base, ada, attention, h2
 
 
-_LAYER0_EMBEDDING_READERS = ("q_proj", "k_proj", "v_proj")
+def _body_backward(arch: Architecture, lora: LoRA, *, input_requires_grad: bool) -> _BodyBackward:
+    """:class:`_BodyBackward` of all layers: layers before the first that needs a gradient
+    cost nothing, the first may cost part of a layer (only what follows its first adapter),
+    every later layer the full backward."""
+    full = _layer_backward(arch, lora, True)
+    base = ada = layers = 0
+    attention = 0.0
+    x_req = input_requires_grad
+    for i in range(arch.num_hidden_layers):
+        if x_req:  # from here on every layer is full
+            n = arch.num_hidden_layers - i
+            return _BodyBackward(base + n * full[0], ada + n * full[1], attention + n * full[2], layers + n)
+        b, a, att, x_req = _layer_backward(arch, lora, False)
+        base, ada, attention, layers = base + b, ada + a, attention + att, layers + (att > 0)
+    return _BodyBackward(base, ada, attention, layers)
 
 
 def rotary_flops(arch: Architecture, seq_len: int) -> int:
@@ -217,16 +273,6 @@ def forward_flops(
     return batch * per_seq
 
 
-def _linear_grad_input_flops_per_token(arch: Architecture, *, input_requires_grad: bool) -> int:
-    """Activation-gradient FLOPs through the frozen linears (``grad_x = grad_y W``): same as forward,
-    minus layer-0 q/k/v when the embeddings need no gradient."""
-    total = linear_flops_per_token(arch)
-    if not input_requires_grad:
-        shapes = arch.linear_shapes()
-        total -= 2 * sum(shapes[m][0] * shapes[m][1] for m in _LAYER0_EMBEDDING_READERS)
-    return total
-
-
 def train_pass_flops(
     arch: Architecture,
     batch: int,
@@ -267,13 +313,15 @@ def train_pass_flops(
     positions = seq_len if logit_positions is None else logit_positions
     fwd = forward_flops(arch, batch, seq_len, logit_positions=positions, lora=lora)
     head = lm_head_flops_per_token(arch)
-    per_token_bwd = _linear_grad_input_flops_per_token(
-        arch, input_requires_grad=input_requires_grad
-    ) + lora_backward_flops_per_token(arch, lora, input_requires_grad=input_requires_grad)
+    body = _body_backward(arch, lora, input_requires_grad=input_requires_grad)
+    per_layer_attention = attention_flops(arch, seq_len, seq_len) // arch.num_hidden_layers
+    # Fused kernels also recompute the score matrix QK^T (half an attention forward) in
+    # every layer whose attention runs a backward.
+    recomputed = body.attention_layers * per_layer_attention // 2 if flash_attention else 0
     bwd_per_seq = (
-        seq_len * per_token_bwd
-        + (5 * attention_flops(arch, seq_len, seq_len) // 2 if flash_attention
-           else 2 * attention_flops(arch, seq_len, seq_len))
+        seq_len * (body.base + body.lora)
+        + round(body.attention * per_layer_attention)
+        + recomputed
         + positions * head * (2 if lm_head_recompute else 1)
     )
     if gradient_checkpointing:

@@ -69,15 +69,19 @@ def test_cli_flops_matches_flopcounter(name: str, batch: int, seq: int) -> None:
     assert out["train_step"] == pytest.approx(measured_train, rel=0.01)
 
 
-@pytest.mark.parametrize("targets", [["q_proj", "v_proj"], ["o_proj", "down_proj"]])
-def test_train_pass_partial_targets(targets: list[str]) -> None:
-    """Layer-0 q/k/v read frozen embeddings: no activation gradient unless something needs it."""
-    arch = get_model("qwen2.5-1.5b")
+@pytest.mark.parametrize(("name", "targets"), [
+    ("qwen2.5-1.5b", ["q_proj", "v_proj"]), ("qwen2.5-1.5b", ["o_proj", "down_proj"]),
+    # Layer 0 before its first adapter runs no backward at all: +19% on tiny-s before that was counted.
+    ("tiny-s", ["up_proj"]), ("tiny-s", ["o_proj", "down_proj"]), ("tiny-m", ["k_proj"]),
+])
+def test_train_pass_partial_targets(name: str, targets: list[str]) -> None:
+    """The embeddings need no gradient: the leading layers' backward starts at their first adapter."""
+    arch = get_model(name)
     ids = torch.zeros(1, 128, dtype=torch.long, device="meta")
     model = with_lora(meta_model(arch), arch, targets)
     measured = counted(lambda: model(input_ids=ids).logits.float().sum().backward())
     expected = train_pass_flops(arch, 1, 128, LoRA(arch.defaults.lora_rank, tuple(targets)))
-    assert expected == pytest.approx(measured, rel=0.005)
+    assert expected == pytest.approx(measured, rel=1e-4)  # the rotary table is the only residual
 
 
 @pytest.mark.parametrize(
