@@ -67,10 +67,47 @@ def load_recipe_file(path: Path) -> dict[str, Any]:
     return data
 
 
+# peft's default for Qwen2 when no target modules are given.
+PEFT_QWEN2_DEFAULT_TARGETS = ("q_proj", "v_proj")
+
+
+def _lora_targets(spec: Any) -> tuple[str, ...]:
+    """The adapted module types, as peft reads ``target_modules``: None -> its Qwen2
+    default (q, v); ``"all-linear"``; another string is a regex that must match a whole
+    module name; a list names modules by their last component."""
+    import re
+
+    from planner.architecture import LINEAR_MODULES
+    from planner.errors import ConfigError
+
+    if spec is None:
+        return PEFT_QWEN2_DEFAULT_TARGETS
+    if spec == "all-linear":
+        return tuple(LINEAR_MODULES)
+    if isinstance(spec, str):
+        try:
+            pattern = re.compile(spec)
+        except re.error as exc:
+            raise ConfigError(f"config: lora_target_modules: {spec!r} is not a valid regex ({exc})") from None
+        attn = ("q_proj", "k_proj", "v_proj", "o_proj")
+        found = tuple(m for m in LINEAR_MODULES
+                      if pattern.fullmatch(f"model.layers.0.{'self_attn' if m in attn else 'mlp'}.{m}"))
+        if not found:
+            raise ConfigError(f"config: lora_target_modules: the pattern {spec!r} matches no module (peft reads "
+                              "a string as a regex on full names, e.g. '.*q_proj'); give a list like [q_proj, v_proj]")
+        return found
+    if not isinstance(spec, list) or not all(isinstance(t, str) for t in spec):
+        raise ConfigError(f"config: lora_target_modules must be a list of module names, got {spec!r}")
+    names = {t.rsplit(".", 1)[-1] for t in spec}
+    bad = sorted(names - set(LINEAR_MODULES))
+    if bad:
+        raise ConfigError(f"config: lora_target_modules has unknown module {bad[0]!r}")
+    return tuple(m for m in LINEAR_MODULES if m in names)
+
+
 def build_recipe(raw: dict[str, Any], defaults: dict[str, Any]):  # type: ignore[no-untyped-def]
     """Merge a recipe with TRL's defaults and validate the keys the FLOP count needs."""
     from planner.accountant import LoRA
-    from planner.architecture import LINEAR_MODULES
     from planner.audit import Recipe
     from planner.errors import ConfigError
 
@@ -92,14 +129,11 @@ def build_recipe(raw: dict[str, Any], defaults: dict[str, Any]):  # type: ignore
     if not isinstance(beta, int | float) or beta < 0:
         raise ConfigError(f"config: beta must be a number >= 0, got {beta!r}")
     lora = None
-    if cfg.get("use_peft", True):
-        targets = cfg.get("lora_target_modules") or list(LINEAR_MODULES)
-        if targets == "all-linear":
-            targets = list(LINEAR_MODULES)
-        bad = [t for t in targets if t not in LINEAR_MODULES]
-        if bad:
-            raise ConfigError(f"config: lora_target_modules has unknown module {bad[0]!r}")
-        lora = LoRA(pos_int("lora_r", 16), tuple(targets))
+    if "use_peft" not in raw:
+        raise ConfigError("config: use_peft is missing; TRL's ModelConfig defaults to full fine-tuning, "
+                          "which this audit does not cost: add use_peft: true (and lora_r, lora_target_modules)")
+    if cfg.get("use_peft"):
+        lora = LoRA(pos_int("lora_r", 16), _lora_targets(cfg.get("lora_target_modules")))
     grad_accum = pos_int("gradient_accumulation_steps")
     world = pos_int("world_size", cfg.get("num_processes", 1))
     batch = pos_int("per_device_train_batch_size")

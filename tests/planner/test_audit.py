@@ -79,17 +79,17 @@ def test_trl_defaults_are_read_from_trl() -> None:
     ("body", "field"),
     [
         ({"expected_prompt_length": 10, "expected_completion_length": 10}, "model_name_or_path"),
-        ({"model_name_or_path": "nope/nope", "expected_prompt_length": 1, "expected_completion_length": 1}, "model"),
-        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8}, "expected_completion_length"),
-        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "num_iterations": 0}, "num_iterations"),
-        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "bogus_key": 1}, "bogus_key"),
-        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "num_generations": 3}, "num_generations"),
-        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "num_generations": 1, "per_device_train_batch_size": 4}, "num_generations must be >= 2"),
-        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "dataset_size": -3}, "dataset_size"),
-        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 4096, "max_completion_length": 256}, "exceeds max_completion_length"),
-        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "reward_funcs": 5}, "reward_funcs"),
-        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "generation_batch_size": 64, "steps_per_generation": 2}, "exclusive"),
-        ({"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "generation_batch_size": 12, "per_device_train_batch_size": 8}, "generation_batch_size (12)"),
+        ({"use_peft": True, "model_name_or_path": "nope/nope", "expected_prompt_length": 1, "expected_completion_length": 1}, "model"),
+        ({"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8}, "expected_completion_length"),
+        ({"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "num_iterations": 0}, "num_iterations"),
+        ({"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "bogus_key": 1}, "bogus_key"),
+        ({"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "num_generations": 3}, "num_generations"),
+        ({"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "num_generations": 1, "per_device_train_batch_size": 4}, "num_generations must be >= 2"),
+        ({"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "dataset_size": -3}, "dataset_size"),
+        ({"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 4096, "max_completion_length": 256}, "exceeds max_completion_length"),
+        ({"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "reward_funcs": 5}, "reward_funcs"),
+        ({"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "generation_batch_size": 64, "steps_per_generation": 2}, "exclusive"),
+        ({"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8, "generation_batch_size": 12, "per_device_train_batch_size": 8}, "generation_batch_size (12)"),
     ],
 )
 def test_bad_recipes_name_the_field(tmp_path: Path, body: dict, field: str) -> None:
@@ -107,7 +107,8 @@ def test_config_json_path_as_model(tmp_path: Path) -> None:
     }
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(f"model_name_or_path: {tmp_path}\nexpected_prompt_length: 8\nexpected_completion_length: 8\n")
+    recipe.write_text(f"model_name_or_path: {tmp_path}\nuse_peft: true\nexpected_prompt_length: 8\n"
+                      "expected_completion_length: 8\n")
     out = audit_json(recipe)
     assert out["per_round"]["total"] > 0
 
@@ -120,7 +121,7 @@ def test_full_finetuning_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_generation_batch_size_sets_the_round_as_in_trl(tmp_path: Path) -> None:
-    base = {"model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 64, "expected_completion_length": 64,
+    base = {"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 64, "expected_completion_length": 64,
             "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2}
     rounds = {}
     for name, extra in (("gbs", {"generation_batch_size": 64}), ("spg", {"steps_per_generation": 8})):
@@ -137,3 +138,34 @@ def test_a_directory_or_binary_file_is_one_line(tmp_path: Path) -> None:
     for arg, says in ((tmp_path, "is a directory"), (tmp_path / "bin.yaml", "is not UTF-8 text")):
         res = runner.invoke(app, ["audit", str(arg)])
         assert res.exit_code == 2 and says in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("spec", "want"), [
+    (None, ("q_proj", "v_proj")),  # peft's Qwen2 default, not every linear
+    ("all-linear", tuple(LINEAR_MODULES)),
+    (".*\\.(q_proj|o_proj)", ("q_proj", "o_proj")),  # a string is a regex on full names
+    (["self_attn.k_proj", "down_proj"], ("k_proj", "down_proj")),
+])
+def test_lora_targets_as_peft_reads_them(tmp_path: Path, spec: object, want: tuple[str, ...]) -> None:
+    body = {"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8,
+            "expected_completion_length": 8, **({} if spec is None else {"lora_target_modules": spec})}
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(body))
+    lora = LoRA(16, want)
+    out = audit_json(f)
+    arch = get_model("qwen2.5-3b")
+    assert out["per_completion"]["train_pass"] == pytest.approx(
+        train_pass_flops(arch, 1, 16, lora, logit_positions=8, gradient_checkpointing=True, lm_head_recompute=True))
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    ({"lora_target_modules": "q_proj"}, "matches no module"),
+    ({"use_peft": None}, "use_peft is missing"),
+])
+def test_lora_settings_that_peft_or_trl_would_read_otherwise(tmp_path: Path, body: dict, says: str) -> None:
+    base = {"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8,
+            "expected_completion_length": 8}
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps({k: v for k, v in (base | body).items() if v is not None}))
+    res = runner.invoke(app, ["audit", str(f)])
+    assert res.exit_code == 2 and says in res.stderr
