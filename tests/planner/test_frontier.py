@@ -20,3 +20,15 @@ def test_reuse_at_is_the_compilers_choice_and_switches_between_neighbours() -> N
     assert len(set(mu.tolist())) >= 2 and np.count_nonzero(np.diff(mu)) >= 3
     # Out of the levers' reach: no plan, treated as mu = 1.
     assert reuse_at(m, r, np.array([1.2]), 1e16)[0] == 1
+
+
+def test_reuse_at_reads_the_exact_budget() -> None:
+    # Below ~20 prompt groups the levers change within 1% of budget: no rounding of the budget.
+    import numpy as np
+
+    from planner.compiler import compile_plan
+    from planner.frontier import reuse_at
+
+    for b in (1.13296e16, 1.13e16):
+        want = compile_plan("qwen2.5-7b", "sparse", 0.5694, b).num_iterations
+        assert reuse_at("qwen2.5-7b", "sparse", np.array([0.5694]), b)[0] == want
