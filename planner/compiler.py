@@ -70,6 +70,21 @@ class CompileOptions:
     lm_head_positions: str | None = None
     rho_tolerance: float = 0.05
 
+    def __post_init__(self) -> None:
+        # A 0 would silently become the default through ``or`` in resolve(); a typo'd head
+        # mode would silently mean "all".
+        for name in ("prompt_len", "completion_len", "prompts_per_round", "lora_rank"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+                raise ConfigError(f"{name}: must be a positive integer or None, got {v!r}")
+        if self.lm_head_positions not in (None, "completion", "all"):
+            raise ConfigError(f"lm_head_positions: must be 'completion' or 'all', got {self.lm_head_positions!r}")
+        bad = [t for t in self.lora_targets if t not in LINEAR_MODULES]
+        if bad or not self.lora_targets:
+            raise ConfigError(f"lora_targets: unknown module {bad[0]!r}" if bad else "lora_targets: empty")
+        if not (math.isfinite(self.rho_tolerance) and self.rho_tolerance > 0):
+            raise ConfigError(f"rho_tolerance: must be a positive number, got {self.rho_tolerance!r}")
+
     def resolve(self, arch: Architecture) -> CompileOptions:
         d = arch.defaults
         return CompileOptions(
@@ -205,6 +220,10 @@ def compile_plan(
     first when one of them lands within :data:`MATCH_RHO` of ``rho`` and 2% of the budget.
     A pilot uses it to run its target plan's recipe (see :func:`compile_pilot`).
     """
+    if not (math.isfinite(rho) and 0 < rho < 1):
+        raise ConfigError(f"rho: must lie in (0, 1), got {rho!r}")
+    if not (math.isfinite(budget) and budget > 0):
+        raise ConfigError(f"budget: must be a positive finite number of FLOPs, got {budget!r}")
     arch, rs = get_model(model), get_reward(reward)
     o = (opts or CompileOptions()).resolve(arch)
     unit = per_completion(arch, rs, o)
@@ -212,7 +231,8 @@ def compile_plan(
     best_err = min(abs(c[0] - rho) for c in cands)
     if best_err > o.rho_tolerance:
         lo, hi = min(c[0] for c in cands), max(c[0] for c in cands)
-        nearest = min(max(rho, lo), hi)
+        # A rho the levers actually reach (the range has gaps), not just the request clamped.
+        nearest = min((c[0] for c in cands), key=lambda x: abs(x - rho))
         raise InfeasibleError(
             f"rho: {rho:.3f} is out of reach for {model} with {reward} rewards "
             f"(levers reach [{lo:.3f}, {hi:.3f}]); nearest feasible rho = {nearest:.3f}",

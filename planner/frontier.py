@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from planner.compiler import CompileOptions, achievable_rho_range, compile_plan, per_completion
-from planner.errors import InfeasibleError
+from planner.errors import RaceError
 from planner.regime import RegimeCall, classify, shares_for_rho
 from planner.registry import get_model, get_reward
 
@@ -68,8 +68,8 @@ def rho_grid(model: str, reward: str, n: int = 61, opts: CompileOptions | None =
 def _reuse_one(model: str, reward: str, rho: float, budget: float, opts: CompileOptions | None) -> int:
     try:
         return compile_plan(model, reward, rho, budget, opts).num_iterations
-    except InfeasibleError:
-        return 1  # outside the levers' reach: the query is extrapolation anyway
+    except RaceError:  # infeasible, or not a rho at all: the query is extrapolation anyway
+        return 1
 
 
 def reuse_at(

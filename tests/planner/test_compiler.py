@@ -169,3 +169,34 @@ def test_feasible_pilot_notes_a_mu_it_could_not_keep() -> None:
     assert "not the target plan's 8" in note
     plan, note = compile_feasible(Setting("qwen2.5-1.5b", "sparse"), 0.89, 1e15, target_budget=1e16)
     assert plan is not None and plan.num_iterations == 3 and "mu" not in note
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (("qwen2.5-1.5b", "sparse", float("nan"), 1e16), "rho"),
+    (("qwen2.5-1.5b", "sparse", 0.0, 1e16), "rho"),
+    (("qwen2.5-1.5b", "sparse", 0.5, float("inf")), "budget"),
+])
+def test_compile_plan_refuses_what_is_not_a_request(args: tuple, field: str) -> None:
+    from planner.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"^{field}:"):
+        compile_plan(*args)
+
+
+@pytest.mark.parametrize("kw", [{"prompt_len": 0}, {"lm_head_positions": "completions"}, {"lora_targets": ("qproj",)}])
+def test_compile_options_refuse_values_that_would_silently_mean_something_else(kw: dict) -> None:
+    from planner.compiler import CompileOptions
+    from planner.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"^{next(iter(kw))}:"):
+        CompileOptions(**kw)
+
+
+def test_nearest_feasible_rho_is_one_the_levers_reach() -> None:
+    from planner.compiler import CompileOptions
+    from planner.errors import InfeasibleError
+
+    opts = CompileOptions(rho_tolerance=0.0005)
+    with pytest.raises(InfeasibleError) as err:
+        compile_plan("qwen2.5-7b", "prm", 0.100, 1e17, opts)
+    compile_plan("qwen2.5-7b", "prm", err.value.nearest, 1e17, opts)  # the suggestion compiles
