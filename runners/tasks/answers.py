@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 __all__ = [
+    "all_boxed",
     "extract_answer",
     "extract_boxed",
     "extract_gsm8k_answer",
@@ -32,7 +33,27 @@ def extract_boxed(text: str) -> str | None:
     starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)]
     if not starts:
         return None
-    i, depth = starts[-1], 1
+    return _balanced(text, starts[-1])
+
+
+def all_boxed(text: str) -> list[str]:
+    """Contents of every top-level ``\\boxed{...}``/``\\fbox{...}`` (a box inside a box
+    is part of its parent), in order; truncated boxes are skipped."""
+    out: list[str] = []
+    pos = 0
+    pattern = re.compile(r"\\(?:boxed|fbox)\s*\{")
+    while (m := pattern.search(text, pos)) is not None:
+        inner = _balanced(text, m.end())
+        if inner is None:
+            break
+        out.append(inner)
+        pos = m.end() + len(inner) + 1
+    return out
+
+
+def _balanced(text: str, start: int) -> str | None:
+    """The text from ``start`` to its matching closing brace (the opening one precedes it)."""
+    i, depth = start, 1
     while i < len(text):
         c = text[i]
         if c == "{":
@@ -40,7 +61,7 @@ def extract_boxed(text: str) -> str | None:
         elif c == "}":
             depth -= 1
             if depth == 0:
-                return text[starts[-1] : i].strip()
+                return text[start:i].strip()
         i += 1
     return None  # unbalanced: a truncated completion
 
@@ -81,11 +102,37 @@ def gsm8k_worked_result(solution: str) -> str | None:
 
 
 def extract_answer(completion: str) -> str | None:
-    """A model's final answer: the last ``\\boxed{}``, else a ``####`` line, else None."""
+    """A model's final answer: the last ``\\boxed{}``, else a ``####`` line, else None.
+
+    Boxes that disagree are no answer: "\\boxed{17} \\boxed{19} \\boxed{18}" is a hedge,
+    and scoring its last box would reward boxing every guess."""
+    boxes = all_boxed(completion)
+    if len({re.sub(r"\s+", "", b) for b in boxes}) > 1:
+        return None
     boxed = extract_boxed(completion)
     if boxed is not None:
         return boxed
     return extract_gsm8k_answer(completion)
+
+
+# A plain number with optional $, thousands groups (",", "\\,", "{,}", "\\ ", " "), a
+# trailing period and unit words ("18 dollars", "1\\,000.", "$1,234"): compared as a number.
+_PLAIN_RE = re.compile(
+    r"^\$?\s*(?P<num>-?(?:\d{1,3}(?:(?:,|\\,|\{,\}|\\ | )\d{3})+|\d+)(?:\.\d+)?)"
+    r"(?:\s*(?:\\text\{\s*)?(?P<unit>[A-Za-z][A-Za-z ]*)\}?)?\s*\.?\s*$"
+)
+# Words that are mathematics, not units: "5 pi" is not 5.
+_MATH_WORDS = {"pi", "i", "e", "x", "y", "z", "sqrt", "frac", "cdot", "times", "degrees", "deg", "rad", "mod"}
+
+
+def _as_number(text: str) -> float | None:
+    m = _PLAIN_RE.match(text.strip())
+    if m is None:
+        return None
+    unit = (m["unit"] or "").strip().lower()
+    if unit and (unit in _MATH_WORDS or len(unit) < 2):
+        return None
+    return float(re.sub(r"[^\d.\-]", "", m["num"]))
 
 
 def _parse(text: str) -> list[Any]:
@@ -114,6 +161,10 @@ def verify(pred: str | None, gold: str | None, *, exact_shortcut: bool = True) -
         return False
     if exact_shortcut and pred.strip() == gold.strip():
         return True
+    pn, gn = _as_number(pred), _as_number(gold)
+    if pn is not None and gn is not None:  # plain numbers: units and separators are not the answer
+        return abs(pn - gn) <= 1e-6 * max(1.0, abs(gn))
+    pred = re.sub(r"(?<=[\d}])\.\s*$", "", pred.strip())  # a sentence's full stop is not the answer
     from math_verify import verify as mv_verify
 
     g, p = _parse(gold), _parse(pred)

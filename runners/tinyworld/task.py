@@ -63,9 +63,9 @@ Split = Literal["train", "heldout", "harder"]
 # Inclusive ranges of the number of operations per split.
 SPLIT_OPS: dict[str, tuple[int, int]] = {"train": (2, 5), "heldout": (2, 5), "harder": (6, 8)}
 
-_PROMPT_RE = re.compile(r"^Q:(\d(?:[+\-*]\d)+)\n$")
-_STEP_RE = re.compile(r"^(\d)([+\-*])(\d)=(\d)$")
-_ANSWER_RE = re.compile(r"^A:(\d+)$")
+_PROMPT_RE = re.compile(r"^Q:([0-9](?:[+\-*][0-9])+)\n$")
+_STEP_RE = re.compile(r"^([0-9])([+\-*])([0-9])=([0-9])$")
+_ANSWER_RE = re.compile(r"^A:([0-9]+)$")
 _SPECIAL_RE = re.compile(r"<(?:eos|pad|bos|unk)>")
 
 

@@ -93,3 +93,22 @@ def test_loader_errors_name_the_field(tmp_path: Path) -> None:
         load_math("nope", path=tmp_path)
     with pytest.raises(ConfigError, match="path"):
         load_math("gsm8k", path=tmp_path / "missing.jsonl")
+
+
+@pytest.mark.parametrize(("pred", "gold", "same"), [
+    ("18.", "18", True), ("18 dollars", "18", True), ("18 eggs", "18", True), ("1\\,000", "1000", True),
+    ("1 000", "1000", True), ("$1,234.", "1234", True), ("\\frac{1}{2}.", "0.5", True),
+    ("5 pi", "5", False), ("17 dollars", "18", False),
+])
+def test_plain_numbers_with_units_separators_and_a_full_stop(pred: str, gold: str, same: bool) -> None:
+    from runners.tasks.answers import verify
+
+    assert verify(pred, gold, exact_shortcut=False) is same
+
+
+def test_boxes_that_disagree_are_no_answer() -> None:
+    from runners.tasks.answers import extract_answer
+
+    assert extract_answer("\\boxed{17} \\boxed{19} \\boxed{18}") is None  # a hedge, not an answer
+    assert extract_answer("so \\boxed{18}, i.e. \\boxed{ 18 }") == "18"
+    assert extract_answer("\\boxed{\\boxed{18}}") == "18"  # one top-level box, read to its core

@@ -104,3 +104,13 @@ def test_lengths_fit_the_registry_defaults(split: str) -> None:
         assert max(comp) <= d.completion_len and max(prompt) <= d.prompt_len
     else:
         assert max(comp) > d.completion_len  # harder needs a longer generation cap
+
+
+def test_grading_reads_ascii_digits_only() -> None:
+    from runners.tinyworld.task import grade, make_problems, reference_completion
+
+    p = make_problems("train", 1, 0)[0]
+    assert grade(p, reference_completion(p)).answer_correct
+    fullwidth = reference_completion(p).translate(str.maketrans("0123456789", "０１２３４５６７８９"))
+    g = grade(p, fullwidth)
+    assert not g.answer_correct and g.step_share == 0.0
