@@ -236,6 +236,8 @@ def race(
     if world is not None:
         if engine != "sim":
             raise ConfigError(f"world: only the sim engine takes a world, not {engine!r}; drop --world")
+        if opts.get("world", world) != world:
+            raise ConfigError(f"world: --world {world} and -o world={opts['world']} disagree; give one")
         opts["world"] = world
     eng = load_engine(engine, **opts)
     if strategy != "ours" and anchors is not None:

@@ -71,6 +71,8 @@ def execute(
     if world is not None:
         if engine != "sim":
             raise ConfigError(f"world: only the sim engine takes a world, not {engine!r}; drop --world")
+        if options.get("world", world) != world:
+            raise ConfigError(f"world: --world {world} and -o world={options['world']} disagree; give one")
         options["world"] = world  # a path or a shipped name; the sim engine resolves and checks it
     if device is not None:
         options["device"] = device

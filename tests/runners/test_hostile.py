@@ -206,6 +206,7 @@ def _good(store: PilotStore) -> bytes:
         (["--world", "nowhere"], {}, "world: no world file 'nowhere'; give a path or one of: contrast"),
         (["-o", "world=5"], {}, "option 'world' must be a world file or name"),
         (["--seeds", "abc"], {}, "Invalid value for '--seeds'"),
+        (["--world", "noisy", "-o", "world=flat"], {}, "world: --world noisy and -o world=flat disagree"),
         (["--engine", "trl", "-o", "learning_rate=abc"], {}, "option 'learning_rate' must be a positive number"),
         (["--engine", "trl", "-o", "threads=0"], {}, "option 'threads' must be a positive integer"),
         (["--engine", "trl", "-o", "quick=maybe"], {}, "option 'quick' must be true or false"),
