@@ -279,7 +279,9 @@ def run_task(task: Task) -> Outcome:
             kind = "oom" if _is_oom(exc) else "error"
             record = failed_record(task, f"{type(exc).__name__}: {exc}", kind, engine=engine,
                                    wall_s=time.monotonic() - t0, last_progress=last)
-        store.add(record)
+        _, created = store.add(record)
+        if record.status == "ok" and not created:  # another driver recorded this run first
+            return Outcome(task.run_id, "skipped", task.attempt)
     finally:
         prog.clear()
     kind = (record.provenance or {}).get("failure_kind") if record.status == "failed" else None

@@ -150,3 +150,26 @@ def test_card_of_a_corrupt_record_says_so(proposals: Path, tmp_path: Path) -> No
     res = RUNNER.invoke(app, ["card", path.stem, "--data", str(tmp_path)])
     assert res.exit_code == 2 and len(res.stderr.splitlines()) == 1
     assert f"the record of '{path.stem}' is corrupt" in res.stderr and "reruns it" in res.stderr
+
+
+class RacingSim(SimEngine):
+    """Another driver records the same run while this one is still running it."""
+
+    def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
+        rec = super().run(proposal, seed, progress)
+        PilotStore(Path(self.data)).write(rec.model_copy(update={"provenance": {**rec.provenance, "by": "other"}}))
+        return rec
+
+    data = ""
+
+
+def test_a_run_another_driver_recorded_first_is_not_reported_ok(proposals: Path, tmp_path: Path) -> None:
+    from planner.proposals import read_proposals
+    from runners.execution import Task, run_task
+
+    RacingSim.data = str(tmp_path)
+    (p,) = read_proposals(proposals).proposals
+    out = run_task(Task(p, 0, 1, f"{__name__}:RacingSim", str(tmp_path)))
+    assert out.status == "skipped"  # its record was dropped: the first one stands
+    (rec,) = PilotStore(tmp_path).records()
+    assert rec.provenance["by"] == "other"
