@@ -124,7 +124,16 @@ def scorer_for(reward: RewardSystem, policy: Architecture) -> Architecture | Non
 
 
 def architecture_from_hf_config(config: dict, name: str, role: str = "policy") -> Architecture:
-    """An :class:`Architecture` from the fields of a Hugging Face ``config.json`` (Qwen2-style)."""
+    """An :class:`Architecture` from the fields of a Hugging Face ``config.json`` (Qwen2-style).
+
+    An explicit ``head_dim`` other than ``hidden_size / num_attention_heads`` (Qwen3-style)
+    is refused: the accountant derives the head size, and would miscount the attention."""
+    head_dim = config.get("head_dim")
+    if head_dim is not None and "hidden_size" in config and "num_attention_heads" in config:
+        derived = int(config["hidden_size"]) // int(config["num_attention_heads"])
+        if int(head_dim) != derived:
+            raise ConfigError(f"{name}: config.json head_dim {head_dim} differs from hidden_size / "
+                              f"num_attention_heads = {derived}; only Qwen2-style layouts are costed")
     try:
         return Architecture(
             name=name,

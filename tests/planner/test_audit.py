@@ -169,3 +169,14 @@ def test_lora_settings_that_peft_or_trl_would_read_otherwise(tmp_path: Path, bod
     f.write_text(json.dumps({k: v for k, v in (base | body).items() if v is not None}))
     res = runner.invoke(app, ["audit", str(f)])
     assert res.exit_code == 2 and says in res.stderr
+
+
+def test_a_config_with_its_own_head_dim_is_refused(tmp_path: Path) -> None:
+    cfg = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "intermediate_size": 128, "vocab_size": 100, "head_dim": 32}  # 64 / 4 = 16
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"model_name_or_path: {tmp_path}\nuse_peft: true\nexpected_prompt_length: 8\n"
+                      "expected_completion_length: 8\n")
+    res = runner.invoke(app, ["audit", str(recipe)])
+    assert res.exit_code == 2 and "head_dim 32 differs" in res.stderr
