@@ -129,6 +129,12 @@ class _Watch(TrainerCallback):
         if logs and "loss" in logs:
             self.loss = float(logs["loss"])
 
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+        # The first round's generation runs before any step ends: a run that dies there died
+        # in training, not in the base evaluation the last report named.
+        if self.progress is not None:
+            self.progress("train", self.state.meter.total, self.budget, {"step": 0})
+
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
         if self.progress is None:
             return

@@ -148,3 +148,15 @@ def test_prepare_is_silent_when_the_cache_has_them(tiny_world_cache: Path, capsy
 
     TrlEngine(quick=True, cache_dir=tiny_world_cache).prepare([("tiny-s", "prm"), ("tiny-s", "dense")])
     assert capsys.readouterr().err == ""
+
+
+def test_training_reports_its_phase_before_the_first_step_ends() -> None:
+    # A run that dies in the first round's generation died in training, not in the base evaluation.
+    from planner.accountant import LoRA
+    from planner.registry import get_model
+    from runners.grpo.run import RunState, _Watch
+
+    seen: list[str] = []
+    state = RunState(policy=get_model("tiny-s"), lora=LoRA(8, ("q_proj",)), scorer=None)
+    _Watch(state, [], 1e11, lambda phase, *_: seen.append(phase)).on_train_begin(None, None, None)
+    assert seen == ["train"]
