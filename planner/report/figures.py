@@ -134,15 +134,16 @@ def split_figure(data: ReportData) -> FigureSpec:
                 left += w
     ax.axvline(1.0, color="black", lw=1, ls="--")
     ax.set_ylim(n - 0.5, -0.5)  # top row first, no blank margin
-    names = [f"{r.model}/{r.reward} rho {r.rho_planned:.2f} s{r.seed}" + (" FAILED" if r.status != "ok" else "")
-             for r in recs]
+    # The budget tells apart a setting's pilots and target runs; the attempt, a run's failures.
+    names = [f"{r.model}/{r.reward} {r.budget:.2g} rho {r.rho_planned:.2f} s{r.seed}"
+             + (f" FAILED a{r.attempt}" if r.status != "ok" else "") for r in recs]
     ax.set_yticks(y, names, fontsize=7)
     for tick, r in zip(ax.get_yticklabels(), recs, strict=True):
         if r.status != "ok":
             tick.set_color("#C44E52")
     ax.set_xlabel("share of the run's FLOP budget (upper bar planned, lower bar metered)")
     fig.suptitle("FLOP split of every run: planned vs metered, stacked by component", fontsize=10)
-    fig.legend(fontsize=7, ncol=3, loc="outside upper center")
+    fig.legend(fontsize=7, ncol=1, loc="outside right upper")  # the title owns the top, the footer the bottom
     ax.grid(axis="x", alpha=0.3)
     foot = _footer(fig, data)
     more = f" Only the first {MAX_SPLIT_RUNS} of {len(data.records)} runs are drawn." if len(data.records) > n else ""
@@ -216,19 +217,19 @@ def disagreement_figure(data: ReportData) -> FigureSpec | None:
                 lo.append(max(0.0, c.rho_star - ci[0]))
                 hi.append(max(0.0, ci[1] - c.rho_star))
         ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, color=TARGET_COLORS[t], label=t)
-    ax.set_xticks(range(len(rows)), [d.setting.label for d in rows], rotation=35, ha="right", fontsize=7)
+    ax.set_xticks(range(len(rows)), [d.setting.label + (" (disjoint)" if d.flagged else "") for d in rows],
+                  rotation=35, ha="right", fontsize=7)
     for tick, d in zip(ax.get_xticklabels(), rows, strict=True):
-        if d.flagged:
-            tick.set_color("#C44E52")
+        if d.flagged:  # bold, not red: red is pass1's colour here
             tick.set_fontweight("bold")
     ax.axhline(0.5, color="#888888", lw=1, ls=":")
     ax.set_ylabel("rho* (90% interval of the optimum, any regime)")
-    ax.set_title("Target disagreement: rho* under native, pass1 and judge (red: intervals disjoint)", fontsize=10)
-    ax.legend(fontsize=7, title="target", title_fontsize=7)
+    ax.set_title("Target disagreement: rho* under each target (bold label: intervals disjoint)", fontsize=10)
+    ax.legend(fontsize=7, title="target", title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3)
     foot = _footer(fig, data)
     cap = ("rho* of each setting under each evaluation target with the 90% interval of the optimum "
-           "over posterior samples (any regime); settings in red have a pair of targets whose "
+           "over posterior samples (any regime); settings in bold, marked (disjoint), have a pair of targets whose "
            f"intervals do not overlap. {foot}.")
     return FigureSpec("target-disagreement", "Target disagreement", cap, fig, "targets")
 
