@@ -16,7 +16,7 @@ from planner.schema import Proposal, RunRecord
 
 __all__ = [
     "Engine", "ProgressFn", "RecordStore", "available_engines", "check_same_source", "engine_source",
-    "load_engine", "open_store",
+    "load_engine", "open_store", "prepare_engine",
 ]
 
 # progress(phase, flops_so_far, budget, info) -- called by engines during a run.
@@ -67,6 +67,15 @@ def open_store(root: str | Path, kind: str = "parquet") -> RecordStore:
     if kind not in eps:
         raise ConfigError(f"store: no pilot store {kind!r} installed; reinstall race-planner")
     return eps[kind].load()(Path(root))
+
+
+def prepare_engine(engine: Engine, settings: Iterable[tuple[str, str]]) -> None:
+    """Call the engine's optional ``prepare([(model, reward), ...])`` before any run: the
+    trl engine pretrains missing tiny-world models there (outside every run's clock), the
+    sim checks its world has each setting."""
+    prepare = getattr(engine, "prepare", None)
+    if callable(prepare):
+        prepare(sorted(set(settings)))
 
 
 def engine_source(engine: Engine) -> dict[str, Any]:

@@ -9,15 +9,29 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_text", "default_file_mode", "dumps_json"]
+__all__ = ["atomic_write_text", "default_file_mode", "dumps_json", "nearest_existing", "umask"]
+
+
+def umask() -> int:
+    """The process umask (read by setting and restoring it: there is no getter)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def default_file_mode() -> int:
     """What ``open()`` would give a new file under the current umask (``mkstemp`` gives
     0600, which would hide a shared campaign's files from its other readers)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
+    return 0o666 & ~umask()
+
+
+def nearest_existing(path: str | Path) -> tuple[Path, bool]:
+    """The closest existing ancestor of ``path`` (itself if it exists) and whether new
+    files or folders can be created in it: checked before work whose output goes there."""
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return probe, probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

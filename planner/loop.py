@@ -146,11 +146,12 @@ def run_race(
             break
         props = kept
         batch: list[RunRecord] = []
-        rids = [run_id_for(p.id, seed) for p in props for seed in range(seeds)]
+        rids: list[str] = []
         new = 0
         for p in props:
             for seed in range(seeds):
                 rid = run_id_for(p.id, seed)
+                rids.append(rid)
                 if runnable(rid):
                     rec = _checked(engine.run(p, seed))
                     store.write(rec)

@@ -10,7 +10,6 @@ records workers that died without a word, and retries failed runs.
 from __future__ import annotations
 
 import math
-import os
 import signal
 import socket
 import threading
@@ -22,8 +21,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from planner.engine import Engine, check_same_source, load_engine
+from planner.engine import Engine, check_same_source, load_engine, prepare_engine
 from planner.errors import ConfigError, RaceError
+from planner.files import nearest_existing
 from planner.schema import (
     ComputeCard,
     FlopsSplit,
@@ -380,17 +380,13 @@ def execute(
     # Last check before any run: a store that cannot take records would waste every run's
     # compute. Checked without creating anything: a later refusal must leave no empty store.
     for folder in (store.runs_dir, store.failed_dir):
-        probe = folder
-        while not probe.exists() and probe != probe.parent:
-            probe = probe.parent
-        if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        probe, ok = nearest_existing(folder)
+        if not ok:
             raise ConfigError(f"data: cannot write records under {str(store.root)!r} ({str(probe)!r} is not a "
                               "writable directory); give a writable directory")
     if not tasks and isinstance(backend, str):  # all done: no backend to start (Ray takes seconds)
         return result
-    prepare = getattr(eng, "prepare", None)  # e.g. pretrain tiny models once, outside the runs' clocks
-    if callable(prepare):
-        prepare(sorted({(t.proposal.model, t.proposal.reward) for t in tasks}))
+    prepare_engine(eng, [(t.proposal.model, t.proposal.reward) for t in tasks])
     # A simulated engine ignores the device: no GPU to find, no worker per GPU.
     placed = {k: v for k, v in options.items() if k != "device"} if getattr(eng, "simulated", False) else options
     be = backend if not isinstance(backend, str) else make_backend(

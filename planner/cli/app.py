@@ -104,17 +104,14 @@ def check_output_file(path: str | Path, field: str) -> Path:
     """``path`` if a file can be written there; else a one-line :class:`ConfigError`.
 
     Checked before the work that produces it, so a typo costs nothing to find out."""
-    import os
-
     from planner.errors import ConfigError
+    from planner.files import nearest_existing
 
     path = Path(path)
     if path.is_dir():
         raise ConfigError(f"{field}: {str(path)!r} is a directory; give a file name")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+    parent, ok = nearest_existing(path.parent)
+    if not ok:
         raise ConfigError(f"{field}: cannot create {str(path)!r} ({str(parent)!r} is not a writable "
                           "directory); give another path")
     return path

@@ -217,7 +217,7 @@ def race(
     cost_power: Annotated[float | None, typer.Option(help="ours: the acquisition values a run's expected gain / FLOPs**p (default 0.5; 1 = gain per FLOP, favours pilots; 0 ignores cost).")] = None,
     quiet: Annotated[bool, typer.Option(help="No live progress display.")] = False,
 ) -> None:
-    from planner.engine import load_engine, open_store
+    from planner.engine import load_engine, open_store, prepare_engine
     from planner.errors import ConfigError
     from planner.loop import regimes_document, run_race, write_regimes
     from planner.strategies import make_strategy
@@ -246,9 +246,7 @@ def race(
         raise ConfigError(f"cost-power: only the ours strategy has an acquisition, not {strategy!r}; drop --cost-power")
     strat = make_strategy(strategy, problem, seed, **_ours_options(seed, anchors, cost_power))
     store = open_store(data)
-    prepare = getattr(eng, "prepare", None)  # e.g. pretrain tiny models once, before the live table
-    if callable(prepare):
-        prepare([(s.model, s.reward) for s in problem.settings])
+    prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
     display = _Display(problem, quiet, posterior=strat.stops_on_confidence)
     try:
         with display:

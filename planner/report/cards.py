@@ -118,6 +118,7 @@ def card_fields(record: RunRecord) -> dict[str, str]:
     wall_txt = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in wall.items()) or "n/a"
     software = ", ".join(f"{k} {v}" for k, v in card.software.items()) or "n/a"
     use = card.flops.total / record.budget if record.budget else float("nan")
+    split = _split(card.flops)
     status = record.status if record.status == "ok" else f"failed (attempt {record.attempt})"
     extra = card.model_extra or {}
     if extra.get("partial"):
@@ -129,8 +130,8 @@ def card_fields(record: RunRecord) -> dict[str, str]:
         "engine": engine_label(record.simulated, record.engine),
         "setting": f"{record.model} / {record.reward} / {record.budget:.2g}",
         "total": fmt_flops(card.flops.total),
-        "split": _split(card.flops),
-        "rho": f"{card.rho:.3f}" if _split(card.flops) != "n/a" else "n/a",
+        "split": split,
+        "rho": f"{card.rho:.3f}" if split != "n/a" else "n/a",
         "tokens": tokens,
         "wall": wall_txt,
         "hardware": card.hardware or "n/a",

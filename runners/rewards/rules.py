@@ -20,6 +20,8 @@ Qwen2.5 (math; the gold answer comes from the ``answer`` column; checked with ma
 
 from __future__ import annotations
 
+import ast
+import operator
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -100,28 +102,27 @@ _EQ_RE = re.compile(
 _NUMBER_RE = re.compile(_NUM)
 
 
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+def _walk(node: ast.AST) -> float:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        v = _walk(node.operand)
+        return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        return _BINARY[type(node.op)](_walk(node.left), _walk(node.right))
+    raise ValueError(type(node).__name__)
+
+
 def _evaluate(expr: str) -> float | None:
     """The value of an arithmetic expression of literals (``x``/``×`` times, ``÷`` divide),
     or None when it is not one or divides by zero. Parsed with :mod:`ast`, never ``eval``."""
-    import ast
-    import operator
-
     src = re.sub(r"(?<=\d),(?=\d{3})", "", expr).replace("$", "").replace("×", "*").replace("÷", "/")
     src = re.sub(r"(?<=[\d)\s])x(?=[\s\d(-])", "*", src)
-    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
-
-    def walk(node: ast.AST) -> float:
-        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
-            return float(node.value)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-            v = walk(node.operand)
-            return -v if isinstance(node.op, ast.USub) else v
-        if isinstance(node, ast.BinOp) and type(node.op) in ops:
-            return ops[type(node.op)](walk(node.left), walk(node.right))
-        raise ValueError(type(node).__name__)
-
     try:
-        return walk(ast.parse(src.strip(), mode="eval").body)
+        return _walk(ast.parse(src.strip(), mode="eval").body)
     except (SyntaxError, ValueError, ZeroDivisionError, RecursionError, OverflowError):
         return None
 

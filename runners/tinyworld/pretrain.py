@@ -36,6 +36,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
 from planner.errors import ConfigError
+from planner.files import umask
 
 if TYPE_CHECKING:
     from transformers import Qwen2Config
@@ -169,12 +170,6 @@ def _key(name: str, seed: int, quick: bool, recipe: Recipe) -> str:
     return f"{name}-seed{seed}-{'quick' if quick else 'full'}-{digest}"
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def is_cached(name: str, *, quick: bool = False, seed: int = 0, cache_dir: Path | None = None) -> bool:
     """Whether ``name`` with this recipe is already pretrained in the cache."""
     return (cache_root(cache_dir) / _key(name, seed, quick, recipe_for(name, quick)) / "meta.json").exists()
@@ -191,7 +186,7 @@ def _cached(
         return final
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700 would keep a shared cache from its other users
+    os.chmod(tmp, 0o777 & ~umask())  # mkdtemp's 0700 would keep a shared cache from its other users
     try:
         show = sys.stderr.isatty() if progress is None else progress
         t0 = time.perf_counter()

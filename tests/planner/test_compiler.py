@@ -200,3 +200,12 @@ def test_nearest_feasible_rho_is_one_the_levers_reach() -> None:
     with pytest.raises(InfeasibleError) as err:
         compile_plan("qwen2.5-7b", "prm", 0.100, 1e17, opts)
     compile_plan("qwen2.5-7b", "prm", err.value.nearest, 1e17, opts)  # the suggestion compiles
+
+
+def test_a_few_prompt_groups_are_not_monotone_in_budget() -> None:
+    # docs/accounting.md quotes this pair: 1% more budget, fewer prompts and other levers.
+    def levers(b: float) -> tuple[int, int, int, int]:
+        p = compile_plan("qwen2.5-1.5b", "sparse", 0.3, b)
+        return p.total_prompts, p.completions_per_prompt, p.completions_kept, p.num_iterations
+
+    assert (levers(1.30e14), levers(1.31e14)) == ((3, 12, 2, 1), (1, 41, 2, 2))

@@ -114,3 +114,18 @@ def test_grading_reads_ascii_digits_only() -> None:
     fullwidth = reference_completion(p).translate(str.maketrans("0123456789", "０１２３４５６７８９"))
     g = grade(p, fullwidth)
     assert not g.answer_correct and g.step_share == 0.0
+
+
+def test_heldout_overlaps_train_as_docs_tinyworld_says() -> None:
+    # docs/tinyworld.md: of the 256 evaluation prompts, 0-3 appear in 512 training problems and
+    # 12-18 in 8,192 (seeds 0-4): heldout is an independent draw, not a disjoint set.
+    from runners.grpo.run import EVAL_SEED
+    from runners.tinyworld.task import make_problems
+
+    ev = [p.prompt for p in make_problems("heldout", 256, EVAL_SEED)]
+    for n, (lo, hi) in ((512, (0, 3)), (8192, (12, 18))):
+        seen = []
+        for seed in range(5):
+            train = {q.prompt for q in make_problems("train", n, seed)}
+            seen.append(sum(p in train for p in ev))
+        assert (min(seen), max(seen)) == (lo, hi), (n, seen)
