@@ -25,7 +25,12 @@ ProgressFn = Callable[[str, float, float, dict[str, Any]], None]
 
 @runtime_checkable
 class Engine(Protocol):
-    """Runs one proposal with one seed and returns its record (``status`` ok or failed)."""
+    """Runs one proposal with one seed and returns its record (``status`` ok or failed).
+
+    Optional hooks: ``prepare([(model, reward), ...])`` once per race or execute, before
+    any run (:func:`prepare_engine`), and ``warm_up()`` once per worker process, before a
+    run's clock and time limit start (heavy imports).
+    """
 
     name: str
 

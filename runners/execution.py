@@ -266,6 +266,14 @@ def run_task(task: Task) -> Outcome:
     try:
         try:
             engine = make_engine(task.engine, task.engine_options)
+            warm_up = getattr(engine, "warm_up", None)
+            if callable(warm_up):
+                # Imports (seconds, once per worker) are not the run's: the limit and
+                # the wall time start after them.
+                warm_up()
+                t0 = time.monotonic()
+                prog.started = time.time()  # the driver's backstop counts from here too
+                prog.update("starting", 0.0, task.proposal.budget, {}, force=True)
             with _alarm(task.timeout_s):
                 record = engine.run(task.proposal, task.seed, progress)
             record = record.model_copy(update={"attempt": task.attempt, "run_id": task.run_id})

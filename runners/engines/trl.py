@@ -128,9 +128,17 @@ class TrlEngine:
                     ensure(name, quick=self.quick, cache_dir=self.cache_dir)  # type: ignore[operator]
                 done.add(name)
 
+    def warm_up(self) -> None:
+        """Import torch, transformers, peft and TRL (seconds, once per process) so that
+        neither a run's wall time nor its time limit pays for them."""
+        import runners.grpo.run
+        import runners.grpo.trainer
+        import runners.rewards  # noqa: F401
+
     # ------------------------------------------------------------------ the run
 
     def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
+        self.warm_up()
         from runners.grpo.run import RunState, execute_plan
 
         t0 = time.perf_counter()
