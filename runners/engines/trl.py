@@ -113,6 +113,9 @@ class TrlEngine:
         done: set[str] = set()
         for model, reward in settings:
             arch = get_model(model)
+            if arch.family != "tiny" and self.device == "cpu" and arch.name not in done:
+                print(_cpu_warning(arch, self.opts.get("policy_path")), file=sys.stderr)
+                done.add(arch.name)
             if arch.family != "tiny" or self.opts.get("policy_path"):
                 continue
             scorer = scorer_for(get_reward(reward), arch)
@@ -184,6 +187,14 @@ class TrlEngine:
             stop_reason=state.stop_reason,
             planned=state.planned,
         )
+
+
+def _cpu_warning(arch: Any, policy_path: str | None) -> str:
+    """A warning, not an error: a user may mean it (a smoke test at a tiny budget)."""
+    where = f"from {policy_path}" if policy_path else f"from the Hub ({arch.hub_id}) unless cached"
+    return (f"warning: {arch.name} ({arch.num_parameters / 1e9:.1f}B parameters) on device cpu: "
+            f"its weights (~{arch.num_parameters * 4 / 1e9:.0f} GB in float32) load {where}, and a "
+            "pilot run (1e15+ FLOPs) takes hours or more on a CPU; use --device cuda")
 
 
 def _raise_failed(exc: BaseException, card: ComputeCard) -> None:

@@ -160,3 +160,18 @@ def test_training_reports_its_phase_before_the_first_step_ends() -> None:
     state = RunState(policy=get_model("tiny-s"), lora=LoRA(8, ("q_proj",)), scorer=None)
     _Watch(state, [], 1e11, lambda phase, *_: seen.append(phase)).on_train_begin(None, None, None)
     assert seen == ["train"]
+
+
+def test_prepare_warns_once_per_qwen_model_on_cpu_and_not_on_cuda(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from runners.engines.trl import TrlEngine
+
+    settings = [("qwen2.5-7b", "sparse"), ("qwen2.5-7b", "dense"), ("qwen2.5-1.5b", "sparse")]
+    TrlEngine(cache_dir=tmp_path).prepare(settings)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(line.startswith("warning: qwen2.5-") for line in err)
+    assert "7.6B parameters" in err[0] and "Qwen/Qwen2.5-7B" in err[0] and "--device cuda" in err[0]
+    TrlEngine(cache_dir=tmp_path, policy_path="/models/q7").prepare(settings[:1])
+    assert "from /models/q7" in capsys.readouterr().err
+    TrlEngine(device="cuda", cache_dir=tmp_path).prepare(settings)
+    assert capsys.readouterr().err == ""
