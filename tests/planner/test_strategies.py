@@ -194,3 +194,18 @@ def test_ours_validates_a_call_whose_rho_star_lies_outside_its_interval() -> Non
     mine = regime_labels(allocation_shares(S.model, S.reward, grid)) == LABELS.index(call.regime)
     mean, _ = st.surrogate().frontier(S.model, S.reward, PROBLEM.budget, grid)
     assert best == pytest.approx(float(grid[mine][np.argmax(mean[mine])]))
+    # The gate: with target-budget runs at rho* and the runner-up (added to the records
+    # without a refit, so the duel stays put), the call still waits for the posterior best.
+    from planner.compiler import compile_plan
+    from planner.proposals import make_proposal
+
+    def at_target(rho: float) -> RunRecord:
+        return run(make_proposal(compile_plan(S.model, S.reward, rho, PROBLEM.budget)), peak)
+
+    others = [rho for role, rho in roles.items() if role != "posterior best"]
+    assert all(abs(rho - best) > 0.1 for rho in others)  # else one run would cover two roles
+    st.records_ = [r for r in st.records_ if (r.model, r.reward) != S or r.budget < PROBLEM.budget / 1.5]
+    st.records_.extend(at_target(rho) for rho in others)
+    assert not st._validated(S, outside)
+    st.records_.append(at_target(best))
+    assert st._validated(S, outside)
