@@ -199,7 +199,8 @@ class FrontierSurrogate:
 
     Learned state (after :meth:`fit`): ``model_`` (the BoTorch model), ``data_``
     (:class:`~surrogate.data.TrainingData`), ``rewards_``, ``models_``, ``domain_``,
-    ``n_records_``, ``fit_seconds_``, ``log_posterior_`` (the fit's objective per point).
+    ``n_records_``, ``fit_seconds_``, ``log_posterior_`` (the fit's objective per point),
+    ``start_posteriors_`` (that objective from each start: ``fresh``, and ``warm`` with warm_start).
     """
 
     def __init__(
@@ -246,7 +247,7 @@ class FrontierSurrogate:
         # gradient vanishes, every frontier is flat and no run can revive it (seen on
         # contrast.toml: MAP objective per point 1.31 warm vs 1.46 fresh; docs/planner.md).
         fits = []
-        for start in (None, warm) if warm else (None,):
+        for start in (None, warm) if warm is not None else (None,):
             model = self._build(self.data_)
             if start:
                 with torch.no_grad():
@@ -255,6 +256,7 @@ class FrontierSurrogate:
                             param.copy_(start[name])
             fits.append((self._fit_hyperparameters(model, self.max_iter), model))
         self.log_posterior_, self.model_ = max(fits, key=lambda f: f[0])
+        self.start_posteriors_ = dict(zip(("fresh", "warm"), (f[0] for f in fits), strict=False))
         self.n_records_ = len(obs)
         self.fit_seconds_ = time.perf_counter() - t0
         return self

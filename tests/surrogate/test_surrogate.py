@@ -105,10 +105,21 @@ def test_errors() -> None:
 
 
 def test_warm_start_reuses_hyperparameters() -> None:
-    sur = FrontierSurrogate(rewards=REWARDS, warm_start=True).fit(rows(n_rho=4))
-    first = sur.fit_seconds_
+    """A refit also starts from the previous optimum: on the same data that start is
+    already there, so it scores what the previous fit did; without warm_start only the
+    fresh start runs."""
+    data = rows(n_rho=4)
+    sur = FrontierSurrogate(rewards=REWARDS, warm_start=True).fit(data)
+    assert set(sur.start_posteriors_) == {"fresh"}  # nothing to start from yet
+    first = sur.log_posterior_
+    sur.fit(data)
+    assert set(sur.start_posteriors_) == {"fresh", "warm"}
+    assert sur.start_posteriors_["warm"] == pytest.approx(first, abs=1e-4)
+    assert sur.log_posterior_ == max(sur.start_posteriors_.values())
     sur.fit(rows(n_rho=5))
-    assert sur.n_records_ == 20 and first > 0
+    assert sur.n_records_ == 20
+    cold = FrontierSurrogate(rewards=REWARDS, warm_start=False).fit(data).fit(data)
+    assert set(cold.start_posteriors_) == {"fresh"}
 
 
 def test_lookahead_matches_conditioning(fitted: FrontierSurrogate) -> None:
