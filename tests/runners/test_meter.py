@@ -71,6 +71,7 @@ def _setup(world: dict[str, Any], tmp: Path, **config: Any) -> tuple[Any, Any, A
 
 def test_meter_matches_flopcounter_on_a_downsampled_prm_run(world: dict[str, Any], tmp_path: Path) -> None:
     """G=8 generated, K=4 kept, mu=2 (old log-probs), PRM rewards: all three phases."""
+    import torch
     from peft import LoraConfig
 
     from runners.grpo.trainer import RaceGRPOTrainer
@@ -86,12 +87,23 @@ def test_meter_matches_flopcounter_on_a_downsampled_prm_run(world: dict[str, Any
     )
     FlopMeterCallback.attach(trainer, meter=meter)
     meter.watch_scorer(rewards.scorer)
+    # What the policy really ran, seen at its embedding (independent of the meter's own
+    # hooks): (rows, tokens) of every forward with and without gradients.
+    seen: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
+
+    def record(module: Any, args: tuple[Any, ...]) -> None:
+        seen[torch.is_grad_enabled()].append(tuple(args[0].shape))
+
+    hook = model.get_input_embeddings().register_forward_pre_hook(record)
     truth = counted(trainer.train)
+    hook.remove()
     b = meter.breakdown()
     assert min(b.search, b.learning, b.reward) > 0
-    assert meter.passes == {"generate": meter.passes["generate"], "score": 2, "old_logprobs": 2, "train": 4}
+    # Every no-grad policy forward is a generation step or one of the 2 old log-prob passes.
+    assert meter.passes == {"generate": len(seen[False]) - 2, "score": 2, "old_logprobs": 2, "train": 4}
     assert meter.tokens["reward_scored"] == rewards.scored_tokens()  # hooks see what the PRM ran
-    assert meter.tokens["trained"] == 4 * 8 * (meter.tokens["trained"] // 32)  # 2 prompts x K=4 rows
+    assert [rows for rows, _ in seen[True]] == [8] * 4  # 2 prompts x K=4 kept rows per step
+    assert meter.tokens["trained"] == sum(rows * tokens for rows, tokens in seen[True])
     print(f"downsampled PRM run: meter {meter.total:.6g} vs FlopCounterMode {truth:.6g}")
     assert abs(meter.total / truth - 1) < 0.03, (meter.total, truth)
     assert abs(meter.total / truth - 1) < 1e-3  # in fact exact up to rotary tables
