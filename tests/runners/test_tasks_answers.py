@@ -71,6 +71,13 @@ def test_gsm8k_answers_verify_against_themselves_and_the_worked_result(split: st
     print(f"GSM8K {split}: #### verifies against itself {self_ok}/{len(rows)}; "
           f"against the worked solution's last stated result {worked}/{len(rows)} = {worked / len(rows):.4f}")
     assert self_ok == len(rows)
+    # Control: against another problem's answer it must fail (a verify that always says
+    # yes passes both lines above). Neighbouring answers are equal only by coincidence.
+    shifted = golds[1:] + golds[:1]
+    cross = sum(verify(a, g, exact_shortcut=False) for a, g in zip(shifted, golds, strict=True))
+    same = sum(a == g for a, g in zip(shifted, golds, strict=True))
+    print(f"GSM8K {split}: shifted control {cross}/{len(rows)} ({same} equal as text)")
+    assert cross == same
     # GSM8K's worked text sometimes ends on another number or disagrees with its own ####
     # (e.g. "$0.25 each" vs "#### 25"); what is left must be rare.
     assert worked / len(rows) >= 0.985
