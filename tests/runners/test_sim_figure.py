@@ -25,13 +25,18 @@ def test_gap_is_what_the_best_point_of_another_regime_loses() -> None:
     assert regime_gap(one) == float("inf")
 
 
-def test_gap_matches_the_truth_of_a_shipped_world() -> None:
-    from planner.regime import LABELS, regime_labels
-
-    f = frontier("contrast", "qwen2.5-7b", "prm", 1e16)
-    labels = regime_labels(f.shares)
-    other = f.value[labels != LABELS.index(f.regime)]
-    assert 0 < regime_gap(f) == pytest.approx(f.value_star - other.max())
+@pytest.mark.parametrize(("model", "reward", "regime", "gap_sd"), [
+    ("qwen2.5-1.5b", "sparse", "update-heavy", 2.83), ("qwen2.5-1.5b", "prm", "reward-heavy", 0.84),
+    ("qwen2.5-3b", "sparse", "update-heavy", 1.37), ("qwen2.5-3b", "prm", "reward-heavy", 0.16),
+    ("qwen2.5-7b", "sparse", "update-heavy", 0.38), ("qwen2.5-7b", "prm", "search-heavy", 0.05),
+])
+def test_gap_of_the_contrast_world_is_the_one_the_benchmark_page_quotes(
+        model: str, reward: str, regime: str, gap_sd: float) -> None:
+    """Known values (docs/benchmark.md, "Read this first"): gap in contrast's native noise
+    sd (0.004) at 1e16; the world's comment quotes the first."""
+    f = frontier("contrast", model, reward, 1e16)
+    assert f.regime == regime
+    assert round(regime_gap(f) / 0.004, 2) == gap_sd
 
 
 def test_panel_stars_the_optimum_colours_regimes_and_bands_one_noise_sd() -> None:
