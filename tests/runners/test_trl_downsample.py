@@ -40,6 +40,13 @@ def test_binary_rewards_keep_both_outcomes_balanced() -> None:
     assert max_variance_subset([1.0] * 6, 3) == [0, 1, 2]
 
 
+def test_ties_in_variance_go_to_the_subset_with_more_high_rewards() -> None:
+    # Keep 3 of three successes and three failures: {1, 1, 0} and {1, 0, 0} have the same
+    # variance; the documented tie-break keeps two successes (the earliest of each value).
+    assert max_variance_subset([1, 0, 0, 1, 1, 0], 3) == [0, 1, 3]
+    assert max_variance_subset([0.0, 0.5, 1.0], 1) == [2]  # every single row ties at 0
+
+
 def test_nan_rewards_fill_the_low_end_last() -> None:
     assert max_variance_subset([float("nan"), 0.0, 1.0, 1.0], 2) == [1, 2]
     assert max_variance_subset([float("nan"), 1.0, float("nan")], 2) == [0, 1]
