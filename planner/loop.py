@@ -24,7 +24,7 @@ from typing import Any
 from planner.engine import Engine, RecordStore, check_same_source
 from planner.frontier import Setting
 from planner.regime import RegimeCall
-from planner.schema import Proposal, RunRecord, run_id_for
+from planner.schema import Metrics, Proposal, RunRecord, run_id_for
 from planner.strategies.base import RaceProblem, Strategy, decision_state, relevant_records
 
 __all__ = ["RaceProgress", "RaceResult", "regimes_document", "run_race", "write_regimes"]
@@ -185,11 +185,15 @@ def run_race(
 
 def _checked(rec: RunRecord) -> RunRecord:
     """A record with a non-finite metric is a failed run (a diverged policy), as in
-    ``runners execute``; stored as ok it would poison the surrogate."""
+    ``runners execute``; stored as ok it would poison the surrogate. Its metrics are
+    dropped, as there: the store writes NaN to the flat columns but null to the metrics
+    JSON, and reads such a file back as corrupt, so the failure would be lost and the run
+    retried on every resume."""
     bad = [k for k, v in rec.metrics.model_dump().items() if isinstance(v, float) and not math.isfinite(v)]
     if rec.status != "ok" or not bad:
         return rec
-    return rec.model_copy(update={"status": "failed", "error": f"error: non-finite metrics: {', '.join(bad)}"})
+    return rec.model_copy(update={"status": "failed", "metrics": Metrics(),
+                                  "error": f"error: non-finite metrics: {', '.join(bad)}"})
 
 
 def _trim(

@@ -1,4 +1,8 @@
-"""The active loop stops on confidence and on each cap, and resumes without re-running."""
+"""The active loop stops on confidence and on each cap, and resumes without re-running.
+
+Every race writes to the real pilot store: resuming and the retry cap depend on what it
+keeps (every failed attempt, the first ok record of a run), which a stand-in would fake.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from planner.regime import RegimeCall
 from planner.registry import get_model
 from planner.schema import ComputeCard, Metrics, Proposal, RunRecord, run_id_for
 from planner.strategies import RaceProblem
+from runners.store import PilotStore
 
 S = Setting("qwen2.5-1.5b", "sparse")
 PROBLEM = RaceProblem((S,), budget=1e16, pilot_budget=1e15, confidence=0.9)
@@ -25,9 +30,11 @@ class FakeEngine:
 
     def __init__(self) -> None:
         self.calls = 0
+        self.run_ids: list[str] = []
 
     def run(self, proposal: Proposal, seed: int, progress: object = None) -> RunRecord:
         self.calls += 1
+        self.run_ids.append(run_id_for(proposal.id, seed))
         plan = proposal.plan
         return RunRecord(
             run_id=run_id_for(proposal.id, seed), proposal_id=proposal.id, status="ok", engine="fake",
@@ -35,23 +42,6 @@ class FakeEngine:
             reward=plan.reward, budget=plan.budget, rho_planned=plan.rho, seed=seed, plan=plan,
             card=ComputeCard(flops=plan.flops, rho=plan.flops.rho), metrics=Metrics(native=plan.rho),
         )
-
-
-class MemStore:
-    root = Path(".")
-
-    def __init__(self) -> None:
-        self.recs: dict[str, RunRecord] = {}
-
-    def write(self, record: RunRecord) -> Path:
-        self.recs[record.run_id] = record
-        return self.root
-
-    def records(self, *, status: str | None = "ok") -> list[RunRecord]:
-        return [r for r in self.recs.values() if status is None or r.status == status]
-
-    def run_ids(self, *, status: str | None = "ok") -> set[str]:
-        return {r.run_id for r in self.records(status=status)}
 
 
 class Scripted:
@@ -87,13 +77,13 @@ class Scripted:
                               {"search-heavy": 1 - p, "update-heavy": p, "reward-heavy": 0.0})}
 
 
-def test_stops_on_confidence() -> None:
-    res = run_race(PROBLEM, Scripted(confident_after=4), FakeEngine(), MemStore(), max_runs=100)
+def test_stops_on_confidence(tmp_path: Path) -> None:
+    res = run_race(PROBLEM, Scripted(confident_after=4), FakeEngine(), PilotStore(tmp_path / "data"), max_runs=100)
     assert res.stop_reason == "confident"
     assert res.total_runs == 4 and res.rounds == 2
 
 
-def test_stops_when_every_open_call_is_indifferent() -> None:
+def test_stops_when_every_open_call_is_indifferent(tmp_path: Path) -> None:
     class Flat(Scripted):
         def decide(self) -> dict[Setting, RegimeCall]:
             loss = 0.001 if len(self.seen) >= 6 else 0.01
@@ -101,35 +91,38 @@ def test_stops_when_every_open_call_is_indifferent() -> None:
                                   {"search-heavy": 0.45, "update-heavy": 0.55, "reward-heavy": 0.0},
                                   expected_loss=loss)}
 
-    strict = run_race(PROBLEM, Flat(), FakeEngine(), MemStore(), max_runs=10)
+    # Two separate stores: the second race must start from nothing, not resume the first.
+    strict = run_race(PROBLEM, Flat(), FakeEngine(), PilotStore(tmp_path / "strict"), max_runs=10)
     assert strict.stop_reason == "max-runs"  # indifference off by default
     lenient = RaceProblem((S,), budget=1e16, pilot_budget=1e15, indifference=0.002)
-    res = run_race(lenient, Flat(), FakeEngine(), MemStore(), max_runs=10)
+    res = run_race(lenient, Flat(), FakeEngine(), PilotStore(tmp_path / "lenient"), max_runs=10)
     assert res.stop_reason == "confident" and res.total_runs == 6
     entry = regimes_document(res, engine="fake", simulated=True)["settings"][0]
     assert entry["decided"] == "indifferent" and entry["confident"] is False
 
 
-def test_stops_on_max_runs_and_trims_the_batch() -> None:
-    res = run_race(PROBLEM, Scripted(), FakeEngine(), MemStore(), max_runs=5)
+def test_stops_on_max_runs_and_trims_the_batch(tmp_path: Path) -> None:
+    res = run_race(PROBLEM, Scripted(), FakeEngine(), PilotStore(tmp_path / "data"), max_runs=5)
     assert res.stop_reason == "max-runs"
     assert res.total_runs == 5
 
 
-def test_stops_on_max_flops() -> None:
+def test_stops_on_max_flops(tmp_path: Path) -> None:
     one = compile_plan(S.model, S.reward, 0.5, 1e15).flops.total
-    res = run_race(PROBLEM, Scripted(), FakeEngine(), MemStore(), max_runs=100, max_flops=3.5 * one)
+    res = run_race(PROBLEM, Scripted(), FakeEngine(), PilotStore(tmp_path / "data"), max_runs=100,
+                   max_flops=3.5 * one)
     assert res.stop_reason == "max-flops"
     assert res.total_flops <= 3.5 * one and res.total_runs == 3
 
 
-def test_stops_when_exhausted_and_baselines_ignore_confidence() -> None:
-    res = run_race(PROBLEM, Scripted(confident_after=0, stops=False, rounds=2), FakeEngine(), MemStore())
+def test_stops_when_exhausted_and_baselines_ignore_confidence(tmp_path: Path) -> None:
+    res = run_race(PROBLEM, Scripted(confident_after=0, stops=False, rounds=2), FakeEngine(),
+                   PilotStore(tmp_path / "data"))
     assert res.stop_reason == "exhausted" and res.total_runs == 4
 
 
-def test_resume_skips_recorded_runs_and_counts_them_against_caps() -> None:
-    store, eng = MemStore(), FakeEngine()
+def test_resume_skips_recorded_runs_and_counts_them_against_caps(tmp_path: Path) -> None:
+    store, eng = PilotStore(tmp_path / "data"), FakeEngine()
     run_race(PROBLEM, Scripted(), eng, store, max_runs=4)
     assert eng.calls == 4
     eng2 = FakeEngine()
@@ -138,15 +131,15 @@ def test_resume_skips_recorded_runs_and_counts_them_against_caps() -> None:
     assert res.total_runs == 6 and res.stop_reason == "max-runs"
 
 
-def test_seeds_replicate_each_proposal() -> None:
-    store = MemStore()
+def test_seeds_replicate_each_proposal(tmp_path: Path) -> None:
+    store = PilotStore(tmp_path / "data")
     res = run_race(PROBLEM, Scripted(confident_after=4), FakeEngine(), store, seeds=2)
     assert res.total_runs == 4
     assert {r.seed for r in store.records()} == {0, 1}
 
 
 def test_regimes_document(tmp_path: Path) -> None:
-    res = run_race(PROBLEM, Scripted(confident_after=2), FakeEngine(), MemStore())
+    res = run_race(PROBLEM, Scripted(confident_after=2), FakeEngine(), PilotStore(tmp_path / "data"))
     doc = regimes_document(res, engine="fake", simulated=True)
     path = write_regimes(tmp_path / "regimes.json", doc)
     (entry,) = doc["settings"]
@@ -181,32 +174,71 @@ class Failing(FakeEngine):
 
 
 @pytest.mark.parametrize("nan", [False, True])
-def test_a_run_that_keeps_failing_ends_the_race_instead_of_looping(nan: bool) -> None:
+def test_a_run_that_keeps_failing_ends_the_race_instead_of_looping(tmp_path: Path, nan: bool) -> None:
     from planner.loop import MAX_ATTEMPTS
     from planner.strategies.ours import RaceStrategy
 
-    eng, store = Failing(nan), MemStore()
+    eng, store = Failing(nan), PilotStore(tmp_path / "data")
     res = run_race(PROBLEM, RaceStrategy(PROBLEM, 0), eng, store)  # no cap: it must end by itself
     assert res.stop_reason == "exhausted" and eng.calls == 4 * MAX_ATTEMPTS  # the 4 pilots, tried twice
+    # Every attempt is on disk, so a resumed race can count them.
+    assert len(store.records(status=None)) == 4 * MAX_ATTEMPTS
     assert {r.status for r in store.records(status=None)} == {"failed"}
     if nan:  # a NaN metric is a diverged run, never an ok record the surrogate would read
         assert all("non-finite metrics: native" in (r.error or "") for r in store.records(status=None))
 
 
-def test_seed_replicates_do_not_count_as_design_points() -> None:
+def test_seed_replicates_do_not_count_as_design_points(tmp_path: Path) -> None:
     from planner.strategies.ours import RaceStrategy
 
-    store = MemStore()
+    store = PilotStore(tmp_path / "data")
     run_race(PROBLEM, RaceStrategy(PROBLEM, 0), FakeEngine(), store, seeds=2, batch_size=1, max_runs=8)
     recs = store.records()
     assert len(recs) == 8 and len({r.proposal_id for r in recs}) == 4  # 4 design points x 2 seeds
     assert len({r.budget for r in recs}) == 1 and recs[0].budget < PROBLEM.budget  # all pilots
 
 
-def test_a_prior_call_never_ends_a_race() -> None:
+def test_a_prior_call_never_ends_a_race(tmp_path: Path) -> None:
     from planner.strategies.ours import RaceStrategy
 
     low = RaceProblem((Setting("qwen2.5-7b", "prm"),), budget=1e16, pilot_budget=1e15, confidence=0.5)
     eng = FakeEngine()
-    res = run_race(low, RaceStrategy(low, 0), eng, MemStore(), max_runs=4)
+    res = run_race(low, RaceStrategy(low, 0), eng, PilotStore(tmp_path / "data"), max_runs=4)
     assert eng.calls == 4 and res.stop_reason == "max-runs"  # not "confident" on the prior at 0 runs
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_a_resumed_race_after_two_failed_attempts_of_a_run_runs_nothing_for_it(tmp_path: Path, nan: bool) -> None:
+    from planner.loop import MAX_ATTEMPTS
+    from planner.strategies.ours import RaceStrategy
+
+    store = PilotStore(tmp_path / "data")
+    run_race(PROBLEM, RaceStrategy(PROBLEM, 0), Failing(nan), store)
+    assert store.corrupt() == []  # a diverged run's record must read back, or resumes retry it
+    failed = store.records(status="failed")
+    ids = {r.run_id for r in failed}
+    # The store keeps each attempt in its own file; the cap on resume reads them all.
+    assert len(ids) == 4
+    assert {(r.run_id, r.attempt) for r in failed} == {(i, a) for i in ids for a in range(1, MAX_ATTEMPTS + 1)}
+    before = store.fingerprint()
+    # An engine that would succeed: only the retry cap keeps the race from running them. The
+    # run cap leaves room for one more try of each (8 + 4) and bounds a broken loop's race.
+    eng = FakeEngine()
+    res = run_race(PROBLEM, RaceStrategy(PROBLEM, 0), eng, store, max_runs=8 + 4)
+    assert eng.calls == 0 and not ids & set(eng.run_ids)
+    assert res.stop_reason == "exhausted" and res.total_runs == 4 * MAX_ATTEMPTS
+    assert store.fingerprint() == before
+
+
+def test_a_resumed_race_gives_a_run_that_failed_once_its_last_attempt(tmp_path: Path) -> None:
+    from planner.loop import MAX_ATTEMPTS
+    from planner.strategies.ours import RaceStrategy
+
+    store = PilotStore(tmp_path / "data")
+    run_race(PROBLEM, RaceStrategy(PROBLEM, 0), Failing(), store, max_runs=4)  # one attempt of each pilot
+    assert len(store.records(status="failed")) == 4
+    eng = Failing()
+    res = run_race(PROBLEM, RaceStrategy(PROBLEM, 0), eng, store)
+    assert res.stop_reason == "exhausted" and eng.calls == 4 * (MAX_ATTEMPTS - 1)
+    failed = store.records(status="failed")
+    assert len(failed) == 4 * MAX_ATTEMPTS and {r.attempt for r in failed} == set(range(1, MAX_ATTEMPTS + 1))
