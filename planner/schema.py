@@ -44,6 +44,10 @@ def _finite(v: float, name: str) -> float:
     return v
 
 
+def _or_null(v: float | None) -> float | None:
+    return v if v is None or math.isfinite(v) else None
+
+
 class FlopsSplit(BaseModel):
     """FLOPs by component (search = rollouts, learning = updates, reward = feedback)."""
 
@@ -297,9 +301,11 @@ class RunRecord(BaseModel):
             "flops_learning": float(f.learning),
             "flops_reward": float(f.reward),
             "flops_total": float(f.total),
-            "native": self.metrics.native,
-            "pass1": self.metrics.pass1,
-            "judge": self.metrics.judge,
+            # NaN as null, as metrics_json has it: a column that disagreed with the JSON
+            # would make the store read its own file back as corrupt.
+            "native": _or_null(self.metrics.native),
+            "pass1": _or_null(self.metrics.pass1),
+            "judge": _or_null(self.metrics.judge),
             "seed": int(self.seed),
             "wall_s": float(self.wall_s),
             "attempt": int(self.attempt),

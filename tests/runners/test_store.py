@@ -216,3 +216,15 @@ def test_records_are_readable_by_the_group_and_others(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o644  # a shared campaign directory, not mkstemp's 0600
+
+
+def test_a_failed_record_with_a_nan_metric_reads_back(tmp_path: Path) -> None:
+    """A diverged run's NaN metric is stored as null in the flat column, as in its JSON:
+    a column that disagreed would make the store read its own file as corrupt, and the
+    failure (and its attempt count) would be lost."""
+    store = PilotStore(tmp_path)
+    store.write(record(0, status="failed", native=float("nan")))
+    assert store.corrupt() == []
+    (back,) = store.records(status="failed")
+    assert back.metrics.native is None and back.metrics.pass1 == 0.25
+    assert store.failed_attempts(run_id_for("p0", 0)) == 1
