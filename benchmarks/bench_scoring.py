@@ -58,10 +58,11 @@ class Outcome:
 
 # A setting is *decidable* when the best allocation of any other regime loses at least this
 # many standard deviations of one run's noise. Below it the true regime rests on
-# differences that a 15-run budget per setting cannot resolve (telling two allocations
-# 0.5 sd apart at 90% one-sided confidence takes ~2 x (1.28 / 0.5)^2 = 13 runs at each), and
-# most shipped settings at 1e16 sit far below it (gap / sd 0.00-0.04), where every
-# strategy's call is a coin flip.
+# differences that the benchmark's cap (FLOPs of 6 target-budget runs per setting) cannot
+# resolve by comparing two allocations (telling them 0.5 sd apart at 90% one-sided
+# confidence takes ~2 x (1.28 / 0.5)^2 = 13 runs at each). 23 of the 30 shipped (world,
+# setting) pairs at 1e16 sit below it and 11 at gap / sd 0.00-0.04
+# (``benchmarks/truth_figure.py`` prints them), where a duel's call is a coin flip.
 DECIDABLE_GAP_SD = 0.5
 
 
@@ -97,8 +98,9 @@ def oracle_duel(truth: Truth, runs_per_arm: int, *, decidable_only: bool = False
     It knows where both contenders sit and spends nothing on finding them: the best a
     strategy can do that decides by comparing the two allocations. It is not a ceiling for
     a fit of the frontier's shape, which reads the regime off the trend where the two
-    regimes' best values are nearly tied (the grid at the target budget beats it in every
-    shipped world: ``benchmarks/duel_vs_shape.py``).
+    regimes' best values are nearly tied: at 3 runs per setting the grid at the target
+    budget beats it in every shipped world, though not in every design (contrast's
+    9-point grids, paper 5pts x2, noisy 9pts x4 trail it; ``benchmarks/duel_vs_shape.py``).
     """
     from math import erf, sqrt
 

@@ -16,6 +16,10 @@ costs, not how the meter counts them.
 
     python benchmarks/gpu_path.py --data ../shared/data/gsm8k/train.jsonl       # CUDA
     python benchmarks/gpu_path.py --tiny --device cpu --data ../shared/data/gsm8k/train.jsonl
+    python benchmarks/gpu_path.py --stored benchmarks/results/gpu_path_h200_*.json   # no run
+
+``--stored`` reads result JSONs and prints their levers and the tokens per completion
+(prompt and completion, from the meter's token counts), which docs/meter.md quotes.
 """
 
 from __future__ import annotations
@@ -101,8 +105,36 @@ def build_model(arch: Any, tok: Any, device: str, policy: str | None) -> Any:
     return model
 
 
+def per_completion(out: dict[str, Any]) -> dict[str, float]:
+    """Completions generated and prompt / completion tokens per completion, from a result's
+    levers and the meter's token counts (each completion's forward carries its prompt)."""
+    lv = out["levers"]
+    n = out["rounds"] * lv["prompts"] * lv["G"]
+    t = out["tokens"]
+    return {"completions": n, "prompt_tokens": t["prompt_generated"] / n,
+            "completion_tokens": t["completion_generated"] / n}
+
+
+def print_stored(paths: list[Path]) -> list[dict[str, Any]]:
+    rows = []
+    for path in paths:
+        try:
+            out = json.loads(path.read_text())
+            pc = per_completion(out)
+        except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as e:
+            raise SystemExit(f"error: {path}: not a gpu_path.py result JSON ({e})") from None
+        lv = out["levers"]
+        print(f"{path.name}: {out.get('device')}, {out['model']}, {out['rounds']} rounds of {lv['prompts']} prompts, "
+              f"G={lv['G']} K={lv['K']} mu={lv['mu']}: {pc['completions']} completions, "
+              f"{pc['prompt_tokens']:.1f} prompt + {pc['completion_tokens']:.1f} completion tokens each")
+        rows.append({"file": path.name, **pc})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--stored", type=Path, nargs="+", metavar="JSON",
+                   help="print the levers and tokens per completion of stored results; runs nothing")
     p.add_argument("--tiny", action="store_true", help="a tiny Qwen2 (CPU smoke test) instead of 1.5B shapes")
     p.add_argument("--device", default="cuda")
     p.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/gsm8k/train.jsonl")
@@ -120,6 +152,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--flopcounter", action="store_true",
                    help="wrap training in FlopCounterMode and report meter / FlopCounterMode (slow on big models)")
     a = p.parse_args(argv)
+    if a.stored:
+        return {"stored": print_stored(a.stored)}
 
     import torch
     from datasets import Dataset

@@ -8,7 +8,9 @@ setting) pairs its call with ours. Per world and pooled it prints
 * the two medians and their difference with a 90% bootstrap interval that resamples whole
   repetitions (the settings of one race share its runs, so they are not independent);
 * the share of pairs where ours lost less (ties count half);
-* the two-sided Wilcoxon signed-rank p-value of the paired differences (scipy).
+* the two-sided Wilcoxon signed-rank p-value (scipy) of the per-repetition mean paired
+  difference: one number per (world, repetition), because the settings of one race are
+  not independent either (20 repetitions give 20 values per world, 100 pooled over 5).
 
     python benchmarks/paired_regret.py [benchmarks/planner_bench_results.json ...] [--merge]
 
@@ -49,8 +51,10 @@ def compare(per_world: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]], *, n
     """Paired statistics over the given worlds (one world, or several pooled).
 
     The bootstrap resamples repetitions within each world (stratified), keeping every
-    setting of a drawn race together. Returns medians, ``diff`` = median(ours) -
-    median(baseline) with its 90% interval ``diff_ci``, ``ours_lower`` and ``wilcoxon_p``.
+    setting of a drawn race together. The Wilcoxon test takes one value per race (the mean
+    of its settings' paired differences) for the same reason. Returns medians, ``diff`` =
+    median(ours) - median(baseline) with its 90% interval ``diff_ci``, ``ours_lower``,
+    ``wilcoxon_p`` and ``n_reps`` (the races the test saw).
     """
     from scipy.stats import wilcoxon
 
@@ -67,10 +71,12 @@ def compare(per_world: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]], *, n
                 o_s.append(reps[keys[k]][0])
                 b_s.append(reps[keys[k]][1])
         boot[i] = np.median(np.concatenate(o_s)) - np.median(np.concatenate(b_s))
-    nonzero = d[d != 0]
+    per_rep = np.array([np.mean(o - b) for reps in per_world.values() for o, b in reps.values()])
+    nonzero = per_rep[per_rep != 0]
     p = float(wilcoxon(nonzero).pvalue) if nonzero.size >= 2 else float("nan")
     return {
         "n": int(d.size),
+        "n_reps": int(per_rep.size),
         "ours_median": float(np.median(ours)),
         "baseline_median": float(np.median(base)),
         "diff": float(np.median(ours) - np.median(base)),
@@ -97,13 +103,15 @@ def print_paired(rows: Sequence[dict[str, Any]], title: str = "") -> None:
     from rich.table import Table
 
     t = Table(title=title or "median regret, ours vs each equal-spend baseline (paired by repetition and setting)")
-    for col in ("baseline", "world", "pairs", "ours", "baseline med", "diff [90% CI]", "ours lower", "Wilcoxon p"):
+    for col in ("baseline", "world", "pairs", "reps", "ours", "baseline med", "diff [90% CI]", "ours lower",
+                "Wilcoxon p (per rep)"):
         t.add_column(col, justify="right")
     for r in rows:
         lo, hi = r["diff_ci"]
-        t.add_row(r["baseline"], r["world"], str(r["n"]), f"{r['ours_median']:.4f}", f"{r['baseline_median']:.4f}",
+        t.add_row(r["baseline"], r["world"], str(r["n"]), str(r["n_reps"]), f"{r['ours_median']:.4f}",
+                  f"{r['baseline_median']:.4f}",
                   f"{r['diff']:+.4f} [{lo:+.4f}, {hi:+.4f}]", f"{r['ours_lower']:.2f}", f"{r['wilcoxon_p']:.2g}")
-    Console(width=130).print(t)
+    Console(width=140).print(t)
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:

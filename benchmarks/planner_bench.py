@@ -10,17 +10,24 @@ paper's IsoFLOP band sits) with 10x cheaper pilots (1e15):
 * ``grid`` (the paper's RACE protocol) is swept over its design: rho points per setting x
   seed replicates x pilot budget (the pilot budget or the target budget itself); the
   cheapest design reaching the same-regime rate of ``ours`` (and 0.95) is reported;
-* ``random``, ``optuna-tpe`` and ``optuna-gp`` get exactly the FLOPs ``ours`` spent in that
-  repetition (equal spend), spent at the target budget (``--baseline-budget pilot`` spends
-  them on 10x more, cheaper pilot runs instead; Optuna's GP sampler then needs minutes
-  per race).
+* ``random``, ``optuna-tpe`` and ``optuna-gp`` get up to the FLOPs ``ours`` spent in that
+  repetition (equal spend), spent at the target budget: they buy whole target-budget runs
+  and stop at the last one that fits, so each ends below ours' spend by less than one run
+  (on average 1.7% less in the stored results); ``--baseline-budget pilot`` spends them on
+  10x more, cheaper pilot runs instead (Optuna's GP sampler then needs minutes per race).
 
 Metrics: same-regime rate against ``runners.sim.truth``, |rho*_est - rho*_true|, FLOPs
 spent until the decision (in target-run units), simple regret of the recommended rho at
-the target budget (noise-free value lost), wall time per suggestion (``ask``). Also the
-latency of ``planner suggest`` on empty data and with 200 records.
+the target budget (noise-free value lost), and the column ``ask s (no fit)``: wall time of
+``ask()`` alone; the race loop calls ``decide()``, which fits the surrogate and makes the
+regime calls, before it starts that timer, so the column times the proposals (the
+acquisition), not the fit. The whole of a suggestion (fit, calls and proposals) is the
+latency of ``planner suggest``, timed on empty data and with 200 records
+(:func:`suggest_latency`; ``--latency-only`` runs just that).
 
     python benchmarks/planner_bench.py [--quick] [--worlds paper,flat] [--seeds 10] [--out FILE]
+    python benchmarks/planner_bench.py --from-json benchmarks/planner_bench_results.json   # stored: no races
+    python benchmarks/planner_bench.py --latency-only                                     # suggest latency only
 """
 
 from __future__ import annotations
@@ -146,34 +153,86 @@ def _race(name: str, world: str, rep: int, problem: RaceProblem, truth: Truth, *
     )
 
 
-def suggest_latency(base: RaceProblem, world: str, n_records: int = 200) -> dict[str, float]:
-    """Seconds for a suggestion (``ours``: fit + acquisition) for the default 15 settings
-    (3 Qwen2.5 sizes x 5 reward systems) on empty data and on ``n_records`` sim records
-    spread over the settings, 80% at the pilot budget and 20% at the target budget."""
+def latency_records(problem: RaceProblem, world: str, n_records: int = 200, seed: int = 0) -> list[RunRecord]:
+    """``n_records`` sim records spread round-robin over ``problem``'s settings. Each setting's
+    first :data:`N_ANCHOR` records are target-budget runs at distinct plans (its anchors) and
+    its next two pilots (its initial design then has ``n_init`` = 4 plans); the rest are 80%
+    pilots, 20% target-budget runs. With fewer, ``ask()`` would return the initial design or
+    anchor proposals and skip the fit, the regime calls and the acquisition that a suggestion
+    on a running study pays for."""
     from planner.design import compile_feasible
     from planner.proposals import make_proposal
+
+    rng = np.random.default_rng(seed)
+    eng = SimEngine(world=world)
+    recs: list[RunRecord] = []
+    plans: dict[Setting, set[str]] = {s: set() for s in problem.settings}
+    per: dict[Setting, int] = dict.fromkeys(problem.settings, 0)
+    tries = 0
+    while len(recs) < n_records:
+        s = problem.settings[len(recs) % len(problem.settings)]
+        k = per[s]
+        target = k < N_ANCHOR or (k >= N_ANCHOR + 2 and rng.random() >= 0.8)
+        b = problem.budget if target else problem.pilot_budget
+        plan, _ = compile_feasible(s, float(rng.uniform(0.1, 0.95)), b, problem.opts)
+        tries += 1
+        if tries > 100 * n_records:
+            raise RuntimeError(f"latency records: cannot compile distinct plans for {s.key}")
+        if plan is None:
+            continue
+        prop = make_proposal(plan, target=problem.target)
+        if prop.id in plans[s]:  # a repeated plan would not count as another anchor
+            continue
+        plans[s].add(prop.id)
+        recs.append(eng.run(prop, len(recs)))
+        per[s] += 1
+    return recs
+
+
+def suggest_latency(base: RaceProblem, world: str, n_records: int = 200) -> dict[str, float]:
+    """Seconds for what ``planner suggest`` does with ``ours`` (tell the records, decide,
+    ask; a fresh strategy each time, so every timing includes the surrogate fit) for the
+    default 15 settings (3 Qwen2.5 sizes x 5 reward systems):
+
+    * ``empty_s``: no records (the initial design);
+    * ``records_N_first_s``: ``n_records`` sim records (:func:`latency_records`), every
+      setting past its anchors, so the suggestion pays for the fit and the regime calls;
+      the first fit in this process, so it also carries the one-off setup a fresh
+      ``planner suggest`` process pays (lazy imports, first-call overheads);
+    * ``records_N_s``: the same suggestion again, warm. Its batch (one per open setting, at
+      most 8) may be all validation runs, which skip the acquisition;
+    * ``records_N_acquisition_s``: warm, with ``--n`` = those validation runs + 8, so the
+      acquisition also selects a full batch of 8 (the slowest default path).
+
+    Raises if a suggestion on the records returns initial-design or anchor proposals, or
+    the last one no acquisition proposal: then it would not time what it says."""
     from planner.registry import REWARD_SYSTEMS
 
     problem = RaceProblem(tuple(Setting(m, r) for m in POLICIES_QWEN for r in REWARD_SYSTEMS),
                           budget=base.budget, pilot_budget=base.pilot_budget, target=base.target)
 
-    t0 = time.perf_counter()
-    make_strategy("ours", problem).ask()
-    empty = time.perf_counter() - t0
-    rng = np.random.default_rng(0)
-    eng = SimEngine(world=world)
-    recs = []
-    while len(recs) < n_records:
-        s = problem.settings[len(recs) % len(problem.settings)]
-        b = problem.pilot_budget if rng.random() < 0.8 else problem.budget
-        plan, _ = compile_feasible(s, float(rng.uniform(0.1, 0.95)), b, problem.opts)
-        if plan is not None:
-            recs.append(eng.run(make_proposal(plan, target=problem.target), len(recs)))
-    st = make_strategy("ours", problem)
-    t0 = time.perf_counter()
-    st.tell(recs)
-    st.ask()
-    return {"empty_s": empty, f"records_{n_records}_s": time.perf_counter() - t0}
+    def suggestion(records: list[RunRecord], n: int | None = None) -> tuple[float, list[Any]]:
+        st = make_strategy("ours", problem)
+        t0 = time.perf_counter()
+        st.tell(records)
+        st.decide()
+        props = st.ask(n)
+        return time.perf_counter() - t0, props
+
+    empty, _ = suggestion([])
+    recs = latency_records(problem, world, n_records)
+    first, props = suggestion(recs)
+    early = [p.reason for p in props if p.reason.startswith(("anchor", "initial design"))]
+    if early or not props:
+        raise RuntimeError(f"suggest latency with {n_records} records did not get past the anchors: "
+                           f"{early[:1] or 'no proposals'}")
+    warm, props = suggestion(recs)
+    checks = sum(p.reason.startswith("validation") for p in props)
+    acq, props = suggestion(recs, checks + 8)
+    if all(p.reason.startswith("validation") for p in props):
+        raise RuntimeError("suggest latency: the batch with --n = validation runs + 8 has no acquisition proposal")
+    return {"empty_s": empty, f"records_{n_records}_first_s": first, f"records_{n_records}_s": warm,
+            f"records_{n_records}_acquisition_s": acq}
 
 
 def bench_world(world: str, problem: RaceProblem, reps: Sequence[int], strategies: Sequence[str], quick: bool,
@@ -216,7 +275,7 @@ def print_table(rows: list[dict[str, Any]], latency: dict[str, float]) -> None:
 
     t = Table(title="planner benchmark (simulated; FLOPs in target-run units)")
     for col in ("world", "strategy", "design", "same-regime", "decidable", "|rho* err| med", "regret med",
-                "FLOPs", "ask s", "confident", "acc|conf", "stops"):
+                "FLOPs", "ask s (no fit)", "confident", "acc|conf", "stops"):
         t.add_column(col)
     order = list(dict.fromkeys(r["world"] for r in rows))
     for r in sorted(rows, key=lambda r: order.index(r["world"])):  # stable: keeps strategies' order
@@ -295,9 +354,46 @@ def _paired(outcomes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def _nan(x: Any) -> Any:
+    """Stored JSON has null where a run had NaN (nothing to score); the tables print NaN as '-'."""
+    if x is None:
+        return float("nan")
+    if isinstance(x, dict):
+        return {k: _nan(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_nan(v) for v in x]
+    return x
+
+
+def print_stored(path: str | Path) -> dict[str, Any]:
+    """The tables of a stored results file, as the run that wrote it printed them (no races)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+        rows, pool = _nan(doc["rows"]), _nan(doc["pooled"])
+        # cost_to_reach keeps None: its table prints None as "not reached".
+        summary = {w: {**_nan(sm), "cost_to_reach": sm["cost_to_reach"]} for w, sm in doc["summary"].items()}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"from-json: {path}: not a planner_bench.py results file ({e})") from None
+    c = doc.get("config", {})
+    print(f"{Path(path).name}: reps {c.get('first_rep', 0)}-{c.get('first_rep', 0) + c.get('reps', 0) - 1}, "
+          f"ours {c.get('ours')}, FLOPs per setting {c.get('flops_per_setting', FLOPS_PER_SETTING)}")
+    print_table(rows, {})
+    if doc.get("suggest_latency"):
+        # Files written before latency_records timed a suggestion that returned anchor
+        # proposals (no regime calls, no acquisition): not comparable with --latency-only.
+        print("suggest latency stored in the file (older files: a suggestion that stopped at the anchors): "
+              + ", ".join(f"{k} {v:.2f}" for k, v in doc["suggest_latency"].items()))
+    print_pooled(pool)
+    print_anytime(summary)
+    # Recomputed from the outcomes, not the stored table: a file written before the test
+    # counted races (not settings) as the signed-rank test's units holds the old p-values.
+    _paired(doc.get("outcomes", []))
+    return doc
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="CI-sized: one world, 3 reps, 5 settings")
+    ap.add_argument("--quick", action="store_true", help="CI-sized: one world (paper), 3 reps, 2 settings (qwen2.5-1.5b x sparse, prm), grid designs of 3/5 points x 1/2 seeds")
     ap.add_argument("--worlds", default=None, help="comma-separated world names (default: all shipped)")
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--seeds", type=int, default=None, help="repetitions per world (default 10; quick 3)")
@@ -325,7 +421,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--jobs", type=int, default=1, help="worlds benchmarked in parallel processes")
     ap.add_argument("--out", default="planner_bench.json")
     ap.add_argument("--no-plot", action="store_true", help="skip the figure written beside --out (.png, .svg)")
+    ap.add_argument("--latency-only", action="store_true",
+                    help="only time `planner suggest` (ours, 15 settings; empty and 200 records of the first "
+                         "world), print it and write nothing: no races")
+    ap.add_argument("--from-json", metavar="FILE", default=None,
+                    help="print the tables of a stored results file (this script's --out) and exit: no races")
     a = ap.parse_args(list(argv) if argv is not None else None)
+    if a.from_json:
+        return print_stored(a.from_json)
     warnings.simplefilter("ignore")
     import torch
 
@@ -346,10 +449,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             raise ConfigError(f"{name}: unknown {bad[0]!r}; use some of: {', '.join(known)}")
     if reps < 1:
         raise ConfigError(f"seeds: need at least one repetition, got {reps}")
-    check_output_file(a.out, "out")
+    if not a.latency_only:  # it writes nothing
+        check_output_file(a.out, "out")
     problem = RaceProblem(tuple(Setting(m, r) for m in models for r in rewards), budget=a.budget,
                           pilot_budget=a.pilot_budget, target=a.target, confidence=a.confidence,
                           indifference=a.indifference)
+    if a.latency_only:
+        latency = suggest_latency(problem, worlds[0])
+        print("suggest latency (s): " + ", ".join(f"{k} {v:.2f}" for k, v in latency.items()))
+        return {"suggest_latency": latency}
     t0 = time.perf_counter()
 
     bb = a.budget if a.baseline_budget == "target" else a.pilot_budget

@@ -81,6 +81,15 @@ def main(argv: list[str] | None = None) -> None:
         true = f.value[int(np.argmin(np.abs(f.rho - grid[i])))]
         t.add_row(f"{grid[i]:.3f}", f"{mean[i]:.4f} +- {sd[i]:.4f}", f"{true:.4f}", LABELS[labels[i]])
     c.print(t)
+    # The table shows every 4th rho; peaks and regime boundaries are read off the full grid.
+    top = int(np.argmax(mean))
+    spans, start = [], 0
+    for i in range(1, len(grid) + 1):
+        if i == len(grid) or labels[i] != labels[start]:
+            spans.append(f"{LABELS[labels[start]]} {grid[start]:.2f}-{grid[i - 1]:.2f}")
+            start = i
+    c.print(f"posterior mean peaks at {mean[top]:.4f} (rho {grid[top]:.3f}); truth {f.value_star:.4f} at rho* "
+            f"{f.rho_star:.3f}; regimes along rho: {', '.join(spans)}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -87,7 +89,9 @@ def example(world: str = "contrast", model: str = "qwen2.5-3b", reward: str = "p
     return lines
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    # No options: the parser exists so that --help prints what this does instead of running it.
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     from rich.console import Console
     from rich.table import Table
 

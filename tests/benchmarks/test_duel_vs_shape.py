@@ -50,9 +50,19 @@ def test_non_decidable_compares_ours_with_the_grid_on_undecidable_calls_only(
         return {"world": world, "strategy": strategy, "config": config, "same": same,
                 "decidable": [True, False, False]}
 
-    outcomes = [out("paper", "ours", "", [False, True, False]), out("paper", "grid", "3pts x2 @target", [True, True, True]),
+    outcomes = [out("shifted", "ours", "", [False, True, False]),
+                out("shifted", "grid", "3pts x2 @target", [True, True, True]),
+                out("paper", "ours", "", [False, True, True]), out("paper", "grid", "3pts x2 @target", [True, False, False]),
                 out("flat", "ours", "", [False, True, True]), out("flat", "grid", "3pts x2 @target", [True, False, False])]
-    rows = {r["worlds"]: r for r in dvs.non_decidable({"config": {"worlds": ["paper", "flat"]}, "outcomes": outcomes})}
-    assert rows["paper"]["calls"] == 2 and rows["paper"]["ours"] == 0.5 and rows["paper"]["grid"] == 1.0
-    assert rows["mixed"]["calls"] == 2  # paper only: flat has one dominant regime
-    assert rows["all"]["ours"] == 0.75 and rows["all"]["grid"] == 0.5 and rows["all"]["diff_se"] < 0
+    config = {"worlds": ["shifted", "paper", "flat"]}
+    rows = {r["worlds"]: r for r in dvs.non_decidable({"config": config, "outcomes": outcomes})}
+    assert rows["shifted"]["calls"] == 2 and rows["shifted"]["ours"] == 0.5 and rows["shifted"]["grid"] == 1.0
+    # Shifted only: paper and flat have one true regime everywhere, so they are not mixed.
+    assert rows["mixed"]["calls"] == 2 and rows["mixed"]["diff_se"] > 0
+    assert rows["all"]["calls"] == 6 and rows["all"]["ours"] == pytest.approx(5 / 6)
+    assert rows["all"]["grid"] == pytest.approx(1 / 3) and rows["all"]["diff_se"] < 0
+
+
+def test_paper_is_not_a_mixed_regime_world(mods: tuple[ModuleType, ModuleType]) -> None:
+    _, dvs = mods
+    assert set(dvs.MIXED) == {"contrast", "shifted"}

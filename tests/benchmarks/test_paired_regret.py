@@ -43,12 +43,22 @@ def test_pairs_match_world_and_repetition(paired: ModuleType) -> None:
 
 def test_a_uniform_improvement_is_found_and_no_difference_is_not(paired: ModuleType) -> None:
     better = paired.compare(paired.pairs(outcomes(-0.0005), "random"))
-    assert better["n"] == 120 and better["ours_lower"] == 1.0
+    assert better["n"] == 120 and better["n_reps"] == 20 and better["ours_lower"] == 1.0
     assert better["diff"] == pytest.approx(-0.0005, abs=1e-9)
     lo, hi = better["diff_ci"]
-    assert lo <= -0.0005 + 1e-9 and hi < 0 and better["wilcoxon_p"] < 1e-6
+    # 20 races, all better (as 120 independent pairs it would be ~1e-21).
+    assert lo <= -0.0005 + 1e-9 and hi < 0 and 1e-7 < better["wilcoxon_p"] < 1e-4
     same = paired.compare(paired.pairs(outcomes(0.0), "random"))
     assert same["ours_lower"] == 0.5 and same["diff"] == 0.0 and np.isnan(same["wilcoxon_p"])
+
+
+def test_the_signed_rank_test_counts_races_not_settings(paired: ModuleType) -> None:
+    # 3 races of 6 settings, ours better on all 18: as 18 independent pairs the test would
+    # give p < 1e-3; the settings of a race share its runs, so it sees 3 values and cannot
+    # go below 2 / 2**3.
+    r = paired.compare(paired.pairs(outcomes(-0.0005, reps=range(3), worlds=("a",)), "random"))
+    assert r["n"] == 18 and r["n_reps"] == 3
+    assert r["wilcoxon_p"] > 0.1
 
 
 def test_noise_alone_gives_an_interval_around_zero(paired: ModuleType) -> None:
