@@ -180,6 +180,10 @@ def _span(values: Iterable[float], pad: float, min_width: float) -> tuple[float,
     return lo, hi
 
 
+def _canonical(o: Any) -> tuple[Any, ...]:
+    return (o.model, o.reward, o.budget, o.rho_planned, o.seed, o.flops, o.rho, o.reuse, o.y)
+
+
 class FrontierSurrogate:
     """GP surrogate of one target metric; scikit-learn style (``fit`` returns self).
 
@@ -229,7 +233,10 @@ class FrontierSurrogate:
         Raises :class:`NotFittedError` when fewer than 2 records measured the target.
         """
         t0 = time.perf_counter()
-        obs = extract(records, self.target)
+        # A canonical order: the fit is a function of the set of runs, not of the order
+        # they were told in (a resumed race reads them from the store in another order,
+        # and the hyperparameter optimum can move with the rounding of a permuted sum).
+        obs = sorted(extract(records, self.target), key=_canonical)
         if len(obs) < 2:
             raise NotFittedError(
                 f"surrogate: {len(obs)} record(s) with a {self.target!r} value; need at least 2"
