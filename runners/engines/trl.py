@@ -68,6 +68,27 @@ def _check_option_types(opts: dict[str, Any]) -> None:
             raise ConfigError(f"engine trl: option {key!r} must be {what}, got {v!r}")
     if "use_vllm" in opts and not isinstance(opts["use_vllm"], bool):
         raise ConfigError(f"engine trl: option 'use_vllm' must be true or false, got {opts['use_vllm']!r}")
+    _check_paths(opts)
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def _check_paths(opts: dict[str, Any]) -> None:
+    """A local path that does not exist is a typo: refuse it here, not as a failed run
+    (with retries) and Hugging Face's "Repo id must use alphanumeric chars" later."""
+    for key, hub in (("policy_path", True), ("scorer_path", True), ("data_path", False), ("eval_data", False)):
+        v = opts.get(key)
+        if v is None:
+            continue
+        if not isinstance(v, str | Path) or not str(v):
+            raise ConfigError(f"engine trl: option {key!r} must be a path, got {v!r}")
+        path = Path(str(v)).expanduser()
+        if path.exists() or (hub and _HUB_ID.match(str(v)) and not str(v).startswith(".")):
+            continue
+        also = " or a Hub id like Qwen/Qwen2.5-1.5B-Instruct" if hub else ""
+        raise ConfigError(f"engine trl: option {key!r}: no such file or directory {str(v)!r}; "
+                          f"pass an existing local path{also}")
 
 
 class TrlEngine:

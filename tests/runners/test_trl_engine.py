@@ -77,6 +77,7 @@ def test_a_crash_raises_run_failed_with_a_partial_card(tmp_path: Path) -> None:
     from runners.engines.trl import TrlEngine
     from runners.execution import RunFailed
 
+    (tmp_path / "missing").mkdir()  # exists (a missing path is refused up front), holds no model
     engine = TrlEngine(policy_path=str(tmp_path / "missing"))
     with pytest.raises(RunFailed) as info:
         engine.run(_proposal(), 0)
@@ -171,7 +172,21 @@ def test_prepare_warns_once_per_qwen_model_on_cpu_and_not_on_cuda(
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and all(line.startswith("warning: qwen2.5-") for line in err)
     assert "7.6B parameters" in err[0] and "Qwen/Qwen2.5-7B" in err[0] and "--device cuda" in err[0]
-    TrlEngine(cache_dir=tmp_path, policy_path="/models/q7").prepare(settings[:1])
-    assert "from /models/q7" in capsys.readouterr().err
+    TrlEngine(cache_dir=tmp_path, policy_path=str(tmp_path)).prepare(settings[:1])
+    assert f"from {tmp_path}" in capsys.readouterr().err
     TrlEngine(device="cuda", cache_dir=tmp_path).prepare(settings)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("policy_path", "/nonexistent"), ("scorer_path", "./prm-typo"), ("data_path", "Qwen/prompts"),
+    ("eval_data", "~/no-such-eval"),
+])
+def test_a_missing_local_path_is_refused_before_any_run(key: str, value: str) -> None:
+    from planner.errors import ConfigError
+    from runners.engines.trl import TrlEngine
+
+    with pytest.raises(ConfigError, match=f"option '{key}': no such file or directory") as info:
+        TrlEngine(**{key: value})
+    assert "\n" not in str(info.value)
+    TrlEngine(policy_path="Qwen/Qwen2.5-1.5B-Instruct")  # a Hub id is not a local path
