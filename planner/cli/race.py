@@ -345,6 +345,11 @@ def _calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], res
         if c is None:
             rows.append([s.key, *["-"] * (len(heads) - 1)])
             continue
+        if result is not None and result.runs[s] == 0:
+            # Only other settings' runs speak for it: a call and a stake here would read as
+            # measured (regimes.json keeps the prediction, with runs 0).
+            rows.append([s.key, "-", "-", "no runs", "-", "-", "0"])
+            continue
         mark = {"confident": "", "indifferent": "~", "open": "?"}[decision_state(c, problem)]
         row = [s.key, f"{c.rho_star:.2f}", f"{c.rho_star_ci[0]:.2f}-{c.rho_star_ci[1]:.2f}",
                c.regime + mark, "/".join(f"{100 * c.probabilities[lab]:.0f}" for lab in LABELS),

@@ -338,3 +338,19 @@ def test_bench_checks_names_and_out_before_racing(tmp_path: Path) -> None:
     res = runner.invoke(app, [*base, "--out", str(tmp_path / "afile" / "b.json")])
     assert res.exit_code == 2 and res.stderr.startswith("error: out:")
     assert not (tmp_path / "b.json").exists()
+
+
+def test_a_setting_without_runs_shows_no_call(tmp_path: Path) -> None:
+    """Capped before its first run, a setting has only other settings' runs behind it: the
+    table says so instead of printing a call and a stake that read as measured."""
+    data = tmp_path / "d"
+    res = runner.invoke(app, ["race", "--budget", "1e16", "--data", str(data), "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse,prm", "--max-runs", "3", "--quiet"],
+                        env={"COLUMNS": "100"})
+    assert res.exit_code == 0, res.output
+    rows = {line.split()[0]: line for line in res.output.splitlines() if line.strip().startswith("qwen2.5-1.5b/")}
+    assert rows["qwen2.5-1.5b/prm"].split()[-3:] == ["-", "-", "0"]
+    assert "no runs" in rows["qwen2.5-1.5b/prm"] and "no runs" not in rows["qwen2.5-1.5b/sparse"]
+    doc = json.loads((data / "regimes.json").read_text())
+    prm = next(e for e in doc["settings"] if e["reward"] == "prm")
+    assert prm["runs"] == 0 and prm["decided"] == "open"
