@@ -1,0 +1,66 @@
+"""How much of a benchmark difference is the surrogate's rounding: ours' races of the
+stored main results against the same races (same worlds, repetitions and seeds) after
+the surrogate began fitting its runs in a canonical order (commit "Surrogate fits its runs
+in a canonical order"). The only change is the order of the rows of one GP fit, so every
+difference below is what a permutation of the data, i.e. floating-point rounding in the
+hyperparameter fit, does to a race that feeds its fits back into its proposals.
+
+    python benchmarks/order_sensitivity.py [BEFORE.json] [AFTER.json]
+
+Prints one line per race (right calls of 6, median regret, FLOPs in target-run units)
+and the totals: calls that changed, right calls, pooled median regret.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).parent
+BEFORE = HERE / "planner_bench_results.json"
+AFTER = HERE / "results" / "planner_bench_ours_canonical_order_reps0-2.json"
+
+
+def ours(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    rows = json.loads(path.read_text())["outcomes"]
+    return {(o["world"], o["rep"]): o for o in rows if o["strategy"] == "ours" and o["config"] == ""}
+
+
+def compare(before: dict[tuple[str, int], dict[str, Any]], after: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
+    """Race-by-race differences over the races present in both."""
+    keys = sorted(set(before) & set(after))
+    lines, changed, calls, ra, rb = [], 0, 0, [], []
+    right = [0, 0]
+    for k in keys:
+        x, y = before[k], after[k]
+        changed += sum(p != q for p, q in zip(x["same"], y["same"], strict=True))
+        calls += len(y["same"])
+        right[0] += sum(x["same"])
+        right[1] += sum(y["same"])
+        ra += x["regret"]
+        rb += y["regret"]
+        lines.append((k, sum(x["same"]), sum(y["same"]), float(np.median(x["regret"])), float(np.median(y["regret"])),
+                      x["flops_target_units"], y["flops_target_units"], x["same"] == y["same"]))
+    return {"races": len(keys), "lines": lines, "changed": changed, "calls": calls, "right": right,
+            "regret_median": (float(np.median(ra)), float(np.median(rb)))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("before", nargs="?", type=Path, default=BEFORE)
+    ap.add_argument("after", nargs="?", type=Path, default=AFTER)
+    args = ap.parse_args()
+    r = compare(ours(args.before), ours(args.after))
+    print(f"{'world':<9} rep  right (of 6)  regret median     FLOPs (units)   same calls")
+    for (w, rep), a, b, ga, gb, fa, fb, same in r["lines"]:
+        print(f"{w:<9} {rep:>3}  {a} -> {b}        {ga:.4f} -> {gb:.4f}  {fa:5.1f} -> {fb:5.1f}   {'yes' if same else 'no'}")
+    print(f"{r['races']} races: {r['changed']} of {r['calls']} calls changed; right {r['right'][0]} -> "
+          f"{r['right'][1]}; pooled median regret {r['regret_median'][0]:.4f} -> {r['regret_median'][1]:.4f}")
+
+
+if __name__ == "__main__":
+    main()

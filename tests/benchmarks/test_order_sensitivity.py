@@ -1,0 +1,29 @@
+"""benchmarks/order_sensitivity.py: the stored main races against the same races fitted in
+a canonical record order (the numbers docs/benchmark.md quotes)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+
+
+def test_compare_counts_changed_calls_on_hand_made_races(load_script: Callable[..., ModuleType]) -> None:
+    m = load_script("order_sensitivity", "order_sensitivity_t")
+
+    def race(same: list[bool], regret: list[float]) -> dict:
+        return {"same": same, "regret": regret, "flops_target_units": 6.0}
+
+    before = {("w", 0): race([True, True], [0.1, 0.3]), ("w", 1): race([False, True], [0.0, 0.0])}
+    after = {("w", 0): race([True, False], [0.2, 0.2]), ("w", 1): race([False, True], [0.0, 0.0]),
+             ("w", 2): race([True, True], [0.0, 0.0])}  # only in one file: not compared
+    r = m.compare(before, after)
+    assert (r["races"], r["changed"], r["calls"], r["right"]) == (2, 1, 4, [3, 2])
+    assert [line[-1] for line in r["lines"]] == [False, True]
+
+
+def test_stored_files_give_the_quoted_totals(load_script: Callable[..., ModuleType]) -> None:
+    m = load_script("order_sensitivity", "order_sensitivity_t")
+    r = m.compare(m.ours(m.BEFORE), m.ours(m.AFTER))
+    assert (r["races"], r["changed"], r["calls"], r["right"]) == (15, 19, 90, [75, 72])
+    assert sum(not line[-1] for line in r["lines"]) == 12  # races whose calls changed
+    assert [round(x, 4) for x in r["regret_median"]] == [0.0014, 0.0014]
