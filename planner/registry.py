@@ -98,8 +98,10 @@ def get_model(name: str) -> Architecture:
     try:
         return _models()[name]
     except KeyError:
-        known = ", ".join(list_models(None))
-        raise ConfigError(f"model: unknown model {name!r}; use one of: {known}") from None
+        policies = ", ".join(list_models("policy"))
+        others = ", ".join(n for n in list_models(None) if n not in list_models("policy"))
+        raise ConfigError(f"model: unknown model {name!r}; use a policy: {policies}"
+                          + (f" (reward models: {others})" if others else "")) from None
 
 
 def get_reward(name: str) -> RewardSystem:

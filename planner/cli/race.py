@@ -149,8 +149,9 @@ def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float
 
     t = Table(title=f"{len(props)} proposals from {n_records} records ({elapsed:.1f} s)",
               box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
-              caption="split: search / learning / reward share of the planned FLOPs; "
-                      "acq. gain: expected reduction of regime bits + rho* spread")
+              caption="split: search / learning / reward share of the planned FLOPs"
+                      + ("; acq. gain: expected reduction of regime bits + rho* spread"
+                         if any(p.reason.startswith("acquisition") for p in props) else ""))
     # One line per proposal, numbers whole, at 80 columns too: 60 proposals wrapped to 7
     # lines each buried the table. Only "why" gives way; the full reason is in the file.
     rows = []

@@ -23,6 +23,18 @@ POLICIES = list_models("policy")
 GRID = list(itertools.product(POLICIES, REWARD_SYSTEMS, [0.3, 0.45, 0.6, 0.72, 0.9], [1e16, 1e18]))
 
 
+def test_an_unknown_model_lists_policies_apart_from_reward_models() -> None:
+    from planner.errors import ConfigError
+    from planner.registry import get_model
+
+    with pytest.raises(ConfigError) as info:
+        get_model("qwen2.5-15b")
+    msg = str(info.value)
+    policies, _, prms = msg.partition("(reward models:")
+    assert "qwen2.5-7b" in policies and "tiny-s" in policies and "prm" not in policies
+    assert "qwen2.5-math-prm-7b" in prms and "tiny-prm" in prms
+
+
 def test_registry_has_every_policy() -> None:
     assert set(POLICIES) == {"qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "tiny-s", "tiny-m", "tiny-l"}
 
