@@ -45,13 +45,16 @@ def write_proposals(
     return atomic_write_text(path, body.model_dump_json(indent=2))
 
 
-def read_proposals(path: str | Path) -> ProposalSet:
-    """Read and validate a proposals file; one-line :class:`ConfigError` on any problem."""
+def read_proposals(path: str | Path, *, field: str = "proposals") -> ProposalSet:
+    """Read and validate a proposals file; one-line :class:`ConfigError` on any problem,
+    naming ``field`` (the option that gave the path) for a missing file."""
     path = Path(path)
     if path.is_dir():
-        raise ConfigError(f"proposals: {str(path)!r} is a directory; give the proposals.json file in it")
+        raise ConfigError(f"{field}: {str(path)!r} is a directory; give the proposals.json file in it")
     if not path.is_file():
-        raise ConfigError(f"proposals: no such file {str(path)!r}; run `planner suggest` first")
+        raise ConfigError(f"{field}: no such file {str(path)!r}; "
+                          + ("run `planner suggest` first" if field == "proposals"
+                             else "give the proposals.json of the runs still executing"))
     if path.stat().st_size > MAX_PROPOSALS_BYTES:
         raise ConfigError(
             f"proposals: {path} is {path.stat().st_size} bytes, over the "

@@ -129,7 +129,7 @@ def suggest(
         store = open_store(data)
         strategy.tell(store.records())
         _warn_corrupt(store)
-    waiting = list(read_proposals(pending).proposals) if pending is not None else []
+    waiting = list(read_proposals(pending, field="pending").proposals) if pending is not None else []
     done = {r.proposal_id for r in strategy.records_}
     waiting = [p for p in waiting if p.id not in done]
     skip = {p.id for p in waiting}

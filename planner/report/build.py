@@ -80,7 +80,8 @@ def build_report(
     if target not in targets or any(t not in TARGETS for t in targets):
         raise ConfigError(f"target: unknown target {target!r}; use one of: {', '.join(TARGETS)}")
     if not Path(data_dir).is_dir():
-        raise ConfigError(f"data: no such directory {str(data_dir)!r}; pass the --data of a campaign")
+        what = f"{str(data_dir)!r} is a file" if Path(data_dir).is_file() else f"no such directory {str(data_dir)!r}"
+        raise ConfigError(f"data: {what}; pass the --data directory of a campaign")
     out = Path(out)
     with _progress(progress) as prog:
         steps = 2 + 2 * len(targets)

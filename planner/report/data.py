@@ -175,7 +175,8 @@ def load_records(data_dir: Path) -> tuple[list[RunRecord], list[RunRecord], list
     from planner.engine import open_store
 
     if not data_dir.is_dir():
-        raise ConfigError(f"data: no such directory {str(data_dir)!r}; pass the --data of a campaign")
+        what = f"{str(data_dir)!r} is a file" if Path(data_dir).is_file() else f"no such directory {str(data_dir)!r}"
+        raise ConfigError(f"data: {what}; pass the --data directory of a campaign")
     store = open_store(data_dir)
     ok = store.records(status="ok")
     corrupt = [(str(c.path), c.reason) for c in getattr(store, "corrupt_", [])]

@@ -231,3 +231,15 @@ def test_race_calls_the_refit_does_not_repeat_are_flagged_and_odd_summaries_rend
     for line in md.splitlines():  # captions: rho* is a name, never the end of the italics
         if line.startswith("*") and "rho" in line:
             assert "rho\\*" in line and "rho* " not in line
+
+
+def test_report_and_suggest_name_the_path_option_that_is_wrong(tmp_path: Path) -> None:
+    runner = CliRunner()
+    afile = tmp_path / "proposals.json"
+    afile.write_text("{}")
+    res = runner.invoke(app, ["report", "--data", str(afile), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 2 and "data: " in res.output and "is a file" in res.output
+    res = runner.invoke(app, ["suggest", "--budget", "1e16", "--data", str(tmp_path / "d"),
+                              "--pending", str(tmp_path / "nosuch.json"), "--out", str(tmp_path / "p.json")])
+    assert res.exit_code == 2 and "pending: no such file" in res.output, res.output
+    assert not (tmp_path / "r").exists() and not (tmp_path / "p.json").exists()
