@@ -267,7 +267,25 @@ def race(
     doc = regimes_document(result, engine=engine, simulated=engine == "sim", world=world_name)
     path = write_regimes(data / "regimes.json", doc)
     display.final(result, path)
+    _say_raised_pilots(problem, store.records())
     _warn_corrupt(store)
+
+
+def _say_raised_pilots(problem: Any, records: list[Any]) -> None:
+    """Where a setting's pilots ran above --pilot-budget (the design raises it when that
+    budget buys too few prompt groups), as ``planner suggest`` says when it proposes them."""
+    from planner.design import ISO_RAISED
+    from planner.frontier import Setting
+
+    raised: dict[str, float] = {}
+    for r in records:
+        s = Setting(r.model, r.reward)
+        if s in problem.settings and problem.pilot_budget * 1.01 < r.budget < problem.budget / 1.5:
+            raised[s.key] = max(raised.get(s.key, 0.0), r.budget)
+    if raised:
+        typer.echo(f"{ISO_RAISED} for " + ", ".join(f"{k} (to {b:.2g})" for k, b in sorted(raised.items()))
+                   + f" from {problem.pilot_budget:.2g}: the requested one buys too few prompt groups "
+                   "to land every design point")
 
 
 def _warn_corrupt(store: Any) -> None:

@@ -354,3 +354,14 @@ def test_a_setting_without_runs_shows_no_call(tmp_path: Path) -> None:
     doc = json.loads((data / "regimes.json").read_text())
     prm = next(e for e in doc["settings"] if e["reward"] == "prm")
     assert prm["runs"] == 0 and prm["decided"] == "open"
+
+
+def test_race_says_where_it_raised_a_pilot_budget(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["race", "--budget", "1e16", "--pilot-budget", "1e14", "--data", str(tmp_path / "d"),
+                              "--models", "qwen2.5-1.5b", "--rewards", "sparse,prm", "--max-runs", "6", "--quiet"])
+    assert res.exit_code == 0, res.output
+    raised = [line for line in res.output.splitlines() if line.startswith("pilot budget raised")]
+    assert len(raised) == 1 and "qwen2.5-1.5b/prm (to 2.4e+14) from 1e+14" in raised[0]
+    assert "sparse" not in raised[0]  # 1e14 buys sparse's design
+    budgets = {r.budget for r in PilotStore(tmp_path / "d").records() if r.reward == "prm"}
+    assert len(budgets) == 1 and f"{budgets.pop():.2g}" == "2.4e+14"
