@@ -84,11 +84,17 @@ def execute(
     )
     from runners.execution import execute as run_proposals
 
-    res = run_proposals(
-        pset, data=data, engine=engine, engine_options=options, seeds=seeds, backend=backend,
-        workers=workers, retries=retries, timeout_s=None if timeout_min is None else timeout_min * 60,
-        backend_options=backend_opts, show_progress=progress and not as_json,
-    )
+    try:
+        res = run_proposals(
+            pset, data=data, engine=engine, engine_options=options, seeds=seeds, backend=backend,
+            workers=workers, retries=retries, timeout_s=None if timeout_min is None else timeout_min * 60,
+            backend_options=backend_opts, show_progress=progress and not as_json,
+        )
+    except KeyboardInterrupt:
+        # Finished runs are in the store (each written atomically); rerunning skips them.
+        typer.echo(f"interrupted: the finished runs are kept in {data}; rerun the same command to run "
+                   "the rest", err=True)
+        raise typer.Exit(130) from None
     summary = res.summary()
     if as_json:
         typer.echo(json.dumps(summary, indent=2))

@@ -82,3 +82,19 @@ def test_sigkill_then_rerun_gives_exactly_twenty(tmp_path: Path) -> None:
     assert sorted(r.run_id for r in ok) == expected  # exactly 20, no duplicates
     assert len(list(runs.glob("*.parquet"))) == 20
     assert at_kill <= {r.run_id for r in ok}
+
+
+def test_ctrl_c_says_what_is_kept_and_exits_130(tmp_path: Path) -> None:
+    path, _ = proposals(tmp_path)
+    data = tmp_path / "data"
+    first = runners(["execute", str(path), "--data", str(data), "--engine", "test_execute_kill:PacedSim",
+                     "--workers", "2", "--json"])
+    runs = data / "runs"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (runs.is_dir() and len(list(runs.glob("*.parquet"))) >= 3):
+        time.sleep(0.01)
+    os.kill(first.pid, signal.SIGINT)
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 130, err
+    assert err.strip().splitlines()[-1].startswith(f"interrupted: the finished runs are kept in {data}")
+    assert PilotStore(data).scan(status=None).corrupt == []
