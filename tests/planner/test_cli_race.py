@@ -365,3 +365,21 @@ def test_race_says_where_it_raised_a_pilot_budget(tmp_path: Path) -> None:
     assert "sparse" not in raised[0]  # 1e14 buys sparse's design
     budgets = {r.budget for r in PilotStore(tmp_path / "d").records() if r.reward == "prm"}
     assert len(budgets) == 1 and f"{budgets.pop():.2g}" == "2.4e+14"
+
+
+def test_the_report_refit_makes_the_races_calls(tmp_path: Path) -> None:
+    """The report refits the store's runs (file order); the race fitted them in the order
+    it ran them. The fit is a function of the set of runs, so both make the same calls."""
+    data = tmp_path / "d"
+    res = runner.invoke(app, ["race", "--budget", "1e16", "--data", str(data), "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse,prm", "--max-runs", "10", "--quiet"])
+    assert res.exit_code == 0, res.output
+    race = json.loads((data / "regimes.json").read_text())
+    res = runner.invoke(app, ["report", "--data", str(data), "--out", str(tmp_path / "r"), "-q"])
+    assert res.exit_code == 0, res.output
+    refit = json.loads((tmp_path / "r" / "regimes.json").read_text())
+    at_target = {e["reward"]: e for e in refit["settings"] if e["budget"] == 1e16 and e["target"] == "native"}
+    for e in race["settings"]:
+        r = at_target[e["reward"]]
+        assert (r["regime"], r["rho_star"]) == (e["regime"], e["rho_star"])
+        assert r["probabilities"] == e["probabilities"]
