@@ -96,11 +96,16 @@ def _extras(card: Any) -> str:
         if isinstance(v, list | tuple):
             text = f"{len(v)} entries"
         elif isinstance(v, dict):
-            text = ", ".join(f"{a} {b}" for a, b in v.items())
+            text = ", ".join(f"{a} {_num(b)}" for a, b in v.items())
         else:
-            text = str(v)
+            text = _num(v)
         parts.append(f"{k}: {text[:120]}")
     return "; ".join(parts)
+
+
+def _num(v: Any) -> str:
+    # FLOP counts arrive as floats with every digit ("29998671872.0"): 4 significant ones.
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 def card_fields(record: RunRecord) -> dict[str, str]:
@@ -148,7 +153,7 @@ def card_fields(record: RunRecord) -> dict[str, str]:
         ),
         "seed": str(record.seed),
         "metrics": ", ".join(
-            f"{t} {v:.3f}"
+            f"{t} {v:.3f}" + (f" (base {b:.3f})" if (b := getattr(record.metrics, f"{t}_base")) is not None else "")
             for t in ("native", "pass1", "judge")
             if (v := getattr(record.metrics, t)) is not None
         )

@@ -36,6 +36,17 @@ def test_card_fields_match_the_record(campaign: Path) -> None:
     assert "world" in f["software"] and "total" in f["wall"]
 
 
+def test_card_shows_base_metrics_and_short_engine_numbers(campaign: Path) -> None:
+    from planner.schema import Metrics
+
+    rec = open_store(campaign).records(status="ok")[0]
+    card = rec.card.model_copy(update={"passes": {"search": 29998671872.0, "train": 17}})
+    rec = rec.model_copy(update={"card": card, "metrics": Metrics(native=0.661, native_base=0.647, judge=0.5)})
+    f = card_fields(rec)
+    assert f["metrics"] == "native 0.661 (base 0.647), judge 0.500"
+    assert f["extras"] == "passes: search 3e+10, train 17"
+
+
 def test_runners_card_prints_one(campaign: Path) -> None:
     rec = open_store(campaign).records(status="ok")[0]
     res = CliRunner().invoke(app, ["card", rec.run_id, "--data", str(campaign)], env={"COLUMNS": "160"})
