@@ -72,7 +72,7 @@ def save(spec: FigureSpec, folder: Path) -> tuple[Path, Path, bytes]:
 
 # ----------------------------------------------------------------------------- frontier
 def frontier_figure(data: ReportData, fr: Frontier) -> FigureSpec:
-    fig = _figure(7.2, 4.4)
+    fig = _figure(8.8, 4.4)  # the legend sits right of the axes: inside it covered runs
     ax = fig.add_subplot()
     g, m, sd = fr.grid, fr.mean, fr.std
     ax.fill_between(g, m - Z90 * sd, m + Z90 * sd, color="#4C72B0", alpha=0.15, lw=0, label="90% band")
@@ -80,7 +80,7 @@ def frontier_figure(data: ReportData, fr: Frontier) -> FigureSpec:
     ax.plot(g, m, color="#1f3b73", lw=2, label="posterior mean")
     runs = [r for r in data.ok if Setting(r.model, r.reward, float(r.budget)) == fr.setting]
     if not runs:
-        # bottom centre: the legend sits top right, the regime box bottom left
+        # bottom centre, clear of the regime box bottom left
         ax.text(0.62, 0.04, "no runs at this budget:\nextrapolated from other budgets",
                 transform=ax.transAxes, ha="center", va="bottom", fontsize=8, color="#8a5a00",
                 bbox={"boxstyle": "round", "fc": "white", "ec": "#e08a00", "alpha": 0.9})
@@ -105,7 +105,7 @@ def frontier_figure(data: ReportData, fr: Frontier) -> FigureSpec:
     ax.set_xlabel("rho = learning FLOPs / total FLOPs")
     ax.set_ylabel(f"{fr.target} (after training)")
     ax.set_title(f"Frontier: {fr.setting.label} (model / reward / budget)", fontsize=10)
-    ax.legend(fontsize=7, loc="upper right", framealpha=0.9)
+    fig.legend(fontsize=7, loc="outside right upper")
     ax.grid(alpha=0.3)
     foot = _footer(fig, data, fr.target)
     cap = (f"Frontier of {fr.setting.label} under {fr.target}: posterior mean with 50% and 90% bands, "
@@ -175,6 +175,10 @@ def size_figure(data: ReportData) -> FigureSpec | None:
             ax.errorbar(x, ys, yerr=np.clip(err, 0, None), fmt="-o", capsize=3, label=rw, color=f"C{k}")
         ax.axhline(0.5, color="#888888", lw=1, ls=":")
         ax.set_xscale("log")
+        # At least a factor 4 of room: with one policy the autoscaled axis spans only the
+        # rewards' 3% offsets, which then sit at opposite edges.
+        xs = [params[s.model] for s in fit.frontiers if s.budget == b]
+        ax.set_xlim(min(xs) / 2, max(xs) * 2)
         # Ticks at the policies themselves: "3.1B" says more than 3 x 10^9.
         sizes = sorted({(params[s.model], s.model) for s in fit.frontiers if s.budget == b})
         ax.set_xticks([p for p, _ in sizes], [f"{m}\n{p / 1e9:.3g}B" if p >= 1e8 else f"{m}\n{p / 1e6:.3g}M"
