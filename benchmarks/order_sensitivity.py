@@ -5,7 +5,7 @@ in a canonical order"). The only change is the order of the rows of one GP fit, 
 difference below is what a permutation of the data, i.e. floating-point rounding in the
 hyperparameter fit, does to a race that feeds its fits back into its proposals.
 
-    python benchmarks/order_sensitivity.py [BEFORE.json] [AFTER.json]
+    python benchmarks/order_sensitivity.py [BEFORE.json [AFTER.json ...]]
 
 Prints one line per race (right calls of 6, median regret, FLOPs in target-run units)
 and the totals: calls that changed, right calls, pooled median regret.
@@ -22,12 +22,20 @@ import numpy as np
 
 HERE = Path(__file__).parent
 BEFORE = HERE / "planner_bench_results.json"
-AFTER = HERE / "results" / "planner_bench_ours_canonical_order_reps0-2.json"
+AFTER = (HERE / "results" / "planner_bench_ours_canonical_order_reps0-2.json",
+         HERE / "results" / "planner_bench_ours_canonical_order_reps3-9.json")
 
 
 def ours(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
     rows = json.loads(path.read_text())["outcomes"]
     return {(o["world"], o["rep"]): o for o in rows if o["strategy"] == "ours" and o["config"] == ""}
+
+
+def merged(paths: list[Path] | tuple[Path, ...]) -> dict[tuple[str, int], dict[str, Any]]:
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for p in paths:
+        out |= ours(p)
+    return out
 
 
 def compare(before: dict[tuple[str, int], dict[str, Any]], after: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
@@ -52,9 +60,10 @@ def compare(before: dict[tuple[str, int], dict[str, Any]], after: dict[tuple[str
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("before", nargs="?", type=Path, default=BEFORE)
-    ap.add_argument("after", nargs="?", type=Path, default=AFTER)
+    ap.add_argument("after", nargs="*", type=Path, default=list(AFTER),
+                    help="files of the rerun (disjoint repetitions, merged)")
     args = ap.parse_args()
-    r = compare(ours(args.before), ours(args.after))
+    r = compare(ours(args.before), merged(args.after))
     print(f"{'world':<9} rep  right (of 6)  regret median     FLOPs (units)   same calls")
     for (w, rep), a, b, ga, gb, fa, fb, same in r["lines"]:
         print(f"{w:<9} {rep:>3}  {a} -> {b}        {ga:.4f} -> {gb:.4f}  {fa:5.1f} -> {fb:5.1f}   {'yes' if same else 'no'}")
