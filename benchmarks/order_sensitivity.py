@@ -7,8 +7,10 @@ hyperparameter fit, does to a race that feeds its fits back into its proposals.
 
     python benchmarks/order_sensitivity.py [BEFORE.json [AFTER.json ...]]
 
-Prints one line per race (right calls of 6, median regret, FLOPs in target-run units)
-and the totals: calls that changed, right calls, pooled median regret.
+Prints one line per race (right calls of 6, median regret, FLOPs in target-run units),
+the totals (calls that changed, right calls, pooled median regret), then both sides'
+pooled figures (same-regime rate, decidable and p >= 0.9 calls right, regret, FLOPs) and
+each world's same-regime rate.
 """
 
 from __future__ import annotations
@@ -57,6 +59,26 @@ def compare(before: dict[tuple[str, int], dict[str, Any]], after: dict[tuple[str
             "regret_median": (float(np.median(ra)), float(np.median(rb)))}
 
 
+def summary(races: dict[tuple[str, int], dict[str, Any]], world: str | None = None) -> dict[str, Any]:
+    """Pooled (or one world's) figures of a set of ours' races: same-regime rate and its
+    binomial standard error, decidable and confident calls right, median regret, FLOPs."""
+    rs = [o for (w, _), o in sorted(races.items()) if world is None or w == world]
+    same = [s for o in rs for s in o["same"]]
+    dec = [s for o in rs for s, d in zip(o["same"], o["decidable"], strict=True) if d]
+    conf = [s for o in rs for s, c in zip(o["same"], o["confident"], strict=True) if c]
+    p = float(np.mean(same))
+    return {"races": len(rs), "same": p, "se": float(np.sqrt(p * (1 - p) / len(same))),
+            "decidable": (sum(dec), len(dec)), "confident": (sum(conf), len(conf)),
+            "regret_median": float(np.median([x for o in rs for x in o["regret"]])),
+            "flops": float(np.mean([o["flops_target_units"] for o in rs]))}
+
+
+def _line(tag: str, m: dict[str, Any]) -> str:
+    return (f"{tag:<9} same-regime {m['same']:.3f} +- {m['se']:.3f}, decidable {m['decidable'][0]}/"
+            f"{m['decidable'][1]}, p >= 0.9 calls right {m['confident'][0]}/{m['confident'][1]}, "
+            f"regret median {m['regret_median']:.4f}, {m['flops']:.1f} units")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("before", nargs="?", type=Path, default=BEFORE)
@@ -69,6 +91,12 @@ def main() -> None:
         print(f"{w:<9} {rep:>3}  {a} -> {b}        {ga:.4f} -> {gb:.4f}  {fa:5.1f} -> {fb:5.1f}   {'yes' if same else 'no'}")
     print(f"{r['races']} races: {r['changed']} of {r['calls']} calls changed; right {r['right'][0]} -> "
           f"{r['right'][1]}; pooled median regret {r['regret_median'][0]:.4f} -> {r['regret_median'][1]:.4f}")
+    before, after = ours(args.before), merged(args.after)
+    common = {k: before[k] for k in after if k in before}
+    print(_line("before", summary(common)))
+    print(_line("after", summary(after)))
+    for w in sorted({w for w, _ in after}):
+        print(f"  {w:<9} same-regime {summary(common, w)['same']:.3f} -> {summary(after, w)['same']:.3f}")
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ def read_proposals(path: str | Path, *, field: str = "proposals") -> ProposalSet
                              else "give the proposals.json of the runs still executing"))
     if path.stat().st_size > MAX_PROPOSALS_BYTES:
         raise ConfigError(
-            f"proposals: {path} is {path.stat().st_size} bytes, over the "
+            f"{field}: {path} is {path.stat().st_size} bytes, over the "
             f"{MAX_PROPOSALS_BYTES} byte limit; split it into smaller files"
         )
     pset = ProposalSet.load_json(path.read_bytes())

@@ -98,9 +98,9 @@ def get_model(name: str) -> Architecture:
     try:
         return _models()[name]
     except KeyError:
-        policies = ", ".join(list_models("policy"))
-        others = ", ".join(n for n in list_models(None) if n not in list_models("policy"))
-        raise ConfigError(f"model: unknown model {name!r}; use a policy: {policies}"
+        policies = list_models("policy")
+        others = ", ".join(n for n in list_models(None) if n not in policies)
+        raise ConfigError(f"model: unknown model {name!r}; use a policy: {', '.join(policies)}"
                           + (f" (reward models: {others})" if others else "")) from None
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-__all__ = ["OneLineErrors", "app", "check_output_file", "command", "emit_json", "guard", "parse_budget", "parse_list", "parse_option"]
+__all__ = ["OneLineErrors", "app", "check_output_file", "command", "emit_json", "engine_options", "guard", "parse_budget", "parse_list", "parse_option"]
 
 class OneLineErrors(typer.core.TyperGroup):
     """Usage errors (a bad option value, a missing option) as one ``error:`` line on stderr
@@ -80,6 +80,21 @@ def parse_list(value: str | None, field: str = "list") -> list[str] | None:
         raise ConfigError(f"{field}: empty list {value!r}; give comma-separated names, or leave --{field} out "
                           "for the default")
     return items
+
+
+def engine_options(engine: str, options: list[str] | None, world: str | None) -> dict[str, Any]:
+    """Engine options from ``-o KEY=VALUE`` flags and ``--world`` (the sim's only; a world
+    given both ways must be the same one)."""
+    from planner.errors import ConfigError
+
+    opts: dict[str, Any] = dict(parse_option(o) for o in options or [])
+    if world is not None:
+        if engine != "sim":
+            raise ConfigError(f"world: only the sim engine takes a world, not {engine!r}; drop --world")
+        if opts.get("world", world) != world:
+            raise ConfigError(f"world: --world {world} and -o world={opts['world']} disagree; give one")
+        opts["world"] = world  # a path or a shipped name; the sim engine resolves and checks it
+    return opts
 
 
 def parse_option(text: str) -> tuple[str, Any]:

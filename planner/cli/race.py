@@ -13,9 +13,9 @@ from planner.cli.app import (
     check_output_file,
     command,
     emit_json,
+    engine_options,
     parse_budget,
     parse_list,
-    parse_option,
 )
 
 if TYPE_CHECKING:
@@ -229,17 +229,11 @@ def race(
         raise ConfigError(f"confidence: must lie in (0, 1), got {confidence}; e.g. --confidence 0.9")
     flops_cap = parse_budget(max_flops, "max-flops") if max_flops is not None else None
     runs_cap = max_runs if max_runs is not None else DEFAULT_RUNS_PER_SETTING * len(problem.settings)
-    opts: dict[str, Any] = dict(parse_option(o) for o in option or [])
+    opts = engine_options(engine, option, world)
     if device is not None:
         if engine != "trl":
             raise ConfigError(f"device: only the trl engine takes a device, not {engine!r}; drop --device")
         opts["device"] = device
-    if world is not None:
-        if engine != "sim":
-            raise ConfigError(f"world: only the sim engine takes a world, not {engine!r}; drop --world")
-        if opts.get("world", world) != world:
-            raise ConfigError(f"world: --world {world} and -o world={opts['world']} disagree; give one")
-        opts["world"] = world
     eng = load_engine(engine, **opts)
     if strategy != "ours" and anchors is not None:
         raise ConfigError(f"anchors: only the ours strategy takes anchors, not {strategy!r}; drop --anchors")

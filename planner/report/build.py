@@ -71,7 +71,7 @@ def build_report(
     unknown target.
     """
     from planner.errors import ConfigError
-    from planner.report.data import assemble
+    from planner.report.data import assemble, check_campaign_dir
     from planner.report.document import blocks, regimes_json, status_line, status_of
     from planner.report.figures import all_figures, n_figures, save
     from planner.report.render import FigureRef, to_html, to_markdown
@@ -79,9 +79,7 @@ def build_report(
     # Bad input fails before any progress display starts: one clean error line.
     if target not in targets or any(t not in TARGETS for t in targets):
         raise ConfigError(f"target: unknown target {target!r}; use one of: {', '.join(TARGETS)}")
-    if not Path(data_dir).is_dir():
-        what = f"{str(data_dir)!r} is a file" if Path(data_dir).is_file() else f"no such directory {str(data_dir)!r}"
-        raise ConfigError(f"data: {what}; pass the --data directory of a campaign")
+    check_campaign_dir(data_dir)
     out = Path(out)
     with _progress(progress) as prog:
         steps = 2 + 2 * len(targets)

@@ -33,6 +33,7 @@ __all__ = [
     "Setting",
     "TargetFit",
     "assemble",
+    "check_campaign_dir",
     "disagreements",
     "load_records",
 ]
@@ -170,13 +171,18 @@ class ReportData:
         return bool(self.failed) and not self.ok
 
 
+def check_campaign_dir(data_dir: str | Path) -> None:
+    """A one-line :class:`ConfigError` unless ``data_dir`` is a directory (a pilot store)."""
+    if not Path(data_dir).is_dir():
+        what = f"{str(data_dir)!r} is a file" if Path(data_dir).is_file() else f"no such directory {str(data_dir)!r}"
+        raise ConfigError(f"data: {what}; pass the --data directory of a campaign")
+
+
 def load_records(data_dir: Path) -> tuple[list[RunRecord], list[RunRecord], list[tuple[str, str]]]:
     """ok records, failed attempts and corrupt files (name, reason) of a pilot store."""
     from planner.engine import open_store
 
-    if not data_dir.is_dir():
-        what = f"{str(data_dir)!r} is a file" if Path(data_dir).is_file() else f"no such directory {str(data_dir)!r}"
-        raise ConfigError(f"data: {what}; pass the --data directory of a campaign")
+    check_campaign_dir(data_dir)
     store = open_store(data_dir)
     ok = store.records(status="ok")
     corrupt = [(str(c.path), c.reason) for c in getattr(store, "corrupt_", [])]

@@ -25,10 +25,10 @@ def card(
 
     from planner.errors import ConfigError
     from planner.report.cards import rich_card
+    from planner.report.data import check_campaign_dir
     from runners.store import PilotStore
 
-    if not data.is_dir():
-        raise ConfigError(f"data: no such directory {str(data)!r}; pass the --data of a campaign")
+    check_campaign_dir(data)
     store = PilotStore(data)
     records = store.records(status=None)
     matches = [r for r in records if r.run_id == run_id]

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.app import parse_option as _parse_option
+from planner.cli.app import engine_options
 from runners.cli.app import command
 
 DataOpt = Annotated[Path, typer.Option("--data", "-d", help="Pilot store directory.")]
@@ -67,13 +67,7 @@ def execute(
     if data.exists() and not data.is_dir():
         raise ConfigError(f"data: {str(data)!r} is a file; give a directory for the pilot store")
     pset = read_proposals(proposals)
-    options: dict[str, Any] = dict(_parse_option(o) for o in option or [])
-    if world is not None:
-        if engine != "sim":
-            raise ConfigError(f"world: only the sim engine takes a world, not {engine!r}; drop --world")
-        if options.get("world", world) != world:
-            raise ConfigError(f"world: --world {world} and -o world={options['world']} disagree; give one")
-        options["world"] = world  # a path or a shipped name; the sim engine resolves and checks it
+    options = engine_options(engine, option, world)
     if device is not None:
         options["device"] = device
     backend_opts = _backend_options(

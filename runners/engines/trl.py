@@ -84,7 +84,7 @@ def _check_paths(opts: dict[str, Any]) -> None:
         if not isinstance(v, str | Path) or not str(v):
             raise ConfigError(f"engine trl: option {key!r} must be a path, got {v!r}")
         path = Path(str(v)).expanduser()
-        if path.exists() or (hub and _HUB_ID.match(str(v)) and not str(v).startswith(".")):
+        if path.exists() or (hub and _HUB_ID.match(str(v))):
             continue
         also = " or a Hub id like Qwen/Qwen2.5-1.5B-Instruct" if hub else ""
         raise ConfigError(f"engine trl: option {key!r}: no such file or directory {str(v)!r}; "

@@ -30,3 +30,16 @@ def test_stored_files_give_the_quoted_totals(load_script: Callable[..., ModuleTy
     assert (r["races"], r["changed"], r["calls"], r["right"]) == (50, 46, 300, [253, 255])
     assert sum(not line[-1] for line in r["lines"]) == 31
     assert [round(x, 4) for x in r["regret_median"]] == [0.0014, 0.0014]
+
+
+def test_summary_gives_the_quoted_pooled_and_per_world_figures(load_script: Callable[..., ModuleType]) -> None:
+    m = load_script("order_sensitivity", "order_sensitivity_t")
+    after = m.summary(m.merged(m.AFTER))
+    assert (round(after["same"], 3), round(after["se"], 3)) == (0.850, 0.021)
+    assert after["decidable"] == (68, 70) and after["confident"] == (136, 141)
+    assert round(after["flops"], 1) == 35.1 and round(after["regret_median"], 4) == 0.0014
+    worlds = {w: round(m.summary(m.merged(m.AFTER), w)["same"], 3)
+              for w in ("contrast", "flat", "noisy", "paper", "shifted")}
+    assert worlds == {"contrast": 0.683, "flat": 0.983, "noisy": 0.867, "paper": 0.900, "shifted": 0.817}
+    before = m.summary(m.ours(m.BEFORE))
+    assert (round(before["same"], 3), before["decidable"], before["confident"]) == (0.843, (67, 70), (130, 133))
