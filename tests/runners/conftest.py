@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,20 @@ def tiny_world_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from runners.tinyworld.pretrain import ensure_policy, ensure_prm
 
     root = tmp_path_factory.mktemp("tiny-world")
-    ensure_policy("tiny-s", quick=True, cache_dir=root, progress=False)
+    # The PRMs (~1 min) train in a second process while the policy (~2 min) trains here:
+    # each on one thread, so the weights are those of a serial build, and the suite's
+    # longest setup waits for the policy alone on a 2-core machine.
+    code = ("import sys; from pathlib import Path; from runners.tinyworld.pretrain import ensure_prm\n"
+            "for name in ('tiny-prm', 'tiny-prm-s'):\n"
+            "    ensure_prm(name, quick=True, cache_dir=Path(sys.argv[1]), progress=False)")
+    prms = subprocess.Popen([sys.executable, "-c", code, str(root)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        ensure_policy("tiny-s", quick=True, cache_dir=root, progress=False)
+    finally:
+        out, _ = prms.communicate()
+    assert prms.returncode == 0, out
+    # Cached by the second process: these return at once.
     ensure_prm("tiny-prm", quick=True, cache_dir=root, progress=False)
     ensure_prm("tiny-prm-s", quick=True, cache_dir=root, progress=False)
     return root
