@@ -103,7 +103,7 @@ def train_policy(name: str, seed: int, recipe: Recipe, out: Path, show: bool) ->
                     prompt = [bos, *char_ids(p.prompt)]
                     seqs.append(prompt + char_ids(sample_solution(p, rng, flaws)) + [eos])
                     starts.append(len(prompt))
-                losses.append(_policy_step(model, seqs, starts, pad, opt, sched))
+                losses.append(_policy_step(model, seqs, starts, pad, opt, sched, recipe.micro_batch))
                 tick(losses[-1])
         model.eval()
         model.generation_config.pad_token_id = pad
@@ -114,33 +114,28 @@ def train_policy(name: str, seed: int, recipe: Recipe, out: Path, show: bool) ->
     return {**_loss_stats(losses), "steps": recipe.steps, "parameters": model.num_parameters()}
 
 
-# Sequences per forward pass of a policy step: a batch is cut into length-sorted
-# micro-batches, each padded to its own longest sequence. The longest problems (6-8
-# operations) are twice the average length, so one padded batch spends about a third of its
-# compute on padding; micro-batches of 32 cut a quick pretraining step by ~30% on one
-# thread. The gradient is the whole batch's (token-mean loss over the batch; rounding aside).
-MICRO_BATCH = 32
-
-
-def _policy_step(model: Any, seqs: list[list[int]], starts: list[int], pad: int, opt: Any, sched: Any) -> float:
+def _policy_step(
+    model: Any, seqs: list[list[int]], starts: list[int], pad: int, opt: Any, sched: Any, micro_batch: int = 0,
+) -> float:
     """One optimiser step of next-token loss on the completion tokens (``seqs[i][starts[i]:]``),
-    averaged over all of the batch's completion tokens; returns that loss."""
+    averaged over all of the batch's completion tokens; returns that loss.
+
+    ``micro_batch`` > 0 cuts the batch into length-sorted parts of that many sequences,
+    each padded to its own longest: the same gradient up to rounding, at less padding
+    (see :class:`~runners.tinyworld.pretrain.Recipe`). 0 runs the batch as one padded pass,
+    bit for bit the computation the cached full models were trained with.
+    """
     import torch
 
+    if micro_batch <= 0 or micro_batch >= len(seqs):
+        ids, mask, labels = _padded(seqs, starts, pad)
+        return _step(model(input_ids=ids, attention_mask=mask, labels=labels).loss, model, opt, sched)
     n_tokens = sum(len(s) - st for s, st in zip(seqs, starts, strict=True))
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
     total = 0.0
-    for k in range(0, len(order), MICRO_BATCH):
-        part = order[k : k + MICRO_BATCH]
-        width = max(len(seqs[i]) for i in part)
-        ids = torch.full((len(part), width), pad, dtype=torch.long)
-        labels = torch.full_like(ids, -100)
-        mask = torch.zeros_like(ids)
-        for row, i in enumerate(part):
-            s, st = seqs[i], starts[i]
-            ids[row, : len(s)] = torch.tensor(s)
-            mask[row, : len(s)] = 1
-            labels[row, st : len(s)] = ids[row, st : len(s)]  # loss on the completion only
+    for k in range(0, len(order), micro_batch):
+        part = order[k : k + micro_batch]
+        ids, mask, labels = _padded([seqs[i] for i in part], [starts[i] for i in part], pad)
         # num_items_in_batch: the loss is a sum over this part / the batch's token count, so
         # the parts' gradients add up to the whole batch's token-mean gradient.
         loss = model(input_ids=ids, attention_mask=mask, labels=labels, num_items_in_batch=n_tokens).loss
@@ -151,6 +146,21 @@ def _policy_step(model: Any, seqs: list[list[int]], starts: list[int], pad: int,
     sched.step()
     opt.zero_grad(set_to_none=True)
     return total
+
+
+def _padded(seqs: list[list[int]], starts: list[int], pad: int) -> tuple[Any, Any, Any]:
+    """Right-padded ``(ids, attention mask, labels)``, labels only on completion tokens."""
+    import torch
+
+    width = max(map(len, seqs))
+    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+    labels = torch.full_like(ids, -100)
+    mask = torch.zeros_like(ids)
+    for i, (s, st) in enumerate(zip(seqs, starts, strict=True)):
+        ids[i, : len(s)] = torch.tensor(s)
+        mask[i, : len(s)] = 1
+        labels[i, st : len(s)] = ids[i, st : len(s)]  # loss on the completion only
+    return ids, mask, labels
 
 
 def _step(loss: Any, model: Any, opt: Any, sched: Any) -> float:
