@@ -125,7 +125,6 @@ def _policy_step(
     (see :class:`~runners.tinyworld.pretrain.Recipe`). 0 runs the batch as one padded pass,
     bit for bit the computation the cached full models were trained with.
     """
-    import torch
 
     if micro_batch <= 0 or micro_batch >= len(seqs):
         ids, mask, labels = _padded(seqs, starts, pad)
@@ -141,10 +140,7 @@ def _policy_step(
         loss = model(input_ids=ids, attention_mask=mask, labels=labels, num_items_in_batch=n_tokens).loss
         loss.backward()
         total += float(loss.item())
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-    sched.step()
-    opt.zero_grad(set_to_none=True)
+    _update(model, opt, sched)
     return total
 
 
@@ -165,14 +161,20 @@ def _padded(seqs: list[list[int]], starts: list[int], pad: int) -> tuple[Any, An
 
 def _step(loss: Any, model: Any, opt: Any, sched: Any) -> float:
     """One optimiser step on ``loss`` (gradients clipped to norm 1); returns the loss."""
-    import torch
 
     loss.backward()
+    _update(model, opt, sched)
+    return float(loss.item())
+
+
+def _update(model: Any, opt: Any, sched: Any) -> None:
+    """Apply the accumulated gradients (clipped to norm 1), advance the schedule, clear them."""
+    import torch
+
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     sched.step()
     opt.zero_grad(set_to_none=True)
-    return float(loss.item())
 
 
 PrmExample = tuple[list[int], list[int], list[float]]  # token ids, scored positions, labels
