@@ -5,7 +5,8 @@
 * :mod:`runners.sim.levers`   -- the compiler's lever choice tabulated over rho;
 * :mod:`runners.sim.simulate` -- the vectorised API (>= 10,000 runs/s);
 * :mod:`runners.sim.truth`    -- noise-free frontiers, rho* and the regime there;
-* :mod:`runners.sim.figure`   -- a frontier drawn on matplotlib axes (imported on use).
+* :mod:`runners.sim.figure`   -- a frontier drawn on matplotlib axes (imported on use);
+* :mod:`runners.sim.calibrate` -- a policy's capacities fitted to real runs.
 """
 
 from runners.sim.simulate import simulate, simulate_all

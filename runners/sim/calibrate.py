@@ -1,0 +1,213 @@
+"""Calibrating a policy's capacities in a world from real runs.
+
+A world's ``[models.NAME]`` entry gives each target a ``base`` (metric before RL), a
+``ceiling`` and a ``scale`` (``runners.sim.dynamics``). For a policy that real runs have
+measured (the tiny world's ``trl`` records carry the base policy's metrics beside the
+trained one's), ``base`` is a measurement and (ceiling, scale) is a fit: the pair whose
+simulated gains, run by run with the levers each run really had (prompts, G, K, mu from
+its plan), come closest to the measured gains.
+
+The fit is on gains (``metric - metric_base``), so a reward whose native metric gives
+partial credit is compared on what training added, and a Huber loss keeps a collapsed
+run (a real GRPO failure the mechanism has no term for) from dragging the curve. The
+native capacity is fitted first: the native skill drives the tied-group share of every
+target. Ceiling and scale trade off where the runs sit low on the curve (only the slope
+``(ceiling - base) / scale`` is then identified), so the result carries the loss at the
+optimum and the range of ceilings within ``tolerance`` of it.
+
+Pure: arrays in, capacities out; no files (``benchmarks/calibrate_tiny.py`` reads a
+store and prints the table).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from planner.schema import TARGETS
+from runners.sim.dynamics import base_metrics, learn
+from runners.sim.world import Capacity, World
+
+if TYPE_CHECKING:
+    from planner.schema import RunRecord
+
+__all__ = [
+    "Calibration",
+    "MeasuredRuns",
+    "TargetFit",
+    "calibrate",
+    "huber",
+    "measured_base",
+    "measured_runs",
+    "simulated_gains",
+]
+
+
+@dataclass(frozen=True)
+class MeasuredRuns:
+    """Real runs of one policy: levers and metrics, one entry per run (shape ``(n,)``).
+
+    ``metrics[t]`` / ``base[t]``: target ``t`` after training and of the base policy on
+    the same evaluation prompts (a run's own paired base).
+    """
+
+    reward: np.ndarray  # (n,) str
+    budget: np.ndarray  # (n,) FLOPs the run was planned for
+    prompts: np.ndarray  # (n,) N, prompts trained on
+    generated: np.ndarray  # (n,) G, completions generated per prompt
+    kept: np.ndarray  # (n,) K, completions kept per prompt
+    iterations: np.ndarray  # (n,) mu, update passes per batch
+    metrics: Mapping[str, np.ndarray]
+    base: Mapping[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return int(np.shape(self.reward)[0])
+
+    def subset(self, mask: np.ndarray) -> MeasuredRuns:
+        return MeasuredRuns(
+            reward=self.reward[mask], budget=self.budget[mask], prompts=self.prompts[mask], generated=self.generated[mask],
+            kept=self.kept[mask], iterations=self.iterations[mask],
+            metrics={t: v[mask] for t, v in self.metrics.items()},
+            base={t: v[mask] for t, v in self.base.items()},
+        )
+
+
+@dataclass(frozen=True)
+class TargetFit:
+    """One target's calibration: the capacity, its Huber loss per run, the residual
+    standard deviation of the gains, and the ceilings whose best scale is within the
+    tolerance of the optimum (``ceiling_range``: how well the data pin the ceiling)."""
+
+    capacity: Capacity
+    loss: float
+    residual_sd: float
+    ceiling_range: tuple[float, float]
+    observed_gain: float  # median measured gain
+    predicted_gain: float  # median simulated gain at the fitted capacity
+
+
+@dataclass(frozen=True)
+class Calibration:
+    model: str
+    runs: int
+    targets: dict[str, TargetFit]
+
+    def capacities(self) -> dict[str, Capacity]:
+        return {t: f.capacity for t, f in self.targets.items()}
+
+
+def measured_runs(records: Iterable[RunRecord]) -> dict[str, MeasuredRuns]:
+    """Real (not simulated) records with every target and its base measured, per model,
+    with the levers of each record's plan."""
+    by_model: dict[str, list[RunRecord]] = {}
+    for r in records:
+        values = [getattr(r.metrics, k) for t in TARGETS for k in (t, f"{t}_base")]
+        if not r.simulated and r.status == "ok" and None not in values:
+            by_model.setdefault(r.model, []).append(r)
+    return {
+        model: MeasuredRuns(
+            reward=np.array([r.reward for r in recs]),
+            budget=np.array([r.budget for r in recs], dtype=float),
+            prompts=np.array([r.plan.total_prompts for r in recs], dtype=float),
+            generated=np.array([r.plan.completions_per_prompt for r in recs], dtype=float),
+            kept=np.array([r.plan.completions_kept for r in recs], dtype=float),
+            iterations=np.array([r.plan.num_iterations for r in recs], dtype=float),
+            metrics={t: np.array([getattr(r.metrics, t) for r in recs]) for t in TARGETS},
+            base={t: np.array([getattr(r.metrics, f"{t}_base") for r in recs]) for t in TARGETS},
+        )
+        for model, recs in sorted(by_model.items())
+    }
+
+
+def huber(r: np.ndarray, delta: float) -> np.ndarray:
+    """Huber loss: ``r**2 / 2`` inside ``|r| <= delta``, ``delta (|r| - delta / 2)`` outside."""
+    a = np.abs(r)
+    return np.where(a <= delta, 0.5 * r * r, delta * (a - 0.5 * delta))
+
+
+def measured_base(world: World, runs: MeasuredRuns) -> dict[str, float]:
+    """Base-policy capacity per target: the median of the runs' paired base metrics.
+
+    ``native`` of a reward with partial credit (``native_lift`` > 0) is the training
+    reward, not the answer rate the world's ``base`` means, so it is read from the runs
+    of lift-0 rewards; with none, each run's base is mapped back through its reward's
+    lift, ``m = (native - lift) / (1 - lift)``.
+    """
+    out = {t: float(np.median(runs.base[t])) for t in TARGETS if t != "native"}
+    lift = np.array([world.reward(str(r)).native_lift for r in runs.reward])
+    plain = lift == 0.0
+    if plain.any():
+        out["native"] = float(np.median(runs.base["native"][plain]))
+    else:
+        out["native"] = float(np.median((runs.base["native"] - lift) / (1.0 - lift)))
+    return out
+
+
+def _with(world: World, model: str, caps: Mapping[str, Capacity]) -> World:
+    models = dict(world.models)
+    models[model] = {**world.models.get(model, {}), **caps}
+    return dataclasses.replace(world, models=models)
+
+
+def simulated_gains(world: World, model: str, runs: MeasuredRuns, target: str) -> np.ndarray:
+    """Simulated gain of ``target`` for every run: each reward's runs in one call."""
+    out = np.empty(len(runs))
+    for reward in np.unique(runs.reward):
+        m = runs.reward == reward
+        after = learn(world, model, str(reward), runs.prompts[m], runs.generated[m], runs.kept[m],
+                      runs.iterations[m])[target]
+        out[m] = after - base_metrics(world, model, str(reward))[target]
+    return out
+
+
+def calibrate(
+    world: World,
+    model: str,
+    runs: MeasuredRuns,
+    *,
+    delta: float = 0.02,
+    ceilings: int = 40,
+    scales: np.ndarray | None = None,
+    tolerance: float = 0.05,
+) -> Calibration:
+    """Fit ``model``'s capacities in ``world`` to measured runs (see the module docstring).
+
+    Grid search: ``ceilings`` values from just above the base to 1, times ``scales``
+    (default ``10**[0, 7]`` in 141 steps), per target, native first. ``delta`` is the
+    Huber threshold in metric units (about two evaluation-noise sd of a tiny run);
+    ``tolerance`` the relative loss excess that still counts as "as good" for
+    ``ceiling_range``. Raises ``ValueError`` on fewer than 3 runs.
+    """
+    if len(runs) < 3:
+        raise ValueError(f"calibrate: {model} has {len(runs)} runs; at least 3 are needed")
+    scales = np.logspace(0, 7, 141) if scales is None else np.asarray(scales, dtype=float)
+    base = measured_base(world, runs)
+    fitted: dict[str, Capacity] = {}
+    fits: dict[str, TargetFit] = {}
+    current = _with(world, model, {t: dataclasses.replace(world.capacity(model, t), base=base[t])
+                                   for t in TARGETS})
+    for t in ("native", *[x for x in TARGETS if x != "native"]):
+        observed = runs.metrics[t] - runs.base[t]
+        grid = np.linspace(base[t] + 0.01, 1.0, ceilings)
+        loss = np.full((grid.size, scales.size), np.inf)
+        for i, c in enumerate(grid):
+            for j, s in enumerate(scales):
+                w = _with(current, model, {t: Capacity(base=base[t], ceiling=float(c), scale=float(s))})
+                loss[i, j] = float(np.mean(huber(simulated_gains(w, model, runs, t) - observed, delta)))
+        i, j = np.unravel_index(int(np.argmin(loss)), loss.shape)
+        best = Capacity(base=base[t], ceiling=float(grid[i]), scale=float(scales[j]))
+        current = _with(current, model, {t: best})
+        pred = simulated_gains(current, model, runs, t)
+        near = grid[loss.min(axis=1) <= loss[i, j] * (1.0 + tolerance) + 1e-12]
+        fitted[t] = best
+        fits[t] = TargetFit(
+            capacity=best, loss=float(loss[i, j]),
+            residual_sd=float(np.std(observed - pred, ddof=1)) if len(runs) > 1 else float("nan"),
+            ceiling_range=(float(near.min()), float(near.max())),
+            observed_gain=float(np.median(observed)), predicted_gain=float(np.median(pred)),
+        )
+    return Calibration(model=model, runs=len(runs), targets={t: fits[t] for t in TARGETS})
