@@ -1,3 +1,3 @@
 """Registers every ``runners`` sub-command (one module per concept)."""
 
-from runners.cli import card, execute, pretrain, truth  # noqa: F401
+from runners.cli import calibrate, card, execute, pretrain, truth  # noqa: F401

@@ -22,7 +22,7 @@ store and prints the table).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,6 +44,7 @@ __all__ = [
     "measured_base",
     "measured_runs",
     "simulated_gains",
+    "world_text_with",
 ]
 
 
@@ -154,13 +155,19 @@ def _with(world: World, model: str, caps: Mapping[str, Capacity]) -> World:
 
 
 def simulated_gains(world: World, model: str, runs: MeasuredRuns, target: str) -> np.ndarray:
-    """Simulated gain of ``target`` for every run: each reward's runs in one call."""
-    out = np.empty(len(runs))
+    """Simulated gain of ``target`` for every run, shape ``(..., n)``: each reward's runs
+    in one call. A capacity whose ``scale`` is an array of shape ``(s, 1)`` (how
+    :func:`calibrate` scores a whole scale grid at once) gives ``(s, n)``."""
+    parts = {}
     for reward in np.unique(runs.reward):
         m = runs.reward == reward
         after = learn(world, model, str(reward), runs.prompts[m], runs.generated[m], runs.kept[m],
                       runs.iterations[m])[target]
-        out[m] = after - base_metrics(world, model, str(reward))[target]
+        parts[str(reward)] = (m, after - base_metrics(world, model, str(reward))[target])
+    lead = np.broadcast_shapes(*(np.shape(g)[:-1] for _, g in parts.values()))
+    out = np.empty((*lead, len(runs)))
+    for m, g in parts.values():
+        out[..., m] = g
     return out
 
 
@@ -173,6 +180,7 @@ def calibrate(
     ceilings: int = 40,
     scales: np.ndarray | None = None,
     tolerance: float = 0.05,
+    on_target: Callable[[str], None] | None = None,
 ) -> Calibration:
     """Fit ``model``'s capacities in ``world`` to measured runs (see the module docstring).
 
@@ -180,7 +188,8 @@ def calibrate(
     (default ``10**[0, 7]`` in 141 steps), per target, native first. ``delta`` is the
     Huber threshold in metric units (about two evaluation-noise sd of a tiny run);
     ``tolerance`` the relative loss excess that still counts as "as good" for
-    ``ceiling_range``. Raises ``ValueError`` on fewer than 3 runs.
+    ``ceiling_range``. ``on_target(t)`` is called as each target's fit ends (progress).
+    Raises ``ValueError`` on fewer than 3 runs.
     """
     if len(runs) < 3:
         raise ValueError(f"calibrate: {model} has {len(runs)} runs; at least 3 are needed")
@@ -188,16 +197,20 @@ def calibrate(
     base = measured_base(world, runs)
     fitted: dict[str, Capacity] = {}
     fits: dict[str, TargetFit] = {}
-    current = _with(world, model, {t: dataclasses.replace(world.capacity(model, t), base=base[t])
-                                   for t in TARGETS})
+    # A policy the world lacks starts from a placeholder; only native's matters (it sets
+    # the tied-group share while the others are fitted) and it is fitted first.
+    start = world.models.get(model, {})
+    current = _with(world, model, {
+        t: Capacity(base=base[t], ceiling=max(start[t].ceiling, base[t]) if t in start else min(1.0, base[t] + 0.1),
+                    scale=start[t].scale if t in start else 1000.0)
+        for t in TARGETS})
     for t in ("native", *[x for x in TARGETS if x != "native"]):
         observed = runs.metrics[t] - runs.base[t]
         grid = np.linspace(base[t] + 0.01, 1.0, ceilings)
         loss = np.full((grid.size, scales.size), np.inf)
-        for i, c in enumerate(grid):
-            for j, s in enumerate(scales):
-                w = _with(current, model, {t: Capacity(base=base[t], ceiling=float(c), scale=float(s))})
-                loss[i, j] = float(np.mean(huber(simulated_gains(w, model, runs, t) - observed, delta)))
+        for i, c in enumerate(grid):  # every scale at once: learn() broadcasts over the capacity
+            w = _with(current, model, {t: Capacity(base=base[t], ceiling=float(c), scale=scales[:, None])})  # type: ignore[arg-type]
+            loss[i] = np.mean(huber(simulated_gains(w, model, runs, t) - observed, delta), axis=-1)
         i, j = np.unravel_index(int(np.argmin(loss)), loss.shape)
         best = Capacity(base=base[t], ceiling=float(grid[i]), scale=float(scales[j]))
         current = _with(current, model, {t: best})
@@ -210,4 +223,44 @@ def calibrate(
             ceiling_range=(float(near.min()), float(near.max())),
             observed_gain=float(np.median(observed)), predicted_gain=float(np.median(pred)),
         )
+        if on_target is not None:
+            on_target(t)
     return Calibration(model=model, runs=len(runs), targets={t: fits[t] for t in TARGETS})
+
+
+def _header(model: str) -> str:
+    bare = all(ch.isalnum() or ch in "-_" for ch in model)
+    return f"[models.{model}]" if bare else f'[models."{model}"]'
+
+
+def world_text_with(text: str, calibrations: Mapping[str, Calibration], note: str, name: str) -> str:
+    """A world file's text renamed ``name`` (records name their world) with each
+    calibrated policy's ``[models.NAME]`` table replaced (or added at the end); every other
+    line kept as it was. ``note`` becomes each new table's ``notes``. The caller validates
+    the result by loading it."""
+    drop = {_header(m) for m in calibrations} | {f"[models.{m}]" for m in calibrations}
+    kept: list[str] = []
+    skipping = False
+    table = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("["):
+            table = stripped
+            skipping = stripped in drop
+        if table == "[world]" and stripped.split("=")[0].strip() == "name":
+            line = f"name = {_toml_string(name)}"
+        if not skipping:
+            kept.append(line)
+    while kept and not kept[-1].strip():
+        kept.pop()
+    for model, cal in calibrations.items():
+        kept += ["", _header(model), f"notes = {_toml_string(note)}"]
+        for t, f in cal.targets.items():
+            c = f.capacity
+            kept.append(f"{t} = {{ base = {c.base:.4f}, ceiling = {c.ceiling:.4f}, scale = {c.scale:.6g} }}"
+                        f"  # ceilings within 5%: {f.ceiling_range[0]:.2f}-{f.ceiling_range[1]:.2f}")
+    return "\n".join(kept) + "\n"
+
+
+def _toml_string(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -1,0 +1,94 @@
+"""``runners calibrate``: fit a sim world's policy entries to real runs in a store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from runners.cli.app import command
+
+__all__ = ["calibrate_cmd"]
+
+
+@command(name="calibrate")
+def calibrate_cmd(
+    data: Path = typer.Option(..., "--data", help="pilot store with real (trl) runs"),
+    world: str = typer.Option("paper", "--world", help="world file or name in configs/worlds to start from"),
+    models: str | None = typer.Option(None, "--models", help="comma-separated policies to fit "
+                                      "(default: every policy with real runs)"),
+    out: Path | None = typer.Option(None, "--out", help="write the world with the fitted entries here "
+                                    "(a .toml; use it with --world in race, execute and truth)"),
+    delta: float = typer.Option(0.02, "--delta", help="Huber threshold in metric units (~2 evaluation-noise sd)"),
+) -> None:
+    """Fit each policy's base (measured), ceiling and scale per target to its real runs' gains,
+    print the fit, and optionally write a world file that carries it."""
+    from planner.cli.app import check_output_file, parse_list
+    from planner.errors import ConfigError
+    from planner.files import atomic_write_text
+    from runners.sim.calibrate import calibrate, measured_runs, world_text_with
+    from runners.sim.world import load_world, resolve_world_path
+    from runners.store import PilotStore
+
+    if not (0.0 < delta < 1.0):
+        raise ConfigError(f"delta: must be in (0, 1) metric units, got {delta}; e.g. --delta 0.02")
+    if out is not None:
+        if out.suffix.lower() != ".toml":
+            raise ConfigError(f"out: {str(out)!r} is not a .toml file; end it in .toml")
+        check_output_file(out, "out")
+    if not Path(data).is_dir():
+        raise ConfigError(f"data: {str(data)!r} is not a directory; give the pilot store of your runs")
+    base_world = load_world(world)
+    runs = measured_runs(PilotStore(data).records())
+    if not runs:
+        raise ConfigError(f"data: no real runs with base and trained metrics under {str(data)!r}; "
+                          "run `runners execute ... --engine trl` first (sim records are not evidence)")
+    wanted = parse_list(models, "models") or sorted(runs)
+    for m in wanted:
+        if m not in runs:
+            raise ConfigError(f"models: no real runs of {m!r} in {str(data)!r}; "
+                              f"runs exist for: {', '.join(sorted(runs))}")
+        if len(runs[m]) < 3:
+            raise ConfigError(f"models: {m!r} has {len(runs[m])} real runs; at least 3 are needed to fit it")
+
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.table import Table
+
+    fits = {}
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), TimeRemainingColumn(), transient=True) as bar:
+        task = bar.add_task("fitting", total=3 * len(wanted))
+        for m in wanted:
+            bar.update(task, description=f"fitting {m}")
+            fits[m] = calibrate(base_world, m, runs[m], delta=delta,
+                                on_target=lambda _t: bar.advance(task))
+    table = Table(title=f"capacities fitted to real runs ({base_world.name} world's reward constants)")
+    for col in ("policy", "target", "runs", "base", "ceiling", "scale", "ceilings within 5%",
+                "gain measured / sim", "residual sd"):
+        table.add_column(col, justify="left" if col in ("policy", "target") else "right")
+    for m, cal in fits.items():
+        for t, f in cal.targets.items():
+            c = f.capacity
+            table.add_row(m, t, str(cal.runs), f"{c.base:.3f}", f"{c.ceiling:.3f}", f"{c.scale:.3g}",
+                          f"{f.ceiling_range[0]:.2f}-{f.ceiling_range[1]:.2f}",
+                          f"{f.observed_gain:+.4f} / {f.predicted_gain:+.4f}", f"{f.residual_sd:.3f}")
+    Console(width=140).print(table)
+    if out is None:
+        return
+    text = world_text_with(resolve_world_path(world).read_text(), fits,
+                           note=f"fitted by runners calibrate to the real runs in {data}", name=out.stem)
+    tmp = out.with_name(f".{out.name}.check.toml")
+    atomic_write_text(tmp, text)
+    try:
+        load_world(tmp)  # never hand over a world file that does not load
+    finally:
+        tmp.unlink(missing_ok=True)
+    atomic_write_text(out, text)
+    typer.echo(f"wrote {out}: world {out.stem!r}, {base_world.name!r} with {', '.join(fits)} fitted")

@@ -1,0 +1,80 @@
+"""``runners calibrate`` through typer's CliRunner: fit the stored real campaign, write a
+world that loads and carries the fit, and refuse bad input without writing anything."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from runners.cli import app
+from runners.sim.world import load_world
+
+ROOT = Path(__file__).resolve().parents[2]
+CAMPAIGN = ROOT / "reports" / "tiny-campaign" / "data"
+runner = CliRunner()
+
+
+def test_calibrate_writes_a_world_that_carries_the_shipped_fit(tmp_path: Path) -> None:
+    out = tmp_path / "fitted.toml"
+    res = runner.invoke(app, ["calibrate", "--data", str(CAMPAIGN), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "tiny-s" in res.output and "tiny-m" in res.output and f"wrote {out}" in res.output
+    fitted, shipped = load_world(out), load_world("paper")
+    for model in ("tiny-s", "tiny-m"):  # paper.toml's entries are this fit, rounded
+        for t in ("native", "pass1", "judge"):
+            got, ref = fitted.capacity(model, t), shipped.capacity(model, t)
+            assert got.base == pytest.approx(ref.base, abs=6e-4), (model, t)
+            assert got.ceiling == pytest.approx(ref.ceiling, abs=6e-4), (model, t)
+            assert got.scale == pytest.approx(ref.scale, rel=2e-3), (model, t)
+    # everything else is paper.toml unchanged: the Qwen policies, tiny-l, the reward constants
+    raw, ref_raw = (tomllib.loads(p.read_text()) for p in (out, ROOT / "configs" / "worlds" / "paper.toml"))
+    assert raw["rewards"] == ref_raw["rewards"] and raw["noise"] == ref_raw["noise"]
+    assert raw["world"]["name"] == "fitted" and raw["world"]["sources"] == ref_raw["world"]["sources"]
+    for model in ("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b", "tiny-l"):
+        assert raw["models"][model] == ref_raw["models"][model]
+    assert "runners calibrate" in raw["models"]["tiny-s"]["notes"]
+    # and the sim runs on it
+    res = runner.invoke(app, ["truth", "--world", str(out), "--model", "tiny-m", "--reward", "sparse",
+                              "--budget", "5e11", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["world"] == "fitted"  # named after the file: records say which world
+
+
+def test_calibrate_one_model_prints_without_writing(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["calibrate", "--data", str(CAMPAIGN), "--models", "tiny-m"])
+    assert res.exit_code == 0, res.output
+    assert "tiny-m" in res.output and "tiny-s" not in res.output and "wrote" not in res.output
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--models", "qwen2.5-7b"], "models: no real runs of 'qwen2.5-7b'"),
+    (["--delta", "0"], "delta: must be in (0, 1)"),
+    (["--out", "{tmp}/w.json"], "out: "),
+    (["--world", "nowhere"], "world: no world file 'nowhere'"),
+])
+def test_calibrate_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], message: str) -> None:
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    res = runner.invoke(app, ["calibrate", "--data", str(CAMPAIGN), *args])
+    assert res.exit_code == 2, res.output
+    assert message in res.output and len(res.output.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_calibrate_refuses_a_store_without_real_runs(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(CAMPAIGN, store)
+    for f in (store / "runs").glob("tiny-m.*"):
+        f.unlink()
+    for f in sorted((store / "runs").glob("tiny-s.*"))[2:]:
+        f.unlink()
+    res = runner.invoke(app, ["calibrate", "--data", str(store)])
+    assert res.exit_code == 2 and "models: 'tiny-s' has 2 real runs; at least 3" in res.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = runner.invoke(app, ["calibrate", "--data", str(empty)])
+    assert res.exit_code == 2 and "data: no real runs" in res.output
