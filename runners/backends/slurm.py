@@ -16,9 +16,15 @@ from runners.backends import Handle, WorkerLost, require
 from runners.backends.queue import ThrottledQueue
 from runners.execution import Outcome, run_task
 
-__all__ = ["DEFAULT_TIME_MIN", "SlurmBackend"]
+__all__ = ["DEFAULT_TIME_MIN", "KILLED_STATES", "SlurmBackend"]
 
 DEFAULT_TIME_MIN = 240  # submitit's own default is 5 minutes, far too short for a pilot run
+
+# Slurm states of a job stopped from outside its Python process: no result file will ever
+# appear, so waiting out submitit's NFS grace (15 s per job, blocking the driver) buys nothing.
+# (sacct spells some with a suffix, "CANCELLED by 123": the first word counts.)
+KILLED_STATES = frozenset({"BOOT_FAIL", "CANCELLED", "DEADLINE", "NODE_FAIL", "OUT_OF_MEMORY",
+                           "PREEMPTED", "TIMEOUT"})
 
 
 class SlurmBackend(ThrottledQueue):
@@ -86,8 +92,12 @@ class SlurmBackend(ThrottledQueue):
     def result(self, handle: Handle) -> Outcome:
         if isinstance(handle.ref, WorkerLost):
             raise handle.ref
+        job = handle.ref
+        state = str(getattr(job, "state", "") or "")
+        if state.split(" ")[0].upper() in KILLED_STATES and not job.paths.result_pickle.exists():
+            raise WorkerLost(f"slurm ended job {job.job_id} as {state} (no result written)")
         try:
-            return handle.ref.result()
+            return job.result()
         except Exception as exc:  # FailedJobError, UncompletedJobError (time limit, preempted)
             lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
             raise WorkerLost(f"{type(exc).__name__}: {lines[0] if lines else 'job failed'}") from None

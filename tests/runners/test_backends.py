@@ -140,3 +140,45 @@ def test_fresh_process_per_run_never_loses_a_task(tmp_path: Path) -> None:
     be.close()
     assert len(res.ok) == 4 and not res.failed
     check(tmp_path)
+
+
+class _EndedJob:
+    """What SlurmBackend.result reads of a submitit job; ``result()`` stands for submitit's
+    wait for the result file (15 s on a cluster before it gives up)."""
+
+    def __init__(self, state: str, pickle: Path) -> None:
+        self.state, self.job_id = state, "4242_3"
+        self.paths = type("Paths", (), {"result_pickle": pickle})()
+        self.waited = False
+
+    def result(self) -> str:
+        self.waited = True
+        return "outcome"
+
+
+@pytest.mark.parametrize("state", ["OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "CANCELLED by 1234", "TIMEOUT"])
+def test_slurm_job_killed_from_outside_is_lost_without_the_result_file_wait(tmp_path: Path, state: str) -> None:
+    pytest.importorskip("submitit")
+    from runners.backends import Handle, WorkerLost
+    from runners.backends.slurm import SlurmBackend
+
+    backend = SlurmBackend(folder=tmp_path / "jobs", cluster="local")
+    job = _EndedJob(state, tmp_path / "none_result.pkl")
+    with pytest.raises(WorkerLost, match=f"slurm ended job 4242_3 as {state} \\(no result written\\)"):
+        backend.result(Handle(task=None, ref=job))  # type: ignore[arg-type]
+    assert not job.waited
+
+
+@pytest.mark.parametrize("state", ["COMPLETED", "FAILED", "RUNNING", "UNKNOWN", "FINISHED", "INTERRUPTED"])
+def test_slurm_job_that_may_still_write_its_result_is_waited_for(tmp_path: Path, state: str) -> None:
+    pytest.importorskip("submitit")
+    from runners.backends import Handle
+    from runners.backends.slurm import SlurmBackend
+
+    backend = SlurmBackend(folder=tmp_path / "jobs", cluster="local")
+    job = _EndedJob(state, tmp_path / "none_result.pkl")
+    assert backend.result(Handle(task=None, ref=job)) == "outcome" and job.waited  # type: ignore[arg-type]
+    # a kill that came after the run wrote its result: the result counts
+    (tmp_path / "done_result.pkl").write_bytes(b"x")
+    late = _EndedJob("OUT_OF_MEMORY", tmp_path / "done_result.pkl")
+    assert backend.result(Handle(task=None, ref=late)) == "outcome" and late.waited  # type: ignore[arg-type]
