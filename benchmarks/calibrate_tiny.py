@@ -50,7 +50,7 @@ def main() -> None:
         raise SystemExit(f"error: no real runs under {args.data}; run a trl campaign first")
     print(f"world {world.name}; data {args.data}; Huber delta {args.delta}\n")
     print("| policy | target | runs | base | ceiling | scale | ceilings as good | gain measured / sim "
-          "| loss (current entry) | residual sd |")
+          "| loss (--world entry) | residual sd |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     toml = []
     for model, mr in runs.items():
@@ -71,9 +71,9 @@ def main() -> None:
         toml.append(f"# fitted in {time.perf_counter() - t0:.1f} s\n")
     print("\n" + "\n".join(toml))
     print("\nOut of budget: fitted on the runs at the smallest budget, scored on the larger-budget runs"
-          " (RMSE of the gain; 'entry' is --world's own entry, unfitted; 'zero' predicts no gain, 'mean' the"
+          " (RMSE of the gain; '--world entry' is that world's own entry (out of sample only if it was not fitted on these runs, i.e. not the shipped one); 'zero' predicts no gain, 'mean' the"
           " training runs' mean gain):\n")
-    print("| policy | target | fit runs | held-out runs | calibrated | entry | zero | mean |")
+    print("| policy | target | fit runs | held-out runs | calibrated | --world entry | zero | mean |")
     print("|---|---|---|---|---|---|---|---|")
     for model, mr in runs.items():
         budgets = mr.budget

@@ -27,7 +27,7 @@ def calibrate_cmd(
     from planner.errors import ConfigError
     from planner.files import atomic_write_text
     from runners.sim.calibrate import calibrate, measured_runs, world_text_with
-    from runners.sim.world import load_world, resolve_world_path
+    from runners.sim.world import list_worlds, load_world, resolve_world_path
     from runners.store import PilotStore
 
     if not (0.0 < delta < 1.0):
@@ -35,11 +35,18 @@ def calibrate_cmd(
     if out is not None:
         if out.suffix.lower() != ".toml":
             raise ConfigError(f"out: {str(out)!r} is not a .toml file; end it in .toml")
+        shipped = {p.stem for p in list_worlds()}
+        if out.stem in shipped:
+            raise ConfigError(f"out: the world is named after its file, and {out.stem!r} is a shipped world's "
+                              "name (records would not tell them apart); choose another file name")
         check_output_file(out, "out")
     if not Path(data).is_dir():
         raise ConfigError(f"data: {str(data)!r} is not a directory; give the pilot store of your runs")
     base_world = load_world(world)
-    runs = measured_runs(PilotStore(data).records())
+    scan = PilotStore(data).scan()
+    for c in scan.corrupt:  # left where it is, not fitted
+        typer.echo(f"corrupt record skipped: {c.path} ({c.reason})", err=True)
+    runs = measured_runs(scan.records)
     if not runs:
         raise ConfigError(f"data: no real runs with base and trained metrics under {str(data)!r}; "
                           "run `runners execute ... --engine trl` first (sim records are not evidence)")
@@ -67,8 +74,11 @@ def calibrate_cmd(
         task = bar.add_task("fitting", total=3 * len(wanted))
         for m in wanted:
             bar.update(task, description=f"fitting {m}")
-            fits[m] = calibrate(base_world, m, runs[m], delta=delta,
-                                on_target=lambda _t: bar.advance(task))
+            try:
+                fits[m] = calibrate(base_world, m, runs[m], delta=delta,
+                                    on_target=lambda _t: bar.advance(task))
+            except ValueError as exc:
+                raise ConfigError(f"models: {exc}") from None
     table = Table(title=f"capacities fitted to real runs ({base_world.name} world's reward constants)")
     for col in ("policy", "target", "runs", "base", "ceiling", "scale", "ceilings within 5%",
                 "gain measured / sim", "residual sd"):
@@ -86,9 +96,15 @@ def calibrate_cmd(
                            note=f"fitted by runners calibrate to the real runs in {data}", name=out.stem)
     tmp = out.with_name(f".{out.name}.check.toml")
     atomic_write_text(tmp, text)
-    try:
-        load_world(tmp)  # never hand over a world file that does not load
+    try:  # never hand over a world file that does not load, or that kept the old name
+        written = load_world(tmp)
+    except ConfigError as exc:
+        raise ConfigError(f"world: rewriting {str(resolve_world_path(world))!r} with the fit gave a file that "
+                          f"does not load ({str(exc).split(': ', 2)[-1]}); report it, with the world file") from None
     finally:
         tmp.unlink(missing_ok=True)
+    if written.name != out.stem:
+        raise ConfigError(f"world: the rewrite of {str(resolve_world_path(world))!r} kept the name "
+                          f"{written.name!r}; give its [world] table a plain `name = ...` line")
     atomic_write_text(out, text)
     typer.echo(f"wrote {out}: world {out.stem!r}, {base_world.name!r} with {', '.join(fits)} fitted")

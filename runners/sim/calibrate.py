@@ -22,6 +22,7 @@ store and prints the table).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -195,6 +196,10 @@ def calibrate(
         raise ValueError(f"calibrate: {model} has {len(runs)} runs; at least 3 are needed")
     scales = np.logspace(0, 7, 141) if scales is None else np.asarray(scales, dtype=float)
     base = measured_base(world, runs)
+    for t, b in base.items():
+        if not 0.0 <= b < 1.0:
+            raise ValueError(f"calibrate: {model}'s measured base {t} is {b:.3f}: a world needs a base in "
+                             "[0, 1) (nothing left to learn at 1); evaluate that target on harder prompts")
     fitted: dict[str, Capacity] = {}
     fits: dict[str, TargetFit] = {}
     # A policy the world lacks starts from a placeholder; only native's matters (it sets
@@ -233,21 +238,31 @@ def _header(model: str) -> str:
     return f"[models.{model}]" if bare else f'[models."{model}"]'
 
 
+def _table_key(line: str) -> tuple[str, ...] | None:
+    """The key path of a ``[table]`` header line (any spelling: quoted parts, spaces, a
+    trailing comment), or None for any other line."""
+    m = re.match(r"""^\s*(\[\[?)((?:[^\]"']|"[^"]*"|'[^']*')+)\]\]?\s*(?:#.*)?$""", line)
+    if m is None:
+        return None
+    parts = re.findall(r"""\s*("[^"]*"|'[^']*'|[^."'\s]+)\s*(?:\.|$)""", m.group(2))
+    key = tuple(p[1:-1] if p[:1] in "\"'" else p for p in parts)
+    return key if m.group(1) == "[" else ("[[array]]", *key)  # an array of tables ends a table too
+
+
 def world_text_with(text: str, calibrations: Mapping[str, Calibration], note: str, name: str) -> str:
     """A world file's text renamed ``name`` (records name their world) with each
     calibrated policy's ``[models.NAME]`` table replaced (or added at the end); every other
     line kept as it was. ``note`` becomes each new table's ``notes``. The caller validates
-    the result by loading it."""
-    drop = {_header(m) for m in calibrations} | {f"[models.{m}]" for m in calibrations}
+    the result by loading it (and checks the name took)."""
+    drop = {("models", m) for m in calibrations}
     kept: list[str] = []
     skipping = False
-    table = ""
+    table: tuple[str, ...] | None = ()
     for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("["):
-            table = stripped
-            skipping = stripped in drop
-        if table == "[world]" and stripped.split("=")[0].strip() == "name":
+        key = _table_key(line)
+        if key is not None:
+            table, skipping = key, key in drop
+        if table == ("world",) and re.match(r"""^\s*(name|"name"|'name')\s*=""", line):
             line = f"name = {_toml_string(name)}"
         if not skipping:
             kept.append(line)

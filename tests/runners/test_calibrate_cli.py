@@ -78,3 +78,35 @@ def test_calibrate_refuses_a_store_without_real_runs(tmp_path: Path) -> None:
     empty.mkdir()
     res = runner.invoke(app, ["calibrate", "--data", str(empty)])
     assert res.exit_code == 2 and "data: no real runs" in res.output
+
+
+def test_calibrate_rewrites_any_spelling_of_the_tables(tmp_path: Path) -> None:
+    """Quoted or commented headers are the same tables: replaced, not duplicated; renamed."""
+    text = (ROOT / "configs" / "worlds" / "paper.toml").read_text()
+    text = text.replace("[models.tiny-s]", '[ models."tiny-s" ]  # the small one')
+    text = text.replace("[world]", "[world]  # header", 1)
+    src = tmp_path / "odd.toml"
+    src.write_text(text)
+    out = tmp_path / "mine.toml"
+    res = runner.invoke(app, ["calibrate", "--data", str(CAMPAIGN), "--world", str(src), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    world = load_world(out)
+    assert world.name == "mine"
+    assert world.capacity("tiny-s", "native").base == pytest.approx(load_world("paper").capacity("tiny-s", "native").base,
+                                                                     abs=6e-4)
+
+
+def test_calibrate_refuses_a_shipped_world_name_and_says_so(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["calibrate", "--data", str(CAMPAIGN), "--out", str(tmp_path / "paper.toml")])
+    assert res.exit_code == 2 and "'paper' is a shipped world's name" in res.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_calibrate_reports_corrupt_records_and_fits_the_rest(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    shutil.copytree(CAMPAIGN, store)
+    (store / "runs" / "garbage.parquet").write_bytes(b"not parquet")
+    res = runner.invoke(app, ["calibrate", "--data", str(store), "--models", "tiny-m"])
+    assert res.exit_code == 0, res.output
+    assert "corrupt record skipped:" in res.output and "garbage.parquet" in res.output and "tiny-m" in res.output
+    assert (store / "runs" / "garbage.parquet").exists()  # left for the user, not deleted
