@@ -16,15 +16,16 @@ from runners.backends import Handle, WorkerLost, require
 from runners.backends.queue import ThrottledQueue
 from runners.execution import Outcome, run_task
 
-__all__ = ["DEFAULT_TIME_MIN", "KILLED_STATES", "SlurmBackend"]
+__all__ = ["DEFAULT_TIME_MIN", "KILLED_STATES", "RESULT_GRACE_S", "SlurmBackend"]
 
 DEFAULT_TIME_MIN = 240  # submitit's own default is 5 minutes, far too short for a pilot run
 
 # Slurm states of a job stopped from outside its Python process: no result file will ever
 # appear, so waiting out submitit's NFS grace (15 s per job, blocking the driver) buys nothing.
 # (sacct spells some with a suffix, "CANCELLED by 123": the first word counts.)
-KILLED_STATES = frozenset({"BOOT_FAIL", "CANCELLED", "DEADLINE", "NODE_FAIL", "OUT_OF_MEMORY",
-                           "PREEMPTED", "TIMEOUT"})
+# (PREEMPTED is not here: submitit counts it as not done, so such a job never reaches result().)
+KILLED_STATES = frozenset({"BOOT_FAIL", "CANCELLED", "DEADLINE", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT"})
+RESULT_GRACE_S = 2.0  # a job can write its result just before the kill: a short look for it
 
 
 class SlurmBackend(ThrottledQueue):
@@ -94,7 +95,7 @@ class SlurmBackend(ThrottledQueue):
             raise handle.ref
         job = handle.ref
         state = str(getattr(job, "state", "") or "")
-        if state.split(" ")[0].upper() in KILLED_STATES and not job.paths.result_pickle.exists():
+        if state.split(" ")[0].upper() in KILLED_STATES and not _appears(job.paths, RESULT_GRACE_S):
             raise WorkerLost(f"slurm ended job {job.job_id} as {state} (no result written)")
         try:
             return job.result()
@@ -116,3 +117,24 @@ class SlurmBackend(ThrottledQueue):
                 h.ref.cancel(check=False)
         self._running.clear()
         self._waiting.clear()
+
+
+def _appears(paths: Any, within_s: float) -> bool:
+    """Whether the job's result file exists or shows up within ``within_s`` seconds.
+
+    Touching the folder's mode refreshes an NFS client's attribute cache (what submitit
+    does before its own, longer wait)."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            folder = Path(paths.result_pickle).parent
+            folder.chmod(folder.stat().st_mode)
+        except OSError:
+            pass
+        if Path(paths.result_pickle).exists():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.25)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import polars as pl
@@ -156,17 +157,37 @@ class _EndedJob:
         return "outcome"
 
 
-@pytest.mark.parametrize("state", ["OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "CANCELLED by 1234", "TIMEOUT"])
-def test_slurm_job_killed_from_outside_is_lost_without_the_result_file_wait(tmp_path: Path, state: str) -> None:
+@pytest.mark.parametrize("state", ["OUT_OF_MEMORY", "NODE_FAIL", "CANCELLED by 1234", "TIMEOUT"])
+def test_slurm_job_killed_from_outside_is_lost_without_the_result_file_wait(
+    tmp_path: Path, state: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("submitit")
-    from runners.backends import Handle, WorkerLost
-    from runners.backends.slurm import SlurmBackend
+    from runners.backends import Handle, WorkerLost, slurm
 
-    backend = SlurmBackend(folder=tmp_path / "jobs", cluster="local")
+    monkeypatch.setattr(slurm, "RESULT_GRACE_S", 0.3)
+    backend = slurm.SlurmBackend(folder=tmp_path / "jobs", cluster="local")
     job = _EndedJob(state, tmp_path / "none_result.pkl")
+    t0 = time.monotonic()
     with pytest.raises(WorkerLost, match=f"slurm ended job 4242_3 as {state} \\(no result written\\)"):
         backend.result(Handle(task=None, ref=job))  # type: ignore[arg-type]
-    assert not job.waited
+    assert not job.waited and time.monotonic() - t0 < 3.0
+
+
+def test_slurm_killed_job_whose_result_shows_up_late_still_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NFS lag: the result file written just before the kill appears within the grace."""
+    pytest.importorskip("submitit")
+    import threading
+
+    from runners.backends import Handle, slurm
+
+    monkeypatch.setattr(slurm, "RESULT_GRACE_S", 5.0)
+    backend = slurm.SlurmBackend(folder=tmp_path / "jobs", cluster="local")
+    late = tmp_path / "late_result.pkl"
+    job = _EndedJob("TIMEOUT", late)
+    threading.Timer(0.5, late.write_bytes, args=(b"x",)).start()
+    assert backend.result(Handle(task=None, ref=job)) == "outcome" and job.waited  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("state", ["COMPLETED", "FAILED", "RUNNING", "UNKNOWN", "FINISHED", "INTERRUPTED"])
