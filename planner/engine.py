@@ -74,6 +74,16 @@ def open_store(root: str | Path, kind: str = "parquet") -> RecordStore:
     return eps[kind].load()(Path(root))
 
 
+def open_batches(**options: Any) -> Any:
+    """The parallel runner of race rounds (``runners.batches.ParallelBatches``): a callable
+    ``(pairs) -> records`` to pass to ``run_race(run_batch=...)``, and a context manager
+    that stops its workers."""
+    eps = _group("race_planner.batches")
+    if "parallel" not in eps:
+        raise ConfigError("workers: no parallel runner installed; reinstall race-planner")
+    return eps["parallel"].load()(**options)
+
+
 def prepare_engine(engine: Engine, settings: Iterable[tuple[str, str]]) -> None:
     """Call the engine's optional ``prepare([(model, reward), ...])`` before any run: the
     trl engine pretrains missing tiny-world models there (outside every run's clock), the

@@ -95,6 +95,7 @@ def run_race(
     seeds: int = 1,
     batch_size: int | None = None,
     progress: Callable[[RaceProgress], None] | None = None,
+    run_batch: Callable[[list[tuple[Proposal, int]]], list[RunRecord]] | None = None,
 ) -> RaceResult:
     """Run the active loop; returns the final calls, spend and why it stopped.
 
@@ -102,6 +103,9 @@ def run_race(
     ``max_flops`` cap the runs of the problem's settings in the store, failed attempts
     included (they spent compute; resumed runs count too); a batch that would cross a cap
     is trimmed to fit. A run that failed :data:`MAX_ATTEMPTS` times is not tried again.
+    ``run_batch(pairs) -> records`` runs a round's (proposal, seed) pairs and returns their
+    records, already stored, in order (``runners.batches.ParallelBatches``: workers in
+    parallel); without it each run goes through ``engine.run`` here, one after another.
     """
     all_records = store.records(status=None)
     check_same_source(all_records, engine, store.root)
@@ -145,28 +149,22 @@ def run_race(
             reason = blocked
             break
         props = kept
-        batch: list[RunRecord] = []
-        rids: list[str] = []
-        new = 0
-        for p in props:
-            for seed in range(seeds):
-                rid = run_id_for(p.id, seed)
-                rids.append(rid)
-                if runnable(rid):
-                    rec = _checked(engine.run(p, seed))
-                    store.write(rec)
-                    new += 1
-                    if rec.status == "ok":
-                        done[rid] = rec
-                    else:
-                        failed.setdefault(rid, []).append(rec)
-                    s = Setting(rec.model, rec.reward)
-                    if s in runs:
-                        runs[s] += 1
-                        flops[s] += rec.card.flops.total
-                else:
-                    rec = done.get(rid) or failed[rid][-1]
-                batch.append(rec)
+        rids = [run_id_for(p.id, seed) for p in props for seed in range(seeds)]
+        pending = list({run_id_for(p.id, seed): (p, seed) for p in props for seed in range(seeds)
+                        if runnable(run_id_for(p.id, seed))}.values())
+        fresh = dict(zip((run_id_for(p.id, seed) for p, seed in pending),
+                         (run_batch or _one_by_one(engine, store))(pending), strict=True))
+        for rid, rec in fresh.items():
+            if rec.status == "ok":
+                done[rid] = rec
+            else:
+                failed.setdefault(rid, []).append(rec)
+            s = Setting(rec.model, rec.reward)
+            if s in runs:
+                runs[s] += 1
+                flops[s] += rec.card.flops.total
+        new = len(fresh)
+        batch = [fresh.get(rid) or done.get(rid) or failed[rid][-1] for rid in rids]
         strategy.tell(batch)
         if new == 0 and asked.issuperset(rids):
             # The strategy repeats runs that are recorded or failed too often: it would
@@ -181,6 +179,21 @@ def run_race(
             progress(RaceProgress(rnd, sum(runs.values()), sum(flops.values()), strategy.decide(),
                                   len(batch), asks[-1]))
     return RaceResult(problem, strategy.name, calls, reason, runs, flops, rnd, asks, history)
+
+
+def _one_by_one(engine: Engine, store: RecordStore) -> Callable[[list[tuple[Proposal, int]]], list[RunRecord]]:
+    """The in-process runner: each run in turn, stored as soon as it ends (an interrupted
+    round keeps the runs it finished)."""
+
+    def run(pairs: list[tuple[Proposal, int]]) -> list[RunRecord]:
+        out = []
+        for p, seed in pairs:
+            rec = _checked(engine.run(p, seed))
+            store.write(rec)
+            out.append(rec)
+        return out
+
+    return run
 
 
 def _checked(rec: RunRecord) -> RunRecord:

@@ -12,7 +12,7 @@ python3 -m pip install -q -c constraints.txt -e .
 OUT=${RACE_OUT:-runs-main}
 runners pretrain --model tiny-s --no-prms
 planner race --engine trl --models tiny-s --rewards sparse,dense \
-  --budget 5e11 --pilot-budget 1e11 --max-runs 20 --target native \
+  --budget 5e11 --pilot-budget 1e11 --max-runs 20 --target native --workers 2 \
   --data "$OUT/data" -o eval_samples=128
 planner report --data "$OUT/data" --out "$OUT/report"
 echo

@@ -217,8 +217,10 @@ def race(
     anchors: Annotated[int | None, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots).")] = None,
     cost_power: Annotated[float | None, typer.Option(help="ours: the acquisition values a run's expected gain / FLOPs**p (default 0.5; 1 = gain per FLOP, favours pilots; 0 ignores cost).")] = None,
     quiet: Annotated[bool, typer.Option(help="No live progress display.")] = False,
+    workers: Annotated[int, typer.Option(min=1, help="Runs of a round in flight at once, each in its own worker process (1 = in this process, one after another). The records are the same; a tiny-world run uses one core, so 2 on a 2-core laptop halves the wall time.")] = 1,
+    backend: Annotated[str | None, typer.Option(help="Where the workers run: local, ray or slurm, as in `runners execute` (default local when --workers > 1).")] = None,
 ) -> None:
-    from planner.engine import load_engine, open_store, prepare_engine
+    from planner.engine import load_engine, open_batches, open_store, prepare_engine
     from planner.errors import ConfigError
     from planner.loop import regimes_document, run_race, write_regimes
     from planner.strategies import make_strategy
@@ -240,18 +242,25 @@ def race(
     if strategy != "ours" and cost_power is not None:
         raise ConfigError(f"cost-power: only the ours strategy has an acquisition, not {strategy!r}; drop --cost-power")
     strat = make_strategy(strategy, problem, seed, **_ours_options(seed, anchors, cost_power))
+    parallel = None  # built before the store is opened: a bad backend leaves no trace
+    if workers > 1 or backend is not None:
+        parallel = open_batches(engine=engine, data=data, workers=workers, backend=backend or "local",
+                                engine_options=opts)
     store = open_store(data)
     prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
     display = _Display(problem, quiet, posterior=strat.stops_on_confidence)
     try:
         with display:
             result = run_race(problem, strat, eng, store, max_runs=runs_cap, max_flops=flops_cap,
-                              seeds=seeds, batch_size=batch, progress=display.update)
+                              seeds=seeds, batch_size=batch, progress=display.update, run_batch=parallel)
     except KeyboardInterrupt:
         # Every finished run is already in the store; say so, and how to go on.
         typer.echo(f"interrupted: the finished runs are kept in {data}; rerun the same command to resume "
                    "(regimes.json is written when a race ends)", err=True)
         raise typer.Exit(130) from None
+    finally:
+        if parallel is not None:
+            parallel.close()
     if result.total_runs == 0 and result.stop_reason in ("max-flops", "max-runs"):
         # Nothing measured: a call now would be the prior's, so no regimes.json either.
         first = strat.ask(1)
