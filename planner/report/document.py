@@ -49,13 +49,15 @@ def status_line(data: ReportData) -> str:
         return (f"The {data.target} surrogate could not be fitted ({why}); frontiers and regime calls "
                 "are missing. Run more pilots measuring this target.")
     n = len(data.primary.frontiers) if data.primary else 0
+    pairs = len({(s.model, s.reward) for s in data.primary.frontiers}) if data.primary else 0
     done = {r.run_id for r in data.ok}
     still = {r.run_id for r in data.failed} - done
     retried = _n_runs(data.failed) - len(still)
     failed = (f"{len(still)} failed run(s)" + (f" ({len(data.failed)} failed attempt(s), {retried} of them "
               "on runs that later succeeded)" if retried else "")) if data.failed else "no failed runs"
     return (f"{len(data.ok)} successful run(s) and {failed} in {data.data_dir}; "
-            f"{n} setting(s) called under the {data.target} target.")
+            f"{n} regime call(s) under the {data.target} target: {pairs} policy/reward setting(s), "
+            "each at every budget it was measured at.")
 
 
 def _n_runs(records: Sequence[Any]) -> int:
