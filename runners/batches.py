@@ -5,9 +5,12 @@
 :func:`runners.execution.execute` on a backend built once (its workers stay warm from
 round to round: no re-import of torch and TRL per round) and returns their records, read
 back from the store, in the order it was given. A run is the same function of (plan,
-seed) in any worker, so a parallel race writes the records a sequential one would (a
-test checks it) and only its wall time changes. Retries stay the race's business: a
-failed run comes back failed, and the race decides whether to ask for it again.
+seed) in any worker, so where runs succeed a parallel race writes the records a
+sequential one would (a test checks it) and only its wall time changes. Retries stay the
+race's business: a failed run comes back failed (an engine exception too, which stops
+an in-process race), and the race decides whether to ask for it again. Workers stay warm
+on CPU; on GPUs the local backend starts a fresh process per run (device memory goes back
+between runs) and Slurm runs each as its own job.
 """
 
 from __future__ import annotations
@@ -54,13 +57,13 @@ class ParallelBatches:
     def __call__(self, pairs: Sequence[tuple[Proposal, int]]) -> list[RunRecord]:
         from runners.execution import execute
 
-        by_seed: dict[int, list[Proposal]] = {}
-        for proposal, seed in pairs:
-            by_seed.setdefault(seed, []).append(proposal)
-        for seed, props in by_seed.items():
-            execute(props, data=self.data, engine=self.engine, engine_options=self.engine_options,
-                    seeds=[seed], backend=self._backend, workers=self.workers, retries=0,
-                    timeout_s=self.timeout_s, show_progress=False)
+        props = list({p.id: p for p, _ in pairs}.values())
+        seeds = sorted({s for _, s in pairs})
+        # One call for the whole round (every seed at once); ``only`` keeps it to the pairs.
+        execute(props, data=self.data, engine=self.engine, engine_options=self.engine_options,
+                seeds=seeds, backend=self._backend, workers=self.workers, retries=0,
+                timeout_s=self.timeout_s, show_progress=False,
+                only={run_id_for(p.id, s) for p, s in pairs})
         latest: dict[str, RunRecord] = {}
         for rec in PilotStore(self.data).records(status=None):
             have = latest.get(rec.run_id)

@@ -14,7 +14,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -342,12 +342,14 @@ def execute(
     backend_options: Mapping[str, Any] | None = None,
     show_progress: bool = True,
     console: Any | None = None,
+    only: Collection[str] | None = None,
 ) -> ExecutionResult:
     """Run every (proposal, seed) not yet recorded ok in ``data``; see docs/execution.md.
 
     ``seeds`` is a count (seeds ``0..N-1``) or explicit seeds. ``backend`` is ``local``,
     ``ray``, ``slurm`` or a :class:`runners.backends.Backend`. Failed runs are retried up
-    to ``retries`` times in this call; every attempt's record is kept.
+    to ``retries`` times in this call; every attempt's record is kept. ``only``: run just
+    these run ids of the (proposal, seed) grid (a race round's pairs, all in one go).
     """
     from runners.backends import make_backend
     from runners.backends.driver import Driver
@@ -375,6 +377,8 @@ def execute(
     for p in props:
         for seed in seed_list:
             rid = run_id_for(p.id, seed)
+            if only is not None and rid not in only:
+                continue
             if rid in done:
                 if done[rid].plan != p.plan:  # same id, other content: "done" would be a lie
                     raise ConfigError(

@@ -246,10 +246,10 @@ def race(
     if workers > 1 or backend is not None:
         parallel = open_batches(engine=engine, data=data, workers=workers, backend=backend or "local",
                                 engine_options=opts)
-    store = open_store(data)
-    prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
-    display = _Display(problem, quiet, posterior=strat.stops_on_confidence)
     try:
+        store = open_store(data)
+        prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
+        display = _Display(problem, quiet, posterior=strat.stops_on_confidence)
         with display:
             result = run_race(problem, strat, eng, store, max_runs=runs_cap, max_flops=flops_cap,
                               seeds=seeds, batch_size=batch, progress=display.update, run_batch=parallel)

@@ -56,8 +56,10 @@ def _worker_main(conn: Connection, device: str | None, max_tasks: int | None) ->
     while True:
         try:
             task = conn.recv()
-        except (EOFError, OSError):
-            return  # the driver is gone: nothing more will come
+        except (EOFError, OSError, KeyboardInterrupt):
+            # The driver is gone, or Ctrl-C reached the process group while this worker was
+            # idle: nothing more will come, and the driver says what happened.
+            return
         if task is None:
             return
         out: Any

@@ -55,3 +55,29 @@ def test_bad_workers_or_backend_is_refused_before_the_store_exists(tmp_path: Pat
                               "--budget", "1e16", "--max-runs", "2", "--data", str(data), "--quiet", *args])
     assert res.exit_code == 2 and message in res.output
     assert not data.exists()
+
+
+def test_execute_only_runs_the_given_pairs_of_the_grid(tmp_path: Path) -> None:
+    from planner.compiler import compile_plan
+    from planner.proposals import make_proposal
+    from planner.schema import run_id_for
+    from runners.execution import execute
+
+    props = [make_proposal(compile_plan("qwen2.5-1.5b", "sparse", rho, 1e15)) for rho in (0.3, 0.7)]
+    want = {run_id_for(props[0].id, 1), run_id_for(props[1].id, 0)}
+    res = execute(props, data=tmp_path, engine="sim", seeds=[0, 1], only=want, show_progress=False)
+    assert set(res.ok) == want and not res.skipped
+    assert PilotStore(tmp_path).run_ids() == want
+
+
+def test_parallel_race_with_seed_replicates_matches_the_sequential_one(tmp_path: Path) -> None:
+    base = ["race", "--engine", "sim", "--models", "qwen2.5-1.5b", "--rewards", "sparse", "--budget", "1e16",
+            "--max-runs", "4", "--seeds", "2", "--quiet"]
+    for name, extra in (("one", []), ("two", ["--workers", "2"])):
+        res = runner.invoke(app, [*base, "--data", str(tmp_path / name), *extra])
+        assert res.exit_code == 0, res.output
+    a = {r.run_id: r.metrics for r in PilotStore(tmp_path / "one").records()}
+    b = {r.run_id: r.metrics for r in PilotStore(tmp_path / "two").records()}
+    assert len(a) == 4 and a == b
+    one, two = (json.loads((tmp_path / n / "regimes.json").read_text()) for n in ("one", "two"))
+    assert one["settings"][0]["probabilities"] == two["settings"][0]["probabilities"]
