@@ -25,17 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from planner.schema import TARGETS
-from runners.sim.calibrate import calibrate, huber, measured_runs, simulated_gains
+from runners.sim.calibrate import calibrate, huber, measured_runs, simulated_gains, with_capacities
 from runners.sim.world import load_world
 from runners.store import PilotStore
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _with_caps(world, model, caps):
-    import dataclasses
-
-    return dataclasses.replace(world, models={**world.models, model: caps})
 
 
 def main() -> None:
@@ -81,7 +75,7 @@ def main() -> None:
         if train.all() or train.sum() < 3:
             continue
         cal = calibrate(world, model, mr.subset(train), delta=args.delta)
-        fitted = _with_caps(world, model, cal.capacities())
+        fitted = with_capacities(world, model, cal.capacities())
         test = mr.subset(~train)
         for t in TARGETS:
             obs = test.metrics[t] - test.base[t]

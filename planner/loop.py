@@ -149,11 +149,11 @@ def run_race(
             reason = blocked
             break
         props = kept
-        rids = [run_id_for(p.id, seed) for p in props for seed in range(seeds)]
-        pending = list({run_id_for(p.id, seed): (p, seed) for p in props for seed in range(seeds)
-                        if runnable(run_id_for(p.id, seed))}.values())
-        fresh = dict(zip((run_id_for(p.id, seed) for p, seed in pending),
-                         (run_batch or _one_by_one(engine, store))(pending), strict=True))
+        pairs = [(run_id_for(p.id, seed), (p, seed)) for p in props for seed in range(seeds)]
+        rids = [rid for rid, _ in pairs]
+        pending = {rid: pair for rid, pair in pairs if runnable(rid)}  # a repeated pair runs once
+        fresh = dict(zip(pending, (run_batch or _one_by_one(engine, store))(list(pending.values())),
+                         strict=True))
         for rid, rec in fresh.items():
             if rec.status == "ok":
                 done[rid] = rec

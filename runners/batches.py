@@ -42,15 +42,12 @@ class ParallelBatches:
         timeout_s: float | None = None,
     ) -> None:
         from runners.backends import make_backend
-        from runners.execution import make_engine
+        from runners.execution import make_engine, placed_options
 
         self.engine, self.data, self.workers = engine, Path(data), workers
         self.engine_options = dict(engine_options or {})
         self.timeout_s = timeout_s
-        eng = make_engine(engine, self.engine_options)
-        # A simulated engine has no device to place workers on (as in ``execute``).
-        placed = ({k: v for k, v in self.engine_options.items() if k != "device"}
-                  if getattr(eng, "simulated", False) else self.engine_options)
+        placed = placed_options(make_engine(engine, self.engine_options), self.engine_options)
         self._backend = make_backend(backend, workers=workers, data=self.data, engine_options=placed,
                                      timeout_s=timeout_s, **dict(backend_options or {}))
 

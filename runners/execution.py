@@ -108,6 +108,12 @@ class Outcome:
 _ENGINES: dict[tuple[str, str], Engine] = {}
 
 
+def placed_options(engine: Engine, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine options a backend places workers by: a simulated engine ignores the
+    device, so it gets no GPU to find and no worker per GPU."""
+    return {k: v for k, v in options.items() if k != "device"} if getattr(engine, "simulated", False) else dict(options)
+
+
 def make_engine(name: str, options: Mapping[str, Any]) -> Engine:
     """The engine ``name`` with ``options``; one instance per worker process (engines may
     cache tokenizers, pretrained bases or worlds between runs)."""
@@ -400,7 +406,7 @@ def execute(
         return result
     prepare_engine(eng, [(t.proposal.model, t.proposal.reward) for t in tasks])
     # A simulated engine ignores the device: no GPU to find, no worker per GPU.
-    placed = {k: v for k, v in options.items() if k != "device"} if getattr(eng, "simulated", False) else options
+    placed = placed_options(eng, options)
     be = backend if not isinstance(backend, str) else make_backend(
         backend, workers=workers, data=store.root, engine_options=placed, timeout_s=timeout_s,
         **dict(backend_options or {}),

@@ -45,6 +45,7 @@ __all__ = [
     "measured_base",
     "measured_runs",
     "simulated_gains",
+    "with_capacities",
     "world_text_with",
 ]
 
@@ -149,7 +150,8 @@ def measured_base(world: World, runs: MeasuredRuns) -> dict[str, float]:
     return out
 
 
-def _with(world: World, model: str, caps: Mapping[str, Capacity]) -> World:
+def with_capacities(world: World, model: str, caps: Mapping[str, Capacity]) -> World:
+    """``world`` with ``model``'s capacities for the targets in ``caps`` replaced."""
     models = dict(world.models)
     models[model] = {**world.models.get(model, {}), **caps}
     return dataclasses.replace(world, models=models)
@@ -205,7 +207,7 @@ def calibrate(
     # A policy the world lacks starts from a placeholder; only native's matters (it sets
     # the tied-group share while the others are fitted) and it is fitted first.
     start = world.models.get(model, {})
-    current = _with(world, model, {
+    current = with_capacities(world, model, {
         t: Capacity(base=base[t], ceiling=max(start[t].ceiling, base[t]) if t in start else min(1.0, base[t] + 0.1),
                     scale=start[t].scale if t in start else 1000.0)
         for t in TARGETS})
@@ -214,11 +216,11 @@ def calibrate(
         grid = np.linspace(base[t] + 0.01, 1.0, ceilings)
         loss = np.full((grid.size, scales.size), np.inf)
         for i, c in enumerate(grid):  # every scale at once: learn() broadcasts over the capacity
-            w = _with(current, model, {t: Capacity(base=base[t], ceiling=float(c), scale=scales[:, None])})  # type: ignore[arg-type]
+            w = with_capacities(current, model, {t: Capacity(base=base[t], ceiling=float(c), scale=scales[:, None])})  # type: ignore[arg-type]
             loss[i] = np.mean(huber(simulated_gains(w, model, runs, t) - observed, delta), axis=-1)
         i, j = np.unravel_index(int(np.argmin(loss)), loss.shape)
         best = Capacity(base=base[t], ceiling=float(grid[i]), scale=float(scales[j]))
-        current = _with(current, model, {t: best})
+        current = with_capacities(current, model, {t: best})
         pred = simulated_gains(current, model, runs, t)
         near = grid[loss.min(axis=1) <= loss[i, j] * (1.0 + tolerance) + 1e-12]
         fitted[t] = best
