@@ -13,4 +13,7 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 &
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 \
     || echo "warning: could not install chromium; the browser test will skip" >&2
 fi
-python3 -m pytest -q -p no:cacheprovider "$@"
+# Two xdist workers, one per CI core (tests/conftest.py keeps each on one thread); the
+# tests that need the pretrained tiny world share one worker, so it is pretrained once.
+# Pass -n 0 to run in one process.
+python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup "$@"

@@ -38,3 +38,13 @@ def tiny_world_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ensure_prm("tiny-prm", quick=True, cache_dir=root, progress=False)
     ensure_prm("tiny-prm-s", quick=True, cache_dir=root, progress=False)
     return root
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``pytest -n 2 --dist loadgroup`` (scripts/test.sh) every test that needs the
+    pretrained tiny world runs on one worker, so the world is pretrained once, not once
+    per worker; the other worker takes the rest of the suite meanwhile."""
+    for item in items:
+        if "tiny_world_cache" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("tiny-world"))
