@@ -217,7 +217,7 @@ def race(
     anchors: Annotated[int | None, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots).")] = None,
     cost_power: Annotated[float | None, typer.Option(help="ours: the acquisition values a run's expected gain / FLOPs**p (default 0.5; 1 = gain per FLOP, favours pilots; 0 ignores cost).")] = None,
     quiet: Annotated[bool, typer.Option(help="No live progress display.")] = False,
-    workers: Annotated[int, typer.Option(min=1, help="Runs of a round in flight at once, each in its own worker process (1 = in this process, one after another). Where runs succeed the records are the same; a tiny-world run uses one core, so 2 on a 2-core laptop speeds up rounds of several runs (the main job's race: 24:50 -> 17:05).")] = 1,
+    workers: Annotated[int, typer.Option(min=1, help="Runs of a round in flight at once, each in its own worker process (1 = in this process, one after another). ours' acquisition rounds then hold at least N runs, the next best picks of its batch, so no worker idles; the pilot and anchor rounds are the same as with 1. A tiny-world run uses one core, so 2 suits a 2-core laptop.")] = 1,
     backend: Annotated[str | None, typer.Option(help="Where the workers run: local, ray or slurm, as in `runners execute` (default local when --workers > 1).")] = None,
 ) -> None:
     from planner.engine import load_engine, open_batches, open_store, prepare_engine
@@ -241,7 +241,10 @@ def race(
         raise ConfigError(f"anchors: only the ours strategy takes anchors, not {strategy!r}; drop --anchors")
     if strategy != "ours" and cost_power is not None:
         raise ConfigError(f"cost-power: only the ours strategy has an acquisition, not {strategy!r}; drop --cost-power")
-    strat = make_strategy(strategy, problem, seed, **_ours_options(seed, anchors, cost_power))
+    ours_opts = _ours_options(seed, anchors, cost_power)
+    if strategy == "ours" and workers > 1:
+        ours_opts["min_batch"] = -(-workers // seeds)  # proposals that keep every worker busy
+    strat = make_strategy(strategy, problem, seed, **ours_opts)
     parallel = None  # built before the store is opened: a bad backend leaves no trace
     if workers > 1 or backend is not None:
         parallel = open_batches(engine=engine, data=data, workers=workers, backend=backend or "local",

@@ -63,7 +63,11 @@ class RaceStrategy:
             the runner-up regime, i.e. the validation duel run up front; with
             ``n_anchor > 2`` the rest are stratified).
         batch_size: proposals per acquisition batch (None: one per undecided setting,
-            at most 8).
+            at most 8, and at least ``min_batch``).
+        min_batch: the least proposals of a default acquisition batch; ``planner race
+            --workers N`` sets it to the proposals that keep N workers busy, so a round
+            with one undecided setting does not leave workers idle (the extra picks are
+            the greedy batch's next best, conditioned on the first).
         config: acquisition knobs.
         n_samples: posterior sample paths per regime call.
         validate: hold a call open until runs at the target budget near rho* and near the
@@ -82,6 +86,7 @@ class RaceStrategy:
         n_anchor: int = N_ANCHOR,
         anchor: str = "stratified",
         batch_size: int | None = None,
+        min_batch: int = 1,
         config: AcquisitionConfig | None = None,
         n_samples: int = 256,
         validate: bool = True,
@@ -95,7 +100,12 @@ class RaceStrategy:
 
             raise ConfigError(f"anchor: unknown placement {anchor!r}; use stratified or duel")
         self.anchor = anchor
+        if min_batch < 1:
+            from planner.errors import ConfigError
+
+            raise ConfigError(f"min_batch: must be at least 1, got {min_batch}")
         self.batch_size = batch_size
+        self.min_batch = min_batch
         self.config = config or AcquisitionConfig(seed=seed)
         self.n_samples = n_samples
         self.validate = validate
@@ -198,17 +208,26 @@ class RaceStrategy:
         open_ = [s for s in p.settings if not self._would_decide(calls[s])]
         if not open_ and not checks:
             open_ = list(p.settings)
-        q = n if n is not None else (self.batch_size or min(8, max(1, len(open_))))
+        q = n if n is not None else (self.batch_size or max(self.min_batch, min(8, len(open_))))
+        in_flight = list(pending)
         if checks:
             q = max(0, q - len(checks))
+            if not open_ and n is None:
+                # Only validation is left: with workers to keep busy (min_batch > 1) the
+                # rest of the batch goes to the settings under validation, conditioned on
+                # their validation runs. (Otherwise the checks are of decided settings and
+                # the batch of open ones; the fit ties them only through the kernel.)
+                open_ = list(dict.fromkeys(Setting(c.model, c.reward) for c in checks))
+                q = max(0, self.min_batch - len(checks))
+                in_flight += checks
             if not open_ or q == 0:
                 return checks[: n if n is not None else len(checks)]
         pend = [(Setting(x.model, x.reward), x.plan.rho, x.plan.flops.total, x.plan.num_iterations)
-                for x in pending]
+                for x in in_flight]
         cands = select_batch(
             self.surrogate(), open_, q, target_budget=p.budget, pilot_budget=p.pilot_budget,
             config=self.config, opts=p.opts, pending=pend,
-            recorded=[r.plan for r in self.records_] + [x.plan for x in pending],
+            recorded=[r.plan for r in self.records_] + [x.plan for x in in_flight],
         )
         return checks + [
             make_proposal(

@@ -209,3 +209,27 @@ def test_ours_validates_a_call_whose_rho_star_lies_outside_its_interval() -> Non
     assert not st._validated(S, outside)
     st.records_.append(at_target(best))
     assert st._validated(S, outside)
+
+
+def test_ours_min_batch_fills_a_round_that_holds_only_validation() -> None:
+    """With workers to keep busy (``planner race --workers N`` sets ``min_batch``), a round
+    whose only proposal is a validation run gets the acquisition's next best picks for the
+    same setting; the pilot and anchor rounds do not change."""
+    one = RaceProblem((S,), budget=1e16, pilot_budget=1e15)
+    peak = {S: 0.72}
+    rounds: dict[int, list[list[Proposal]]] = {}
+    for mb in (1, 3):
+        st = make_strategy("ours", one, 0, min_batch=mb)
+        rounds[mb] = []
+        for _ in range(3):
+            props = st.ask()
+            rounds[mb].append(props)
+            st.tell([run(p, peak) for p in props])
+    assert [[p.id for p in r] for r in rounds[1][:2]] == [[p.id for p in r] for r in rounds[3][:2]]
+    only, filled = rounds[1][2], rounds[3][2]
+    assert len(only) == 1 and "validation" in only[0].reason  # this world's third round
+    assert len(filled) == 3 and filled[0].id == only[0].id
+    assert all("acquisition" in p.reason for p in filled[1:])
+    assert len({p.id for p in filled}) == 3  # no run proposed twice
+    with pytest.raises(ConfigError, match="min_batch"):
+        make_strategy("ours", one, 0, min_batch=0)

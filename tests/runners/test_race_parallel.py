@@ -68,3 +68,16 @@ def test_execute_only_runs_the_given_pairs_of_the_grid(tmp_path: Path) -> None:
     res = execute(props, data=tmp_path, engine="sim", seeds=[0, 1], only=want, show_progress=False)
     assert set(res.ok) == want and not res.skipped
     assert PilotStore(tmp_path).run_ids() == want
+
+
+def test_workers_fill_the_rounds_after_the_anchors(tmp_path: Path) -> None:
+    """One setting: 4 pilots, 2 anchors, then rounds of one run (a validation or one
+    acquisition pick). With 2 workers that round holds 2 runs, so 8 runs take 3 rounds."""
+    data = tmp_path / "d"
+    res = runner.invoke(app, ["race", "--engine", "sim", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                              "--budget", "1e16", "--max-runs", "8", "--data", str(data), "--quiet",
+                              "--workers", "2"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((data / "regimes.json").read_text())
+    assert (doc["runs"], doc["rounds"], doc["stop_reason"]) == (8, 3, "max-runs")
+    assert len(PilotStore(data).run_ids()) == 8
