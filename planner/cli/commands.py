@@ -1,3 +1,3 @@
 """Registers every ``planner`` sub-command (one module per concept)."""
 
-from planner.cli import accounting, audit, race, report  # noqa: F401
+from planner.cli import accounting, audit, bench, race, report  # noqa: F401

@@ -1,11 +1,11 @@
-"""``planner suggest``, ``planner race`` and ``planner bench``: proposals, the active loop and
-the planner benchmark. Heavy imports (torch, botorch, optuna) happen inside the commands."""
+"""``planner suggest`` and ``planner race``: proposals and the active loop (the race's table:
+:mod:`planner.cli.race_display`). Heavy imports (torch, botorch, optuna) happen inside the
+commands."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -17,10 +17,6 @@ from planner.cli.app import (
     parse_budget,
     parse_list,
 )
-
-if TYPE_CHECKING:
-    from planner.frontier import Setting
-    from planner.regime import RegimeCall
 
 BudgetOpt = Annotated[str, typer.Option(help="Target FLOP budget of the decision, e.g. 1e18.")]
 ModelsOpt = Annotated[
@@ -220,6 +216,7 @@ def race(
     workers: Annotated[int, typer.Option(min=1, help="Runs of a round in flight at once, each in its own worker process (1 = in this process, one after another). ours' acquisition rounds then hold at least N runs, the next best picks of its batch, so no worker idles; the pilot and anchor rounds are the same as with 1. A tiny-world run uses one core, so 2 suits a 2-core laptop.")] = 1,
     backend: Annotated[str | None, typer.Option(help="Where the workers run: local, ray or slurm, as in `runners execute` (default local when --workers > 1).")] = None,
 ) -> None:
+    from planner.cli.race_display import RaceDisplay
     from planner.engine import load_engine, open_batches, open_store, prepare_engine
     from planner.errors import ConfigError
     from planner.loop import regimes_document, run_race, write_regimes
@@ -252,7 +249,7 @@ def race(
     try:
         store = open_store(data)
         prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
-        display = _Display(problem, quiet, posterior=strat.stops_on_confidence)
+        display = RaceDisplay(problem, quiet, posterior=strat.stops_on_confidence)
         with display:
             result = run_race(problem, strat, eng, store, max_runs=runs_cap, max_flops=flops_cap,
                               seeds=seeds, batch_size=batch, progress=display.update, run_batch=parallel)
@@ -302,142 +299,3 @@ def _warn_corrupt(store: Any) -> None:
         typer.echo(f"warning: {len(wrecks)} unreadable record file(s) in {store.root} were skipped "
                    f"(first: {wrecks[0].path.name}); `runners status --data {store.root}` lists them, "
                    "and the next run of their proposals replaces them", err=True)
-
-
-class _Display:
-    """Live rich table of the race: runs, FLOPs and each setting's regime probabilities."""
-
-    def __init__(self, problem: Any, quiet: bool, posterior: bool = True) -> None:
-        self.problem = problem
-        self.quiet = quiet
-        self.posterior = posterior  # baselines make point calls: their "P" is 100 or 0
-        self.live: Any = None
-
-    def __enter__(self) -> _Display:
-        if not self.quiet:
-            from rich.live import Live
-
-            self.live = Live(self._table(None), refresh_per_second=4, transient=False)
-            self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.live is not None:
-            self.live.__exit__(*exc)
-            if not self.live.console.is_terminal:  # rich ends a terminal's render with a newline only
-                self.live.console.line()
-
-    def update(self, progress: Any) -> None:
-        if self.live is not None:
-            self.live.update(self._table(progress))
-
-    def _table(self, progress: Any) -> Any:
-
-        title = "race: starting" if progress is None else (
-            f"race round {progress.round}: {progress.runs} runs, {progress.flops:.3g} FLOPs, "
-            f"last ask {progress.ask_seconds:.1f} s")
-        return _calls_table(title, self.problem, progress.calls if progress else {}, posterior=self.posterior)
-
-    def final(self, result: Any, path: Path) -> None:
-        from rich.console import Console
-
-        c = Console()
-        c.print(_calls_table(f"regimes at {self.problem.budget:.3g} FLOPs ({self.problem.target})",
-                             self.problem, result.calls, result, posterior=self.posterior))
-        c.print(f"stopped: {result.stop_reason} after {result.total_runs} runs, "
-                f"{result.total_flops:.3g} FLOPs; wrote {path}")
-
-
-def _calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], result: Any = None,
-                 posterior: bool = True) -> Any:
-    """One line per setting, whole at 80 columns (the live view and the final table)."""
-    from rich import box
-    from rich.table import Table
-
-    from planner.regime import LABELS
-    from planner.strategies import decision_state
-
-    # One P column (search/update/reward, percent) leaves room for the stake at 80 columns.
-    heads = ["setting", "rho*", "90% CI", "regime", "P% " + "/".join(lab[0] for lab in LABELS), "stake"]
-    # The stake in noise sd where the strategy knows the noise (ours), else in metric units.
-    in_sd = any(math.isfinite(c.stake_sd) for c in calls.values())
-    unit = "in one run's noise sd" if in_sd else "target metric"
-    if result is not None:
-        heads.append("runs")
-    rows = []
-    for s in problem.settings:
-        c = calls.get(s)
-        if c is None:
-            rows.append([s.key, *["-"] * (len(heads) - 1)])
-            continue
-        if result is not None and result.runs[s] == 0:
-            # Only other settings' runs speak for it: a call and a stake here would read as
-            # measured (regimes.json keeps the prediction, with runs 0).
-            rows.append([s.key, "-", "-", "no runs", "-", "-", "0"])
-            continue
-        mark = {"confident": "", "indifferent": "~", "open": "?"}[decision_state(c, problem)]
-        row = [s.key, f"{c.rho_star:.2f}", f"{c.rho_star_ci[0]:.2f}-{c.rho_star_ci[1]:.2f}",
-               c.regime + mark, "/".join(f"{100 * c.probabilities[lab]:.0f}" for lab in LABELS),
-               _stake_cell(c, in_sd)]
-        if result is not None:
-            row.append(str(result.runs[s]))
-        rows.append(row)
-    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
-              caption=("P%: posterior probability of the search-, update-, reward-heavy regime; "
-                       if posterior else "P%: a point call (this strategy has no posterior; 100 is the "
-                       "call, not a probability); ")
-                      + f"?: not decided (below {problem.confidence:.0%}, or not yet checked by a run at "
-                      "the target budget), ~: indifferent; stake: "
-                      "expected gap between the best allocations of the called and the next "
-                      f"regime ({unit}; near 0: the regime hardly matters)")
-    for k, head in enumerate(heads):
-        t.add_column(head, no_wrap=True, justify="left" if k in (0, 3) else "right",
-                     min_width=max(len(head), *(len(r[k]) for r in rows)))
-    for r in rows:
-        t.add_row(*r)
-    return t
-
-
-def _stake_cell(call: RegimeCall, in_sd: bool) -> str:
-    value = call.stake_sd if in_sd else call.stake
-    if not math.isfinite(value):
-        return "-"
-    return f"{value:.1f} sd" if in_sd else f"{value:.4f}"
-
-
-@command(help="Benchmark the strategies on the simulator worlds (runs benchmarks/planner_bench.py).")
-def bench(
-    quick: Annotated[bool, typer.Option(help="CI-sized run: one world, few seeds and settings.")] = False,
-    out: Annotated[Path, typer.Option(help="Where to write the JSON results (the figure goes beside it, .png/.svg).")] = Path("planner_bench.json"),
-    plot: Annotated[bool, typer.Option(help="Write the figure (same-regime rate and regret against FLOPs).")] = True,
-    worlds: Annotated[str | None, typer.Option(help="Worlds, comma-separated (default: all shipped).")] = None,
-    strategies: Annotated[str | None, typer.Option(help="Strategies, comma-separated (default: all).")] = None,
-    seeds: Annotated[int | None, typer.Option(min=1, help="Repetitions per world (default 10; quick 3).")] = None,
-    first_rep: Annotated[int, typer.Option(min=0, help="First repetition (e.g. 10 for held-out seeds).")] = 0,
-    flops_per_setting: Annotated[float | None, typer.Option(
-        help="Ours' FLOP cap per setting in target-budget runs (default 6); baselines get equal spend.")] = None,
-    cost_power: Annotated[float | None, typer.Option(help="Ours' acquisition cost power (default 0.5).")] = None,
-    jobs: Annotated[int, typer.Option(min=1, help="Worlds benchmarked in parallel processes.")] = 1,
-) -> None:
-    import importlib.util
-    import sys
-
-    from planner.errors import ConfigError
-
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "planner_bench.py"
-    if not script.is_file():
-        raise ConfigError(f"bench: {script} not found; run from a source checkout of race-planner")
-    spec = importlib.util.spec_from_file_location("planner_bench", script)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    # Registered before it runs: its dataclasses look their module up in sys.modules.
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    argv = ["--out", str(out)] + (["--quick"] if quick else []) + ([] if plot else ["--no-plot"])
-    argv += ["--worlds", worlds] if worlds else []
-    argv += ["--strategies", strategies] if strategies else []
-    argv += ["--seeds", str(seeds)] if seeds else []
-    argv += ["--first-rep", str(first_rep), "--jobs", str(jobs)]
-    argv += ["--flops-per-setting", str(flops_per_setting)] if flops_per_setting is not None else []
-    argv += ["--cost-power", str(cost_power)] if cost_power is not None else []
-    mod.main(argv)

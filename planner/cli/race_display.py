@@ -1,0 +1,114 @@
+"""The race's live table and its final one: one line per setting, whole at 80 columns."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from planner.frontier import Setting
+    from planner.regime import RegimeCall
+
+__all__ = ["RaceDisplay", "calls_table"]
+
+
+class RaceDisplay:
+    """Live rich table of the race: runs, FLOPs and each setting's regime probabilities."""
+
+    def __init__(self, problem: Any, quiet: bool, posterior: bool = True) -> None:
+        self.problem = problem
+        self.quiet = quiet
+        self.posterior = posterior  # baselines make point calls: their "P" is 100 or 0
+        self.live: Any = None
+
+    def __enter__(self) -> RaceDisplay:
+        if not self.quiet:
+            from rich.live import Live
+
+            self.live = Live(self._table(None), refresh_per_second=4, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+            if not self.live.console.is_terminal:  # rich ends a terminal's render with a newline only
+                self.live.console.line()
+
+    def update(self, progress: Any) -> None:
+        if self.live is not None:
+            self.live.update(self._table(progress))
+
+    def _table(self, progress: Any) -> Any:
+
+        title = "race: starting" if progress is None else (
+            f"race round {progress.round}: {progress.runs} runs, {progress.flops:.3g} FLOPs, "
+            f"last ask {progress.ask_seconds:.1f} s")
+        return calls_table(title, self.problem, progress.calls if progress else {}, posterior=self.posterior)
+
+    def final(self, result: Any, path: Path) -> None:
+        from rich.console import Console
+
+        c = Console()
+        c.print(calls_table(f"regimes at {self.problem.budget:.3g} FLOPs ({self.problem.target})",
+                             self.problem, result.calls, result, posterior=self.posterior))
+        c.print(f"stopped: {result.stop_reason} after {result.total_runs} runs, "
+                f"{result.total_flops:.3g} FLOPs; wrote {path}")
+
+
+def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], result: Any = None,
+                 posterior: bool = True) -> Any:
+    """One line per setting, whole at 80 columns (the live view and the final table)."""
+    from rich import box
+    from rich.table import Table
+
+    from planner.regime import LABELS
+    from planner.strategies import decision_state
+
+    # One P column (search/update/reward, percent) leaves room for the stake at 80 columns.
+    heads = ["setting", "rho*", "90% CI", "regime", "P% " + "/".join(lab[0] for lab in LABELS), "stake"]
+    # The stake in noise sd where the strategy knows the noise (ours), else in metric units.
+    in_sd = any(math.isfinite(c.stake_sd) for c in calls.values())
+    unit = "in one run's noise sd" if in_sd else "target metric"
+    if result is not None:
+        heads.append("runs")
+    rows = []
+    for s in problem.settings:
+        c = calls.get(s)
+        if c is None:
+            rows.append([s.key, *["-"] * (len(heads) - 1)])
+            continue
+        if result is not None and result.runs[s] == 0:
+            # Only other settings' runs speak for it: a call and a stake here would read as
+            # measured (regimes.json keeps the prediction, with runs 0).
+            rows.append([s.key, "-", "-", "no runs", "-", "-", "0"])
+            continue
+        mark = {"confident": "", "indifferent": "~", "open": "?"}[decision_state(c, problem)]
+        row = [s.key, f"{c.rho_star:.2f}", f"{c.rho_star_ci[0]:.2f}-{c.rho_star_ci[1]:.2f}",
+               c.regime + mark, "/".join(f"{100 * c.probabilities[lab]:.0f}" for lab in LABELS),
+               _stake_cell(c, in_sd)]
+        if result is not None:
+            row.append(str(result.runs[s]))
+        rows.append(row)
+    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+              caption=("P%: posterior probability of the search-, update-, reward-heavy regime; "
+                       if posterior else "P%: a point call (this strategy has no posterior; 100 is the "
+                       "call, not a probability); ")
+                      + f"?: not decided (below {problem.confidence:.0%}, or not yet checked by a run at "
+                      "the target budget), ~: indifferent; stake: "
+                      "expected gap between the best allocations of the called and the next "
+                      f"regime ({unit}; near 0: the regime hardly matters)")
+    for k, head in enumerate(heads):
+        t.add_column(head, no_wrap=True, justify="left" if k in (0, 3) else "right",
+                     min_width=max(len(head), *(len(r[k]) for r in rows)))
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def _stake_cell(call: RegimeCall, in_sd: bool) -> str:
+    value = call.stake_sd if in_sd else call.stake
+    if not math.isfinite(value):
+        return "-"
+    return f"{value:.1f} sd" if in_sd else f"{value:.4f}"
