@@ -30,6 +30,7 @@ from planner.design import (
     iso_pilot_budget,
     space_filling_rho,
 )
+from planner.errors import ConfigError
 from planner.frontier import Setting, allocation_shares, classify_setting, reuse_at, rho_grid
 from planner.proposals import make_proposal
 from planner.regime import RegimeCall
@@ -96,13 +97,9 @@ class RaceStrategy:
         self.n_init = n_init
         self.n_anchor = n_anchor
         if anchor not in ("stratified", "duel"):
-            from planner.errors import ConfigError
-
             raise ConfigError(f"anchor: unknown placement {anchor!r}; use stratified or duel")
         self.anchor = anchor
         if min_batch < 1:
-            from planner.errors import ConfigError
-
             raise ConfigError(f"min_batch: must be at least 1, got {min_batch}")
         self.batch_size = batch_size
         self.min_batch = min_batch
