@@ -1,39 +1,13 @@
-"""The FLOP meter: what a GRPO/LoRA run actually spent on search, learning and reward.
-
-:class:`FlopMeter` hooks the policy (and any reward model) and, for every forward pass
-that runs, reads the shapes that executed -- padded batch x length, KV-cache length,
-positions whose logits were computed, whether a gradient follows, whether the LoRA
-adapters were active -- and converts them with the pure accountant
-(:mod:`planner.accountant`). Nothing is estimated from plans: a decode step that runs for
-a sequence that already finished is counted, because it was computed.
-
-Phase of a policy forward, from what the call itself carries:
-
-* a KV cache passed (``cache``, formerly ``past_key_values``) -> **search** (a ``generate`` prefill or decode step);
-* TRL's fused log-prob call (``fused_lm_head=True``) with grad enabled -> **learning**,
-  one LoRA training pass (forward + backward, + recompute under activation checkpointing,
-  + the chunked LM head's logit recompute in backward);
-* the same call without grad -> **learning**, an old-policy (adapters on) or reference
-  (adapters off) log-prob forward;
-* a forward of a watched reward model -> **reward**.
-
-:class:`FlopMeterCallback` is the public, drop-in ``transformers.TrainerCallback``: add it
-to any ``GRPOTrainer`` and the trainer's logs gain ``flops/search``, ``flops/learning``,
-``flops/reward``, ``flops/total`` and ``rho``. :class:`BudgetGuard` stops training once the
-metered total reaches a budget. See docs/meter.md.
-"""
+"""FlopMeter: forward hooks on the policy (and a reward model) that count the FLOPs
+executed, by phase, with the pure accountant. See the package docstring for the phase rules."""
 
 from __future__ import annotations
 
-import math
 import time
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
-
-from transformers.trainer_callback import TrainerCallback
 
 from planner.accountant import (
     FlopsBreakdown,
@@ -47,15 +21,10 @@ from planner.accountant import (
     rotary_flops,
     train_pass_flops,
 )
-from planner.architecture import LINEAR_MODULES, Architecture
+from planner.architecture import Architecture
+from runners.meter.architecture import unwrap
 
-__all__ = [
-    "LOG_KEYS",
-    "BudgetGuard",
-    "FlopMeter",
-    "FlopMeterCallback",
-    "architecture_from_config",
-]
+__all__ = ["LOG_KEYS", "TOKEN_KEYS", "FlopMeter"]
 
 LOG_KEYS: tuple[str, ...] = ("flops/search", "flops/learning", "flops/reward", "flops/total", "rho")
 TOKEN_KEYS: tuple[str, ...] = (
@@ -65,64 +34,6 @@ TOKEN_KEYS: tuple[str, ...] = (
     "logprob_forward",
     "reward_scored",
 )
-
-
-def architecture_from_config(config: Any, name: str = "model", *, score_head: tuple[int, ...] = ()) -> Architecture:
-    """The accountant's view of a Hugging Face decoder config (Qwen2/Llama-style fields)."""
-    cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
-    return Architecture(
-        name=name,
-        role="prm" if score_head else "policy",
-        family="hf",
-        hidden_size=cfg.hidden_size,
-        num_hidden_layers=cfg.num_hidden_layers,
-        num_attention_heads=cfg.num_attention_heads,
-        num_key_value_heads=getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads,
-        intermediate_size=cfg.intermediate_size,
-        vocab_size=cfg.vocab_size,
-        tie_word_embeddings=bool(getattr(cfg, "tie_word_embeddings", False)),
-        max_position_embeddings=getattr(cfg, "max_position_embeddings", 32768),
-        score_head=score_head,
-    )
-
-
-def lora_from_model(model: Any) -> LoRA | None:
-    """Rank and target modules of the active peft LoRA adapter, or None without one.
-
-    The wrapped layers are read off the model itself (modules with ``lora_A``), because
-    after injection peft's ``target_modules`` may hold full paths
-    (``model.layers.0.self_attn.q_proj``), ``"all-linear"`` or a regex, none of which
-    names a module type; before injection the config is read, by last name component."""
-    configs = getattr(model, "peft_config", None)
-    if not configs:
-        return None
-    cfg = configs.get(getattr(model, "active_adapter", "default")) or next(iter(configs.values()))
-    wrapped: set[str] = set()
-    named = getattr(model, "named_modules", None)
-    if callable(named):
-        wrapped = {name.rsplit(".", 1)[-1] for name, mod in named() if hasattr(mod, "lora_A")}
-    if not wrapped:
-        targets = cfg.target_modules
-        if targets == "all-linear":
-            wrapped = set(LINEAR_MODULES)
-        else:
-            names = (targets,) if isinstance(targets, str) else tuple(targets or ())
-            wrapped = {str(n).rsplit(".", 1)[-1] for n in names}
-    chosen = tuple(m for m in LINEAR_MODULES if m in wrapped)
-    if not chosen:
-        import warnings
-
-        warnings.warn("FlopMeter: a peft model with no LoRA on the policy's linear layers "
-                      f"(target_modules={cfg.target_modules!r}); metering it as full fine-tuning", stacklevel=2)
-        return None
-    return LoRA(int(cfg.r), chosen)
-
-
-def _unwrap(model: Any) -> Any:
-    """The causal LM under DDP/accelerate (``.module``) and peft (``get_base_model``)."""
-    while hasattr(model, "module") and not hasattr(model, "get_base_model"):
-        model = model.module
-    return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
 @dataclass
@@ -282,7 +193,7 @@ class FlopMeter:
         if self._policy_attached:
             return
         self._policy_attached = True
-        base = _unwrap(model)
+        base = unwrap(model)
         try:
             from peft.tuners.tuners_utils import BaseTunerLayer
 
@@ -398,173 +309,3 @@ def _checkpointing(module: Any) -> bool:
     if flag is not None:
         return bool(module.is_activation_checkpointing)
     return bool(getattr(module, "is_gradient_checkpointing", False))
-
-
-class FlopMeterCallback(TrainerCallback):
-    """Drop-in callback: meters any (GRPO) trainer's policy and logs the compute allocation.
-
-    ``meter=None`` builds a :class:`FlopMeter` from the model's config and peft adapter at
-    ``on_train_begin``. ``reward_models`` are modules whose forwards count as reward FLOPs
-    (their config gives the scorer shape). Every log gains :data:`LOG_KEYS`. ``budget``
-    adds a :class:`BudgetGuard` on the same meter (``steps_per_round``: GRPO's
-    ``num_iterations``). Add it with :meth:`attach` so integrations (W&B, TensorBoard)
-    that run before user callbacks see the keys too.
-    """
-
-    def __init__(
-        self,
-        meter: FlopMeter | None = None,
-        *,
-        reward_models: Sequence[Any] = (),
-        scorer_head: tuple[int, ...] = (1,),
-        progress: Callable[[FlopMeter, Any], None] | None = None,
-        budget: float | None = None,
-        steps_per_round: int = 1,
-    ) -> None:
-        self.meter = meter
-        self.budget = budget
-        self.steps_per_round = steps_per_round
-        self.guard: BudgetGuard | None = None
-        self.reward_models = tuple(reward_models)
-        self.scorer_head = scorer_head
-        self.progress = progress
-        self._step_start: float | None = None
-        self._walls_at_step: dict[str, float] = {}
-        self.train_wall = 0.0
-
-    @classmethod
-    def attach(cls, trainer: Any, **kwargs: Any) -> FlopMeterCallback:
-        """Create a callback and put it first, ahead of the reporting integrations."""
-        cb = cls(**kwargs)
-        trainer.callback_handler.callbacks.insert(0, cb)
-        return cb
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-        if self.meter is None:
-            base = _unwrap(model)
-            scorer = None
-            if self.reward_models:
-                scorer = architecture_from_config(self.reward_models[0].config, "reward-model", score_head=self.scorer_head)
-            self.meter = FlopMeter(architecture_from_config(base.config), lora=lora_from_model(model), scorer=scorer)
-            for rm in self.reward_models:
-                self.meter.watch_scorer(rm)
-        self.meter.attach(model)
-        if self.budget is not None:
-            self.guard = BudgetGuard(self.meter, self.budget, steps_per_round=self.steps_per_round)
-            self.guard.on_train_begin(args, state, control)
-
-    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        assert self.meter is not None
-        self._step_start = time.perf_counter()
-        self._walls_at_step = {k: self.meter.wall.get(k, 0.0) for k in ("search", "reward")}
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        assert self.meter is not None
-        if self._step_start is not None:
-            step = time.perf_counter() - self._step_start
-            self.train_wall += step
-            other = sum(self.meter.wall.get(k, 0.0) - v for k, v in self._walls_at_step.items())
-            # Backward passes are invisible to forward hooks: learning = the step minus the
-            # search and reward time measured inside it.
-            self.meter.add_wall("learning", max(0.0, step - other))
-        if self.guard is not None:
-            self.guard.on_step_end(args, state, control)
-        if self.progress is not None:
-            self.progress(self.meter, state)
-
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        if self.meter is None or logs is None:
-            return
-        values = self.meter.log_dict()
-        logs.update(values)
-        # Trainer.log appended a copy of `logs` to the history before calling us.
-        if state.log_history and state.log_history[-1] is not logs:
-            state.log_history[-1].update(values)
-
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.meter is not None:
-            self.meter.detach()
-
-
-class BudgetGuard(TrainerCallback):
-    """Stops training when the metered total reaches ``budget``, at a round boundary.
-
-    A round is ``steps_per_round`` optimizer steps on one rollout batch (GRPO's
-    ``num_iterations`` with one optimizer step per generation batch); stopping inside a
-    round would waste its rollouts. :meth:`groups_for_round` sizes the next round from the
-    measured cost per prompt group so the run lands on the budget rather than one round
-    past it; trainers that cannot shrink a round (a stock ``GRPOTrainer``) stop at the
-    boundary closest to the budget instead.
-    """
-
-    def __init__(
-        self,
-        meter: FlopMeter,
-        budget: float,
-        *,
-        steps_per_round: int = 1,
-        groups_per_round: int | None = None,
-        group_cost: float | None = None,
-        partial_rounds: bool = False,
-    ) -> None:
-        if not math.isfinite(budget) or budget <= 0:
-            raise ValueError("budget must be a positive finite number of FLOPs")
-        self.meter = meter
-        self.budget = float(budget)
-        self.steps_per_round = max(1, steps_per_round)
-        self.groups_per_round = groups_per_round
-        self.initial_group_cost = group_cost
-        self.partial_rounds = partial_rounds
-        self.stop_reason: str | None = None
-        self._round_spent = 0.0
-        self._round_groups: int | None = None
-        self._recent: deque[float] = deque(maxlen=3)
-        self.rounds: list[int] = []
-
-    def group_cost(self) -> float | None:
-        """FLOPs of one prompt group over a whole round, from the last completed rounds."""
-        if self._recent:
-            return sum(self._recent) / len(self._recent)
-        return self.initial_group_cost
-
-    def groups_for_round(self, requested: int, multiple: int = 1) -> int:
-        """How many of ``requested`` prompt groups the round about to generate may have."""
-        n = self._affordable(requested, multiple)
-        self._round_groups = n
-        if n > 0:
-            self.rounds.append(n)
-        return n
-
-    def _affordable(self, requested: int, multiple: int = 1) -> int:
-        remaining = self.budget - self.meter.total
-        cost = self.group_cost()
-        if remaining <= 0:
-            return 0
-        if cost is None or cost <= 0:
-            return requested
-        if not self.partial_rounds:
-            # All or nothing: run the round if that lands closer to the budget than stopping.
-            return requested if remaining >= requested * cost / 2 else 0
-        n = min(requested, round(remaining / cost))
-        return (n // multiple) * multiple
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._round_spent = self.meter.total
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.meter.total >= self.budget:
-            self.stop_reason = "budget"
-            control.should_training_stop = True
-            return
-        if state.global_step % self.steps_per_round:
-            return
-        # A round just ended: learn its cost per prompt group, then decide on the next one.
-        groups = self._round_groups or self.groups_per_round or 1
-        spent = self.meter.total - self._round_spent
-        if spent > 0:
-            self._recent.append(spent / groups)
-        self._round_spent = self.meter.total
-        self._round_groups = None
-        if self._affordable(self.groups_per_round or 1) == 0:
-            self.stop_reason = "budget"
-            control.should_training_stop = True

@@ -1,0 +1,68 @@
+"""The accountant's view of a live model: its Hugging Face config and its peft adapter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner.accountant import LoRA
+from planner.architecture import LINEAR_MODULES, Architecture
+
+__all__ = ["architecture_from_config", "lora_from_model", "unwrap"]
+
+
+def architecture_from_config(config: Any, name: str = "model", *, score_head: tuple[int, ...] = ()) -> Architecture:
+    """The accountant's view of a Hugging Face decoder config (Qwen2/Llama-style fields)."""
+    cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return Architecture(
+        name=name,
+        role="prm" if score_head else "policy",
+        family="hf",
+        hidden_size=cfg.hidden_size,
+        num_hidden_layers=cfg.num_hidden_layers,
+        num_attention_heads=cfg.num_attention_heads,
+        num_key_value_heads=getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads,
+        intermediate_size=cfg.intermediate_size,
+        vocab_size=cfg.vocab_size,
+        tie_word_embeddings=bool(getattr(cfg, "tie_word_embeddings", False)),
+        max_position_embeddings=getattr(cfg, "max_position_embeddings", 32768),
+        score_head=score_head,
+    )
+
+
+def lora_from_model(model: Any) -> LoRA | None:
+    """Rank and target modules of the active peft LoRA adapter, or None without one.
+
+    The wrapped layers are read off the model itself (modules with ``lora_A``), because
+    after injection peft's ``target_modules`` may hold full paths
+    (``model.layers.0.self_attn.q_proj``), ``"all-linear"`` or a regex, none of which
+    names a module type; before injection the config is read, by last name component."""
+    configs = getattr(model, "peft_config", None)
+    if not configs:
+        return None
+    cfg = configs.get(getattr(model, "active_adapter", "default")) or next(iter(configs.values()))
+    wrapped: set[str] = set()
+    named = getattr(model, "named_modules", None)
+    if callable(named):
+        wrapped = {name.rsplit(".", 1)[-1] for name, mod in named() if hasattr(mod, "lora_A")}
+    if not wrapped:
+        targets = cfg.target_modules
+        if targets == "all-linear":
+            wrapped = set(LINEAR_MODULES)
+        else:
+            names = (targets,) if isinstance(targets, str) else tuple(targets or ())
+            wrapped = {str(n).rsplit(".", 1)[-1] for n in names}
+    chosen = tuple(m for m in LINEAR_MODULES if m in wrapped)
+    if not chosen:
+        import warnings
+
+        warnings.warn("FlopMeter: a peft model with no LoRA on the policy's linear layers "
+                      f"(target_modules={cfg.target_modules!r}); metering it as full fine-tuning", stacklevel=2)
+        return None
+    return LoRA(int(cfg.r), chosen)
+
+
+def unwrap(model: Any) -> Any:
+    """The causal LM under DDP/accelerate (``.module``) and peft (``get_base_model``)."""
+    while hasattr(model, "module") and not hasattr(model, "get_base_model"):
+        model = model.module
+    return model.get_base_model() if hasattr(model, "get_base_model") else model

@@ -1,0 +1,97 @@
+"""BudgetGuard: stop a trainer at the round boundary where the metered FLOPs reach a budget."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any
+
+from transformers.trainer_callback import TrainerCallback
+
+from runners.meter.hooks import FlopMeter
+
+__all__ = ["BudgetGuard"]
+
+
+class BudgetGuard(TrainerCallback):
+    """Stops training when the metered total reaches ``budget``, at a round boundary.
+
+    A round is ``steps_per_round`` optimizer steps on one rollout batch (GRPO's
+    ``num_iterations`` with one optimizer step per generation batch); stopping inside a
+    round would waste its rollouts. :meth:`groups_for_round` sizes the next round from the
+    measured cost per prompt group so the run lands on the budget rather than one round
+    past it; trainers that cannot shrink a round (a stock ``GRPOTrainer``) stop at the
+    boundary closest to the budget instead.
+    """
+
+    def __init__(
+        self,
+        meter: FlopMeter,
+        budget: float,
+        *,
+        steps_per_round: int = 1,
+        groups_per_round: int | None = None,
+        group_cost: float | None = None,
+        partial_rounds: bool = False,
+    ) -> None:
+        if not math.isfinite(budget) or budget <= 0:
+            raise ValueError("budget must be a positive finite number of FLOPs")
+        self.meter = meter
+        self.budget = float(budget)
+        self.steps_per_round = max(1, steps_per_round)
+        self.groups_per_round = groups_per_round
+        self.initial_group_cost = group_cost
+        self.partial_rounds = partial_rounds
+        self.stop_reason: str | None = None
+        self._round_spent = 0.0
+        self._round_groups: int | None = None
+        self._recent: deque[float] = deque(maxlen=3)
+        self.rounds: list[int] = []
+
+    def group_cost(self) -> float | None:
+        """FLOPs of one prompt group over a whole round, from the last completed rounds."""
+        if self._recent:
+            return sum(self._recent) / len(self._recent)
+        return self.initial_group_cost
+
+    def groups_for_round(self, requested: int, multiple: int = 1) -> int:
+        """How many of ``requested`` prompt groups the round about to generate may have."""
+        n = self._affordable(requested, multiple)
+        self._round_groups = n
+        if n > 0:
+            self.rounds.append(n)
+        return n
+
+    def _affordable(self, requested: int, multiple: int = 1) -> int:
+        remaining = self.budget - self.meter.total
+        cost = self.group_cost()
+        if remaining <= 0:
+            return 0
+        if cost is None or cost <= 0:
+            return requested
+        if not self.partial_rounds:
+            # All or nothing: run the round if that lands closer to the budget than stopping.
+            return requested if remaining >= requested * cost / 2 else 0
+        n = min(requested, round(remaining / cost))
+        return (n // multiple) * multiple
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._round_spent = self.meter.total
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.meter.total >= self.budget:
+            self.stop_reason = "budget"
+            control.should_training_stop = True
+            return
+        if state.global_step % self.steps_per_round:
+            return
+        # A round just ended: learn its cost per prompt group, then decide on the next one.
+        groups = self._round_groups or self.groups_per_round or 1
+        spent = self.meter.total - self._round_spent
+        if spent > 0:
+            self._recent.append(spent / groups)
+        self._round_spent = self.meter.total
+        self._round_groups = None
+        if self._affordable(self.groups_per_round or 1) == 0:
+            self.stop_reason = "budget"
+            control.should_training_stop = True
