@@ -147,7 +147,8 @@ def test_pilots_alone_inform_the_target_budget_shape() -> None:
     target nothing and its frontier comes out flat."""
     import torch
 
-    from surrogate.model import LENGTHSCALE_PRIOR, B
+    from surrogate.data import B
+    from surrogate.kernel import LENGTHSCALE_PRIOR
 
     sur = FrontierSurrogate(rewards=REWARDS, budget_range=(1e14, 1e16)).fit(rows(n_rho=8, budgets=(1e15,)))
     shape = sur.model_.covar_module.kernels[1].base_kernel.kernels[0]
