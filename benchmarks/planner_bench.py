@@ -23,7 +23,7 @@ the target budget (noise-free value lost), and the column ``ask s (no fit)``: wa
 regime calls, before it starts that timer, so the column times the proposals (the
 acquisition), not the fit. The whole of a suggestion (fit, calls and proposals) is the
 latency of ``planner suggest``, timed on empty data and with 200 records
-(:func:`suggest_latency`; ``--latency-only`` runs just that).
+(:func:`bench_latency.suggest_latency`; ``--latency-only`` runs just that).
 
     python benchmarks/planner_bench.py [--quick] [--worlds paper,flat] [--seeds 10] [--out FILE]
     python benchmarks/planner_bench.py --from-json benchmarks/planner_bench_results.json   # stored: no races
@@ -42,8 +42,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -52,6 +50,7 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:  # sibling modules (``planner bench`` loads this file by path)
     sys.path.insert(0, str(BENCH))
 
+from bench_latency import suggest_latency  # noqa: E402
 from bench_plot import plot_bench  # noqa: E402
 from bench_progress import Log, bench_progress  # noqa: E402
 from bench_scoring import (  # noqa: E402
@@ -67,7 +66,8 @@ from bench_scoring import (  # noqa: E402
     table,
 )
 from bench_stake import print_stake, stake_by_gap, stake_table  # noqa: E402
-from paired_regret import paired_table, print_paired  # noqa: E402
+from bench_tables import paired as _paired  # noqa: E402
+from bench_tables import print_anytime, print_pooled, print_table  # noqa: E402
 
 from planner.errors import ConfigError  # noqa: E402
 from planner.files import dumps_json  # noqa: E402
@@ -153,88 +153,6 @@ def _race(name: str, world: str, rep: int, problem: RaceProblem, truth: Truth, *
     )
 
 
-def latency_records(problem: RaceProblem, world: str, n_records: int = 200, seed: int = 0) -> list[RunRecord]:
-    """``n_records`` sim records spread round-robin over ``problem``'s settings. Each setting's
-    first :data:`N_ANCHOR` records are target-budget runs at distinct plans (its anchors) and
-    its next two pilots (its initial design then has ``n_init`` = 4 plans); the rest are 80%
-    pilots, 20% target-budget runs. With fewer, ``ask()`` would return the initial design or
-    anchor proposals and skip the fit, the regime calls and the acquisition that a suggestion
-    on a running study pays for."""
-    from planner.design import compile_feasible
-    from planner.proposals import make_proposal
-
-    rng = np.random.default_rng(seed)
-    eng = SimEngine(world=world)
-    recs: list[RunRecord] = []
-    plans: dict[Setting, set[str]] = {s: set() for s in problem.settings}
-    per: dict[Setting, int] = dict.fromkeys(problem.settings, 0)
-    tries = 0
-    while len(recs) < n_records:
-        s = problem.settings[len(recs) % len(problem.settings)]
-        k = per[s]
-        target = k < N_ANCHOR or (k >= N_ANCHOR + 2 and rng.random() >= 0.8)
-        b = problem.budget if target else problem.pilot_budget
-        plan, _ = compile_feasible(s, float(rng.uniform(0.1, 0.95)), b, problem.opts)
-        tries += 1
-        if tries > 100 * n_records:
-            raise RuntimeError(f"latency records: cannot compile distinct plans for {s.key}")
-        if plan is None:
-            continue
-        prop = make_proposal(plan, target=problem.target)
-        if prop.id in plans[s]:  # a repeated plan would not count as another anchor
-            continue
-        plans[s].add(prop.id)
-        recs.append(eng.run(prop, len(recs)))
-        per[s] += 1
-    return recs
-
-
-def suggest_latency(base: RaceProblem, world: str, n_records: int = 200) -> dict[str, float]:
-    """Seconds for what ``planner suggest`` does with ``ours`` (tell the records, decide,
-    ask; a fresh strategy each time, so every timing includes the surrogate fit) for the
-    default 15 settings (3 Qwen2.5 sizes x 5 reward systems):
-
-    * ``empty_s``: no records (the initial design);
-    * ``records_N_first_s``: ``n_records`` sim records (:func:`latency_records`), every
-      setting past its anchors, so the suggestion pays for the fit and the regime calls;
-      the first fit in this process, so it also carries the one-off setup a fresh
-      ``planner suggest`` process pays (lazy imports, first-call overheads);
-    * ``records_N_s``: the same suggestion again, warm. Its batch (one per open setting, at
-      most 8) may be all validation runs, which skip the acquisition;
-    * ``records_N_acquisition_s``: warm, with ``--n`` = those validation runs + 8, so the
-      acquisition also selects a full batch of 8 (the slowest default path).
-
-    Raises if a suggestion on the records returns initial-design or anchor proposals, or
-    the last one no acquisition proposal: then it would not time what it says."""
-    from planner.registry import REWARD_SYSTEMS
-
-    problem = RaceProblem(tuple(Setting(m, r) for m in POLICIES_QWEN for r in REWARD_SYSTEMS),
-                          budget=base.budget, pilot_budget=base.pilot_budget, target=base.target)
-
-    def suggestion(records: list[RunRecord], n: int | None = None) -> tuple[float, list[Any]]:
-        st = make_strategy("ours", problem)
-        t0 = time.perf_counter()
-        st.tell(records)
-        st.decide()
-        props = st.ask(n)
-        return time.perf_counter() - t0, props
-
-    empty, _ = suggestion([])
-    recs = latency_records(problem, world, n_records)
-    first, props = suggestion(recs)
-    early = [p.reason for p in props if p.reason.startswith(("anchor", "initial design"))]
-    if early or not props:
-        raise RuntimeError(f"suggest latency with {n_records} records did not get past the anchors: "
-                           f"{early[:1] or 'no proposals'}")
-    warm, props = suggestion(recs)
-    checks = sum(p.reason.startswith("validation") for p in props)
-    acq, props = suggestion(recs, checks + 8)
-    if all(p.reason.startswith("validation") for p in props):
-        raise RuntimeError("suggest latency: the batch with --n = validation runs + 8 has no acquisition proposal")
-    return {"empty_s": empty, f"records_{n_records}_first_s": first, f"records_{n_records}_s": warm,
-            f"records_{n_records}_acquisition_s": acq}
-
-
 def bench_world(world: str, problem: RaceProblem, reps: Sequence[int], strategies: Sequence[str], quick: bool,
                 log: Log, baseline_budget: float, ours: dict[str, Any] | None = None,
                 flops_per_setting: float = FLOPS_PER_SETTING) -> list[Outcome]:
@@ -267,91 +185,6 @@ def bench_world(world: str, problem: RaceProblem, reps: Sequence[int], strategie
                         out.append(o)
         log.rep_done(world)
     return out
-
-
-def print_table(rows: list[dict[str, Any]], latency: dict[str, float]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(title="planner benchmark (simulated; FLOPs in target-run units)")
-    for col in ("world", "strategy", "design", "same-regime", "decidable", "|rho* err| med", "regret med",
-                "FLOPs", "ask s (no fit)", "confident", "acc|conf", "stops"):
-        t.add_column(col)
-    order = list(dict.fromkeys(r["world"] for r in rows))
-    for r in sorted(rows, key=lambda r: order.index(r["world"])):  # stable: keeps strategies' order
-        if r["strategy"] == "grid" and not r.get("show", False):
-            continue
-        def num(v: float, spec: str) -> str:
-            return "-" if v != v else format(v, spec)  # NaN: nothing to score (no decidable setting, no call)
-
-        t.add_row(r["world"], r["strategy"], r["config"], f"{r['same_regime']:.3f}",
-                  f"{num(r['same_regime_decidable'], '.3f')} ({r['decidable_share']:.2f})",
-                  num(r["rho_err_median"], ".3f"), num(r["regret_median"], ".4f"),
-                  f"{r['flops_target_units']:.1f}", f"{r['ask_s']:.2f}", num(r["confident_share"], ".2f"),
-                  num(r["same_regime_when_confident"], ".2f"), ",".join(f"{k}:{v}" for k, v in r["stops"].items()))
-    c = Console(width=200)
-    c.print(t)
-    c.print("suggest latency: " + ", ".join(f"{k} {v:.2f}" for k, v in latency.items()))
-
-
-def print_pooled(pool: list[dict[str, Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(title="all worlds pooled (± one binomial standard error; constant: one label called everywhere)")
-    for col in ("strategy", "design", "same-regime", "decidable", "regret med", "FLOPs"):
-        t.add_column(col)
-    def pm(r: dict[str, Any], key: str, digits: int = 3) -> str:
-        se = r.get(key + "_se", float("nan"))
-        return f"{r[key]:.{digits}f}" + ("" if np.isnan(se) else f" ± {se:.{digits}f}")
-
-    for r in sorted(pool, key=lambda r: -r["same_regime"]):
-        t.add_row(r["strategy"], r["config"], pm(r, "same_regime"), pm(r, "same_regime_decidable"),
-                  pm(r, "regret_median", 4), f"{r['flops_target_units']:.1f}")
-    Console(width=200).print(t)
-
-
-def print_anytime(summary: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    c = Console(width=200)
-    t = Table(title="ours, anytime: the calls of a race capped at each FLOP budget (target-run units)")
-    for col in ("world", "cap", "FLOPs", "same-regime", "decidable", "regret med"):
-        t.add_column(col)
-    for w, sm in summary.items():
-        for r in sm["anytime"]:
-            t.add_row(w, f"{r['cap']:.0f}", f"{r['flops_target_units']:.1f}", f"{r['same_regime']:.3f}",
-                      f"{r['same_regime_decidable']:.3f}", f"{r['regret_median']:.4f}")
-    c.print(t)
-    t = Table(title="FLOPs to reach a same-regime rate: ours (anytime) vs the cheapest grid design")
-    for col in ("world", "settings", "rate", "ours", "grid", "grid design", "ours / grid"):
-        t.add_column(col)
-    for w, sm in summary.items():
-        for r in sm["cost_to_reach"]:
-            fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
-            t.add_row(w, "decidable" if r["metric"].endswith("decidable") else "all", f"{r['rate']:.2f}",
-                      fmt(r["ours_flops"]), fmt(r["grid_flops"]), r["grid_design"] or "-",
-                      "-" if r["ratio"] is None else f"{r['ratio']:.2f}")
-    c.print(t)
-    t = Table(title="oracle duel (two-allocation comparison, not a ceiling): expected same-regime rate (all settings / decidable ones) of a call "
-                    "that knows both contenders' best rho; FLOPs per setting = 2 x runs per arm, target-run units")
-    for col in ("world", *(f"{2 * k} units/setting" for k in ORACLE_RUNS)):
-        t.add_column(col)
-    for w, sm in summary.items():
-        dec = lambda v: "-" if np.isnan(v) else f"{v:.3f}"  # noqa: E731
-        t.add_row(w, *(f"{sm['oracle_duel'][str(k)]:.3f} / {dec(sm['oracle_duel_decidable'][str(k)])}"
-                       for k in ORACLE_RUNS))
-    c.print(t)
-
-
-def _paired(outcomes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Ours against each equal-spend baseline, paired by repetition and setting
-    (benchmarks/paired_regret.py), printed when any baseline ran beside ours."""
-    rows = paired_table(outcomes)
-    if rows:
-        print_paired(rows)
-    return rows
 
 
 def _nan(x: Any) -> Any:
