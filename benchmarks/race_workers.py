@@ -26,7 +26,6 @@ import json
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +77,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--arms", default="fill,no-fill", help="comma-separated arms, run in this order")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/race_workers.json")
     args = ap.parse_args(argv)
-    # The GP's Cholesky jitter notes, as `planner race` hides them: they are not news per round.
-    warnings.filterwarnings("ignore", message=r"A not p\.d\., added jitter")
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     bad = [a for a in arms if a not in ARMS]
     if bad:

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +35,20 @@ from surrogate.data import FEATURES, MU, RHO, B, TrainingData, Z, extract, group
 from surrogate.kernel import DTYPE, LOG2_REUSE_SPAN, frontier_kernel
 
 __all__ = ["Domain", "FrontierSurrogate", "NotFittedError"]
+
+
+@contextmanager
+def _jitter_handled() -> Iterator[None]:
+    """Silence linear_operator's note that it added diagonal jitter to a covariance.
+
+    Joint samples on a fine rho grid have a near-singular covariance (neighbouring points
+    are almost perfectly correlated), so the Cholesky adds 1e-8 jitter and warns, on every
+    regime call and acquisition step. The jitter is the fix; the note is not news to
+    anyone using the library, and it buried the progress of races driven from Python.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"A not p\.d\., added jitter")
+        yield
 
 
 class NotFittedError(RuntimeError):
@@ -184,7 +200,6 @@ class FrontierSurrogate:
     @staticmethod
     def _fit_hyperparameters(model: Any, max_iter: int | None) -> float:
         """MAP fit in place; returns the log marginal likelihood plus log prior, per point."""
-        import warnings
 
         from botorch.fit import fit_gpytorch_mll
         from gpytorch.mlls import ExactMarginalLogLikelihood
@@ -285,7 +300,7 @@ class FrontierSurrogate:
         post = self.posterior(self.encode(model, reward, rho_grid, budget))
         # Quasi-MC base samples: lower-variance regime probabilities than iid draws.
         sampler = SobolQMCNormalSampler(sample_shape=torch.Size([n_samples]), seed=seed)
-        with torch.no_grad():
+        with torch.no_grad(), _jitter_handled():
             return sampler(post).squeeze(-1).numpy()
 
     def lookahead_samples(
@@ -317,7 +332,7 @@ class FrontierSurrogate:
         Xg, Xc = np.asarray(X_grid), np.asarray(X_candidates)
         G = Xg.shape[0]
         post = self.posterior(np.concatenate([Xg, Xc]))
-        with torch.no_grad():
+        with torch.no_grad(), _jitter_handled():
             mu = post.mean.squeeze(-1)  # (G + C,)
             cov = post.distribution.covariance_matrix  # (G + C, G + C)
             if cov.shape[-1] != mu.shape[-1]:  # multi-output layout: not expected here

@@ -141,17 +141,10 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        import warnings
-
         from planner.errors import RaceError
 
         try:
-            with warnings.catch_warnings():
-                # linear_operator adds diagonal jitter to near-singular posterior covariances
-                # (joint samples on a fine rho grid) and says so every time; it is handled,
-                # and a terminal full of it hides the progress display.
-                warnings.filterwarnings("ignore", message=r"A not p\.d\., added jitter")
-                return fn(*args, **kwargs)
+            return fn(*args, **kwargs)
         except RaceError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
