@@ -12,7 +12,10 @@ machine and the same pretrained policy, each into a fresh data directory:
 It prints wall time, rounds, runs, FLOPs and the final calls of each arm, and the wall
 ratio. The two arms make different proposals after the anchors, so they are different
 races as well as different schedules: read the ratio with the runs and rounds beside it.
-The pretraining of tiny-s (outside both clocks) happens once, before the first arm.
+The pretraining of tiny-s (outside both clocks) happens once, before the first arm. The
+JSON keeps each arm's rounds (seconds, runs, calls), so rounds the arms share show how far
+the machine drifted between them. (The stored ``benchmarks/results/race_workers.json``
+predates that field; the printed rounds of its run are in ``race_workers.log`` beside it.)
 
     python benchmarks/race_workers.py [--arms fill,no-fill] [--out benchmarks/results/race_workers.json]
 
@@ -33,9 +36,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-ARMS = {"fill": 2, "no-fill": 1}  # arm -> ours' min_batch
 RACE = {"budget": "5e11", "models": "tiny-s", "rewards": "sparse,dense", "target": "native",
         "pilot_budget": "1e11", "max_runs": 20, "workers": 2, "engine_options": {"eval_samples": 128}}
+# arm -> ours' min_batch; the fill is what `planner race --workers N --seeds 1` sets.
+ARMS = {"fill": -(-RACE["workers"] // 1), "no-fill": 1}
 
 
 def race_arm(arm: str, data: Path) -> dict[str, Any]:
@@ -50,11 +54,15 @@ def race_arm(arm: str, data: Path) -> dict[str, Any]:
     prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])
     strat = make_strategy("ours", problem, 0, min_batch=ARMS[arm])
     t0 = time.perf_counter()
+    trace: list[dict[str, Any]] = []
 
     def progress(p: RaceProgress) -> None:
+        now = time.perf_counter() - t0
         calls = ", ".join(f"{s.key} {c.regime} P {c.confidence:.2f}" for s, c in p.calls.items())
-        print(f"  [{arm}] {time.perf_counter() - t0:6.0f} s  round {p.round}: {p.last_batch} runs "
+        print(f"  [{arm}] {now:6.0f} s  round {p.round}: {p.last_batch} runs "
               f"(total {p.runs}, {p.flops:.3g} FLOPs)  {calls}", flush=True)
+        trace.append({"round": p.round, "s": round(now, 1), "batch": p.last_batch, "runs": p.runs,
+                      "flops": p.flops, "calls": {s.key: [c.regime, round(c.confidence, 3)] for s, c in p.calls.items()}})
 
     with open_batches(engine="trl", data=data, workers=RACE["workers"], backend="local",
                       engine_options=RACE["engine_options"]) as parallel:
@@ -66,6 +74,7 @@ def race_arm(arm: str, data: Path) -> dict[str, Any]:
         "runs": result.total_runs, "flops": result.total_flops, "stop": result.stop_reason,
         "calls": {s.key: {"regime": c.regime, "p": round(c.confidence, 3), "rho_star": round(c.rho_star, 3)}
                   for s, c in result.calls.items()},
+        "rounds_trace": trace,  # after every round: seconds since the start, runs, calls
     }
 
 

@@ -263,22 +263,30 @@ def test_the_fit_does_not_depend_on_the_order_of_the_records() -> None:
         np.testing.assert_array_equal(a.frontier(m, "sparse", 1e16, grid)[0], b.frontier(m, "sparse", 1e16, grid)[0])
 
 
-def test_samples_on_a_fine_grid_do_not_warn_about_the_jitter_they_need(fitted: FrontierSurrogate) -> None:
+def test_samples_on_a_fine_grid_do_not_warn_about_the_jitter_they_need(
+        fitted: FrontierSurrogate, monkeypatch: pytest.MonkeyPatch) -> None:
     """A fine rho grid's joint covariance is near-singular: the Cholesky adds jitter and
-    linear_operator warns, every call. The surrogate handles it, so it stays quiet; the raw
-    BoTorch sampler on the same posterior shows the condition is really there."""
+    linear_operator warns, every call. The surrogate handles it, so both samplers stay
+    quiet; with the handler taken out, each of them warns, so the condition is real."""
     import warnings
+    from contextlib import nullcontext
 
-    import torch
-    from botorch.sampling import SobolQMCNormalSampler
+    import surrogate.model as model
 
     grid = np.linspace(0.1, 0.95, 121)
     X = fitted.encode("small", "sparse", grid, 1e16)
-    with pytest.warns(Warning, match="added jitter"), torch.no_grad():
-        SobolQMCNormalSampler(sample_shape=torch.Size([16]), seed=0)(fitted.posterior(X))
+
+    def both() -> tuple[np.ndarray, np.ndarray]:
+        return (fitted.sample_frontier("small", "sparse", 1e16, grid, n_samples=16),
+                fitted.lookahead_samples(X[[30, 90]], X, n_fantasies=2, n_samples=8))
+
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*added jitter")
-        s = fitted.sample_frontier("small", "sparse", 1e16, grid, n_samples=16)
-        la = fitted.lookahead_samples(X[[30, 90]], X, n_fantasies=2, n_samples=8)
+        s, la = both()
     assert s.shape == (16, 121) and np.isfinite(s).all()
     assert la.shape == (2, 2, 8, 121) and np.isfinite(la).all()
+    monkeypatch.setattr(model, "_jitter_handled", nullcontext)
+    with pytest.warns(Warning, match="added jitter"):
+        fitted.sample_frontier("small", "sparse", 1e16, grid, n_samples=16)
+    with pytest.warns(Warning, match="added jitter"):
+        fitted.lookahead_samples(X[[30, 90]], X, n_fantasies=2, n_samples=8)
