@@ -38,8 +38,8 @@ if str(ROOT) not in sys.path:
 
 RACE = {"budget": "5e11", "models": "tiny-s", "rewards": "sparse,dense", "target": "native",
         "pilot_budget": "1e11", "max_runs": 20, "workers": 2, "engine_options": {"eval_samples": 128}}
-# arm -> ours' min_batch; the fill is what `planner race --workers N --seeds 1` sets.
-ARMS = {"fill": -(-RACE["workers"] // 1), "no-fill": 1}
+# arm -> ours' min_batch; `planner race --workers N` with one seed sets min_batch N.
+ARMS = {"fill": RACE["workers"], "no-fill": 1}
 
 
 def race_arm(arm: str, data: Path) -> dict[str, Any]:

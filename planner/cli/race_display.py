@@ -41,7 +41,6 @@ class RaceDisplay:
             self.live.update(self._table(progress))
 
     def _table(self, progress: Any) -> Any:
-
         title = "race: starting" if progress is None else (
             f"race round {progress.round}: {progress.runs} runs, {progress.flops:.3g} FLOPs, "
             f"last ask {progress.ask_seconds:.1f} s")

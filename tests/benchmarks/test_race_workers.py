@@ -17,4 +17,3 @@ def test_an_unknown_arm_fails_before_racing(load_script: Callable[..., ModuleTyp
     assert exc.value.code == 2
     assert "--arms: unknown arm 'fast'; use fill, no-fill" in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
-
