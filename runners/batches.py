@@ -42,7 +42,7 @@ class ParallelBatches:
         timeout_s: float | None = None,
     ) -> None:
         from runners.backends import make_backend
-        from runners.execution import make_engine, placed_options
+        from runners.task import make_engine, placed_options
 
         self.engine, self.data, self.workers = engine, Path(data), workers
         self.engine_options = dict(engine_options or {})

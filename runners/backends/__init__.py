@@ -4,8 +4,8 @@
 - ``ray``: Ray tasks (a local Ray, or a cluster with ``--ray-address``);
 - ``slurm``: submitit job arrays.
 
-A backend only moves :class:`~runners.execution.Task` objects to workers that call
-:func:`~runners.execution.run_task`; the workers write records into the store themselves.
+A backend only moves :class:`~runners.task.Task` objects to workers that call
+:func:`~runners.task.run_task`; the workers write records into the store themselves.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from planner.errors import ConfigError
 
 if TYPE_CHECKING:
-    from runners.execution import Outcome, Task
+    from runners.task import Outcome, Task
 
 __all__ = ["BACKENDS", "Backend", "Handle", "WorkerLost", "make_backend", "require"]
 

@@ -14,8 +14,9 @@ from typing import Any
 
 from runners.backends import Backend, Handle
 from runners.backends.progress import ProgressFile, RunView, read_progress, render
-from runners.execution import ExecutionResult, Outcome, Task, failed_record
+from runners.execution import ExecutionResult
 from runners.store import PilotStore
+from runners.task import Outcome, Task, failed_record
 
 __all__ = ["Driver"]
 

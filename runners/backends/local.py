@@ -25,7 +25,7 @@ from typing import Any
 
 from planner.errors import ConfigError
 from runners.backends import Handle, WorkerLost
-from runners.execution import Outcome, Task
+from runners.task import Outcome, Task
 
 __all__ = ["LocalBackend", "visible_gpus"]
 
@@ -50,7 +50,7 @@ def visible_gpus() -> list[str]:
 def _worker_main(conn: Connection, device: str | None, max_tasks: int | None) -> None:
     if device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = device
-    from runners.execution import run_task
+    from runners.task import run_task
 
     done = 0
     while True:

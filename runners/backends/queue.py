@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from runners.backends import Handle
-from runners.execution import Task
+from runners.task import Task
 
 __all__ = ["ThrottledQueue"]
 

@@ -14,7 +14,7 @@ from typing import Any
 from planner.errors import ConfigError
 from runners.backends import Handle, WorkerLost, require
 from runners.backends.queue import ThrottledQueue
-from runners.execution import Outcome, run_task
+from runners.task import Outcome, run_task
 
 __all__ = ["DEFAULT_TIME_MIN", "KILLED_STATES", "RESULT_GRACE_S", "SlurmBackend"]
 

@@ -18,7 +18,7 @@ budget                :class:`runners.meter.BudgetGuard` -- the run stops, and i
 
 The targets are measured on fixed samples before and after training (``*_base`` and
 after). The compute card holds metered FLOPs (search/learning/reward), rho, tokens and
-wall time by phase. A crash raises :class:`runners.execution.RunFailed` carrying the
+wall time by phase. A crash raises :class:`runners.task.RunFailed` carrying the
 partial card; a NaN loss is a crash of kind ``nan``.
 """
 
@@ -220,7 +220,7 @@ def _cpu_warning(arch: Any, policy_path: str | None) -> str:
 
 def _raise_failed(exc: BaseException, card: ComputeCard) -> None:
     try:
-        from runners.execution import RunFailed
+        from runners.task import RunFailed
     except ImportError:  # pragma: no cover - execution ships with runners
         raise exc from None
     if isinstance(exc, RunFailed):

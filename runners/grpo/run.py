@@ -120,7 +120,7 @@ class _Watch(TrainerCallback):
         self.loss: float | None = None
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
-        from runners.execution import RunFailed
+        from runners.task import RunFailed
 
         for key in ("loss", "grad_norm"):
             v = (logs or {}).get(key)

@@ -46,8 +46,9 @@ from planner.proposals import make_proposal
 from planner.schema import Proposal, RunRecord, run_id_for
 from runners.backends import BACKENDS, WorkerLost, driver, make_backend
 from runners.engines.sim import SimEngine
-from runners.execution import ExecutionResult, Task, execute
+from runners.execution import ExecutionResult, execute
 from runners.store import PilotStore
+from runners.task import Task
 
 FAULTS = ("die", "raise", "flaky", "stuck")
 PROPS = [make_proposal(compile_plan("tiny-s", "sparse", 0.70 + 0.02 * i, 1e12)) for i in range(len(FAULTS))]

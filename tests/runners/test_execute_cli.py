@@ -165,7 +165,7 @@ class RacingSim(SimEngine):
 
 def test_a_run_another_driver_recorded_first_is_not_reported_ok(proposals: Path, tmp_path: Path) -> None:
     from planner.proposals import read_proposals
-    from runners.execution import Task, run_task
+    from runners.task import Task, run_task
 
     RacingSim.data = str(tmp_path)
     (p,) = read_proposals(proposals).proposals

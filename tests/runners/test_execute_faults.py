@@ -21,8 +21,9 @@ from planner.proposals import make_proposal
 from planner.schema import ComputeCard, FlopsSplit, Proposal, RunRecord, run_id_for
 from runners.backends import driver
 from runners.engines.sim import SimEngine
-from runners.execution import RunFailed, execute
+from runners.execution import execute
 from runners.store import PilotStore
+from runners.task import RunFailed
 
 FAULTS = ("raise", "partial", "nan", "oom", "hang", "stuck", "die", "flaky")
 PROPS = [make_proposal(compile_plan("tiny-s", "sparse", 0.68 + 0.02 * i, 1e12)) for i in range(len(FAULTS))]

@@ -75,7 +75,7 @@ def _proposal(reward: str = "sparse") -> Any:
 
 def test_a_crash_raises_run_failed_with_a_partial_card(tmp_path: Path) -> None:
     from runners.engines.trl import TrlEngine
-    from runners.execution import RunFailed
+    from runners.task import RunFailed
 
     (tmp_path / "missing").mkdir()  # exists (a missing path is refused up front), holds no model
     engine = TrlEngine(policy_path=str(tmp_path / "missing"))
@@ -87,7 +87,7 @@ def test_a_crash_raises_run_failed_with_a_partial_card(tmp_path: Path) -> None:
 
 def test_nan_loss_is_a_failure_of_kind_nan(tiny_world_cache: Path) -> None:
     from runners.engines.trl import TrlEngine
-    from runners.execution import RunFailed
+    from runners.task import RunFailed
 
     engine = TrlEngine(quick=True, cache_dir=tiny_world_cache, eval_samples=4, learning_rate=1e30)
     with pytest.raises(RunFailed) as info:

@@ -1,0 +1,307 @@
+"""One run's attempt on a worker: the :class:`Task` a backend carries, and :func:`run_task`,
+which every backend's worker calls.
+
+:func:`run_task` builds the engine, runs it, and writes the record (ok or failed) into the
+store *itself*, so a driver killed at any point loses nothing that finished. Exceptions,
+out-of-memory, NaN losses and timeouts become ``failed`` records with their partial compute
+card; :class:`RunFailed` is how an engine (or the meter) says a run cannot finish.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from planner.engine import Engine, load_engine
+from planner.errors import ConfigError, RaceError
+from planner.schema import (
+    ComputeCard,
+    FlopsSplit,
+    Metrics,
+    Proposal,
+    RunRecord,
+    first_error,
+    run_id_for,
+)
+from runners.backends.progress import ProgressFile
+from runners.store import PilotStore
+
+__all__ = [
+    "Outcome",
+    "RunFailed",
+    "Task",
+    "failed_record",
+    "make_engine",
+    "placed_options",
+    "run_task",
+]
+
+FailureKind = Literal["error", "oom", "nan", "timeout", "crash"]
+
+
+class RunFailed(Exception):
+    """Raised by an engine (or the meter) when a run cannot finish.
+
+    ``card`` is the partial compute card metered so far; ``kind`` is one of
+    ``error``, ``oom``, ``nan``, ``timeout``. The run is recorded as ``failed``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        card: ComputeCard | None = None,
+        kind: FailureKind = "error",
+        metrics: Metrics | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.card = card
+        self.kind: FailureKind = kind
+        self.metrics = metrics
+
+
+@dataclass(frozen=True)
+class Task:
+    """One attempt of one run. Plain data, so it pickles to any worker."""
+
+    proposal: Proposal
+    seed: int
+    attempt: int
+    engine: str
+    data: str
+    engine_options: Mapping[str, Any] = field(default_factory=dict)
+    timeout_s: float | None = None
+
+    @property
+    def run_id(self) -> str:
+        return run_id_for(self.proposal.id, self.seed)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a worker reports back (the record itself is already in the store)."""
+
+    run_id: str
+    status: Literal["ok", "failed", "skipped"]
+    attempt: int
+    error: str | None = None
+    kind: str | None = None
+    wall_s: float = 0.0
+    reward: float | None = None
+    flops: float = 0.0
+
+
+_ENGINES: dict[tuple[str, str], Engine] = {}
+
+
+def placed_options(engine: Engine, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine options a backend places workers by: a simulated engine ignores the
+    device, so it gets no GPU to find and no worker per GPU."""
+    return {k: v for k, v in options.items() if k != "device"} if getattr(engine, "simulated", False) else dict(options)
+
+
+def make_engine(name: str, options: Mapping[str, Any]) -> Engine:
+    """The engine ``name`` with ``options``; one instance per worker process (engines may
+    cache tokenizers, pretrained bases or worlds between runs)."""
+    key = (name, repr(sorted(options.items())))
+    if key not in _ENGINES:
+        try:
+            _ENGINES[key] = _load(name, options)
+        except RaceError:
+            raise
+        except Exception as exc:  # a bad world file, an option the engine does not take
+            raise ConfigError(f"engine {name}: {first_error(exc)}") from None
+    return _ENGINES[key]
+
+
+def _load(name: str, options: Mapping[str, Any]) -> Engine:
+    """An engine by entry-point name (``sim``, ``trl``) or by ``module:Class`` for engines
+    that live outside this package (a user's own, or a test's)."""
+    if ":" not in name:
+        return load_engine(name, **options)
+    import importlib
+
+    module, _, attr = name.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError):
+        raise ConfigError(f"engine: cannot import {name!r}; give sim, trl or module:Class") from None
+    engine = cls(**options)
+    if not callable(getattr(engine, "run", None)) or not isinstance(getattr(engine, "name", None), str):
+        raise ConfigError(f"engine: {name!r} is not an engine (it needs a name and run(proposal, seed)); "
+                          "see planner.engine.Engine")
+    return engine
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _is_oom(exc: BaseException) -> bool:
+    # torch.cuda.OutOfMemoryError and friends, without importing torch here.
+    return isinstance(exc, MemoryError) or "OutOfMemory" in type(exc).__name__ or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    )
+
+
+def _partial_card(last: dict[str, Any] | None) -> ComputeCard:
+    """Best card we can build from the last progress report when the engine gave none."""
+    flops = float(last["flops"]) if last and _num(last.get("flops")) else 0.0
+    info = (last or {}).get("info", {})
+    # flops_* keys (the store's column names): "reward" alone is the reward *metric* so far.
+    parts = {k: float(info[f"flops_{k}"]) for k in ("search", "learning", "reward") if _num(info.get(f"flops_{k}"))}
+    if len(parts) == 3:
+        split = FlopsSplit(**parts, total=sum(parts.values()))
+    else:
+        split = FlopsSplit(search=0.0, learning=0.0, reward=0.0, total=max(flops, 0.0))
+    return ComputeCard(flops=split, rho=split.rho, partial=True, phase=(last or {}).get("phase", ""))
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def failed_record(
+    task: Task,
+    error: str,
+    kind: str,
+    *,
+    card: ComputeCard | None = None,
+    metrics: Metrics | None = None,
+    engine: Engine | None = None,
+    wall_s: float = 0.0,
+    last_progress: dict[str, Any] | None = None,
+) -> RunRecord:
+    """A ``failed`` record for ``task`` with whatever compute was metered before it died."""
+    from planner.registry import get_model
+
+    p = task.proposal
+    return RunRecord(
+        run_id=task.run_id,
+        proposal_id=p.id,
+        status="failed",
+        engine=task.engine,
+        simulated=bool(getattr(engine, "simulated", task.engine == "sim")),
+        model=p.model,
+        model_params=float(get_model(p.model).num_parameters),
+        reward=p.reward,
+        budget=p.budget,
+        rho_planned=p.plan.rho,
+        seed=task.seed,
+        plan=p.plan,
+        card=card or _partial_card(last_progress),
+        metrics=metrics or Metrics(),
+        error=f"{kind}: {_one_line(error)}",
+        attempt=task.attempt,
+        wall_s=wall_s,
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        # The engine's source (the sim's world file and hash) too: where the world caused
+        # the failure, the record must say which world it was.
+        provenance={**dict(getattr(engine, "source", None) or {}), "engine": task.engine,
+                    "failure_kind": kind, "host": socket.gethostname(),
+                    "phase": (last_progress or {}).get("phase", "")},
+    )
+
+
+def _nonfinite(record: RunRecord) -> str | None:
+    vals = dict(record.metrics.model_dump()) | {"flops_total": record.card.flops.total}
+    bad = [k for k, v in vals.items() if isinstance(v, float) and not math.isfinite(v)]
+    return ", ".join(bad) or None
+
+
+@contextmanager
+def _alarm(seconds: float | None) -> Iterator[None]:
+    """Hard per-run time limit in the worker (SIGALRM), where signals can be used."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def _fire(signum: int, frame: Any) -> None:
+        raise RunFailed(f"run exceeded its time limit of {seconds:.0f} s", kind="timeout")
+
+    old = signal.signal(signal.SIGALRM, _fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def run_task(task: Task) -> Outcome:
+    """Worker entry point: run one attempt and write its record into the store.
+
+    Never raises for a failed run: exceptions, out-of-memory, NaN losses and timeouts become
+    ``failed`` records with their error and partial compute card.
+    """
+    store = PilotStore(Path(task.data))
+    if store.has_ok(task.run_id):
+        return Outcome(task.run_id, "skipped", task.attempt)  # finished by an earlier driver
+    prog = ProgressFile(task.data, task.run_id, task.attempt)
+    last: dict[str, Any] = {}
+    t0 = time.monotonic()
+
+    def progress(phase: str, flops: float, budget: float, info: dict[str, Any]) -> None:
+        last.update(phase=phase, flops=float(flops), info=dict(info))
+        loss = info.get("loss")
+        if loss is not None and _num_like(loss) and not math.isfinite(float(loss)):
+            raise RunFailed(f"loss became {float(loss)} in phase {phase!r}", kind="nan")
+        if not math.isfinite(float(flops)):
+            raise RunFailed(f"metered FLOPs became {flops} in phase {phase!r}", kind="nan")
+        if task.timeout_s and time.monotonic() - t0 > task.timeout_s:
+            raise RunFailed(f"run exceeded its time limit of {task.timeout_s:.0f} s", kind="timeout")
+        prog.update(phase, flops, budget, info)
+
+    engine: Engine | None = None
+    prog.update("starting", 0.0, task.proposal.budget, {}, force=True)
+    try:
+        try:
+            engine = make_engine(task.engine, task.engine_options)
+            warm_up = getattr(engine, "warm_up", None)
+            if callable(warm_up):
+                # Imports (seconds, once per worker) are not the run's: the limit and
+                # the wall time start after them.
+                warm_up()
+                t0 = time.monotonic()
+                prog.started = time.time()  # the driver's backstop counts from here too
+                prog.update("starting", 0.0, task.proposal.budget, {}, force=True)
+            with _alarm(task.timeout_s):
+                record = engine.run(task.proposal, task.seed, progress)
+            record = record.model_copy(update={"attempt": task.attempt, "run_id": task.run_id})
+            bad = _nonfinite(record) if record.status == "ok" else None
+            if bad:
+                raise RunFailed(f"non-finite values in {bad}", kind="nan", card=record.card)
+        except RunFailed as exc:
+            record = failed_record(task, str(exc), exc.kind, card=exc.card, metrics=exc.metrics,
+                                   engine=engine, wall_s=time.monotonic() - t0, last_progress=last)
+        except Exception as exc:
+            kind = "oom" if _is_oom(exc) else "error"
+            record = failed_record(task, f"{type(exc).__name__}: {exc}", kind, engine=engine,
+                                   wall_s=time.monotonic() - t0, last_progress=last)
+        _, created = store.add(record)
+        if record.status == "ok" and not created:  # another driver recorded this run first
+            return Outcome(task.run_id, "skipped", task.attempt)
+    finally:
+        prog.clear()
+    kind = (record.provenance or {}).get("failure_kind") if record.status == "failed" else None
+    reward = getattr(record.metrics, task.proposal.target, None)
+    return Outcome(task.run_id, record.status, task.attempt, record.error, kind,
+                   time.monotonic() - t0, reward, record.card.flops.total)
+
+
+def _num_like(v: Any) -> bool:
+    try:
+        float(v)
+        return True
+    except (TypeError, ValueError):
+        return False
