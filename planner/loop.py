@@ -25,14 +25,19 @@ from planner.engine import Engine, RecordStore, check_same_source
 from planner.frontier import Setting
 from planner.regime import RegimeCall
 from planner.schema import Metrics, Proposal, RunRecord, run_id_for
-from planner.strategies.base import RaceProblem, Strategy, decision_state, relevant_records
+from planner.strategies.base import (
+    MAX_ATTEMPTS,
+    RaceProblem,
+    Strategy,
+    decision_state,
+)
 
 __all__ = ["RaceProgress", "RaceResult", "regimes_document", "run_race", "write_regimes"]
 
 STOP_REASONS = ("confident", "max-runs", "max-flops", "exhausted")
-# A run that has failed this many times in the store is not tried again by a race (it is
-# told to the strategy as failed); `runners execute --retries` is the tool for more.
-MAX_ATTEMPTS = 2
+# MAX_ATTEMPTS (strategies.base): a run that has failed this many times in the store is
+# not tried again by a race (the strategy is told, and proposes it no more);
+# `runners execute --retries` is the tool for more.
 
 
 @dataclass(frozen=True)
@@ -119,7 +124,8 @@ def run_race(
         return rid not in done and len(failed.get(rid, ())) < MAX_ATTEMPTS
 
     asked: set[str] = set()  # run ids proposed so far in this race
-    strategy.tell(relevant_records(problem, all_records))
+    # Failed records too: a strategy must know what the loop will not run again.
+    strategy.tell(all_records)
     runs, flops = _tally(problem, all_records)
     history: list[dict[str, Any]] = []
     asks: list[float] = []
@@ -152,7 +158,7 @@ def run_race(
         pairs = [(run_id_for(p.id, seed), (p, seed)) for p in props for seed in range(seeds)]
         rids = [rid for rid, _ in pairs]
         pending = {rid: pair for rid, pair in pairs if runnable(rid)}  # a repeated pair runs once
-        fresh = dict(zip(pending, (run_batch or _one_by_one(engine, store))(list(pending.values())),
+        fresh = dict(zip(pending, (run_batch or _one_by_one(engine, store, failed))(list(pending.values())),
                          strict=True))
         for rid, rec in fresh.items():
             if rec.status == "ok":
@@ -181,14 +187,19 @@ def run_race(
     return RaceResult(problem, strategy.name, calls, reason, runs, flops, rnd, asks, history)
 
 
-def _one_by_one(engine: Engine, store: RecordStore) -> Callable[[list[tuple[Proposal, int]]], list[RunRecord]]:
+def _one_by_one(
+    engine: Engine, store: RecordStore, failed: dict[str, list[RunRecord]],
+) -> Callable[[list[tuple[Proposal, int]]], list[RunRecord]]:
     """The in-process runner: each run in turn, stored as soon as it ends (an interrupted
-    round keeps the runs it finished)."""
+    round keeps the runs it finished). A failed run is numbered after the run's earlier
+    failures, as ``runners execute`` numbers them, so the strategy counts each attempt."""
 
     def run(pairs: list[tuple[Proposal, int]]) -> list[RunRecord]:
         out = []
         for p, seed in pairs:
             rec = _checked(engine.run(p, seed))
+            if rec.status != "ok":
+                rec = rec.model_copy(update={"attempt": len(failed.get(rec.run_id, ())) + 1})
             store.write(rec)
             out.append(rec)
         return out

@@ -123,7 +123,7 @@ def suggest(
         from planner.engine import open_store
 
         store = open_store(data)
-        strategy.tell(store.records())
+        strategy.tell(store.records(status=None))  # failed too: abandoned runs are not proposed again
         _warn_corrupt(store)
     waiting = list(read_proposals(pending, field="pending").proposals) if pending is not None else []
     done = {r.proposal_id for r in strategy.records_}

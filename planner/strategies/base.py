@@ -19,9 +19,20 @@ from planner.compiler import CompileOptions
 from planner.errors import ConfigError
 from planner.frontier import Setting, allocation_shares, rho_grid
 from planner.regime import LABELS, RegimeCall, regime_labels
-from planner.schema import TARGETS, Proposal, RunRecord
+from planner.schema import TARGETS, Proposal, RunPlan, RunRecord
 
-__all__ = ["RaceProblem", "Strategy", "decision_state", "flat_prior_call", "relevant_records"]
+__all__ = [
+    "MAX_ATTEMPTS",
+    "FailedRuns",
+    "RaceProblem",
+    "Strategy",
+    "decision_state",
+    "flat_prior_call",
+    "relevant_records",
+]
+
+#: A run that failed this many times is not tried again (:func:`planner.loop.run_race`).
+MAX_ATTEMPTS = 2
 
 
 @dataclass(frozen=True)
@@ -82,6 +93,38 @@ def relevant_records(problem: RaceProblem, records: Sequence[RunRecord]) -> list
         and isinstance(v := getattr(r.metrics, problem.target, None), int | float)
         and math.isfinite(v)
     ]
+
+
+class FailedRuns:
+    """The failed attempts told to a strategy, so that it stops proposing what will not run.
+
+    A proposal is *abandoned* once one of its runs has failed :data:`MAX_ATTEMPTS` times
+    and none of its runs succeeded: the loop does not run it again, so a strategy that kept
+    proposing it (a design point it still lacks) would end the race as "exhausted" with
+    every other run still to do. Attempts are keyed by (run id, attempt number), so a
+    record told twice counts once.
+    """
+
+    def __init__(self, problem: RaceProblem) -> None:
+        self._keys = set(problem.settings)
+        self._attempts: dict[str, set[int]] = {}
+        self._plans: dict[str, tuple[str, RunPlan]] = {}  # run id -> (proposal id, plan)
+
+    def tell(self, records: Sequence[RunRecord]) -> None:
+        for r in records:
+            if r.status != "ok" and Setting(r.model, r.reward) in self._keys:
+                self._attempts.setdefault(r.run_id, set()).add(r.attempt)
+                self._plans[r.run_id] = (r.proposal_id, r.plan)
+
+    def abandoned(self, succeeded: set[str]) -> dict[str, RunPlan]:
+        """Plans of abandoned proposals by proposal id; ``succeeded``: proposal ids with an
+        ok record (one good seed keeps a proposal's data)."""
+        out: dict[str, RunPlan] = {}
+        for rid, atts in self._attempts.items():
+            pid, plan = self._plans[rid]
+            if len(atts) >= MAX_ATTEMPTS and pid not in succeeded:
+                out[pid] = plan
+        return out
 
 
 def flat_prior_call(setting: Setting, problem: RaceProblem, level: float = 0.9) -> RegimeCall:

@@ -75,7 +75,8 @@ class OptunaStrategy:
         return list(out.values())
 
     def tell(self, records: Sequence[RunRecord]) -> None:
-        for r in relevant_records(self.problem, records):
+        good = relevant_records(self.problem, records)
+        for r in good:
             if r.run_id in self._ids:
                 continue
             self._ids.add(r.run_id)
@@ -83,6 +84,14 @@ class OptunaStrategy:
             # Optuna's single-objective ask/tell has no slot for.
             for s, trial in self._waiting.pop(r.proposal_id, []):
                 self._studies[s].tell(trial, target_value(r, self.problem.target))
+        # A run that failed (or measured no value of the target) fails its trial, after the
+        # good records: one good seed answers it. Optuna never proposes the same trial
+        # again, so left waiting it would stay RUNNING in the study for good.
+        keys, answered = set(self.problem.settings), {id(r) for r in good}
+        for r in records:
+            if id(r) not in answered and Setting(r.model, r.reward) in keys:
+                for s, trial in self._waiting.pop(r.proposal_id, []):
+                    self._studies[s].tell(trial, state=_failed())
 
     def decide(self) -> dict[Setting, RegimeCall]:
         out = {}

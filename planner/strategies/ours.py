@@ -36,7 +36,7 @@ from planner.proposals import make_proposal
 from planner.regime import RegimeCall
 from planner.registry import get_model
 from planner.schema import Prediction, Proposal, RunRecord
-from planner.strategies.base import RaceProblem, flat_prior_call, relevant_records
+from planner.strategies.base import FailedRuns, RaceProblem, flat_prior_call, relevant_records
 
 __all__ = ["N_ANCHOR", "RaceStrategy"]
 
@@ -111,9 +111,11 @@ class RaceStrategy:
         self._surrogate: Any = None
         self._model: Any = None
         self._calls: dict[Setting, RegimeCall] | None = None
+        self._failed = FailedRuns(problem)
 
     # ---------------------------------------------------------------- ask / tell
     def tell(self, records: Sequence[RunRecord]) -> None:
+        self._failed.tell(records)
         new = [r for r in relevant_records(self.problem, records) if r.run_id not in self._ids]
         if new:
             self.records_.extend(new)
@@ -197,6 +199,10 @@ class RaceStrategy:
             initial = self._initial(todo, counts, n)
             if initial:
                 return initial
+        if not self.records_:
+            # Every design point was abandoned (failed too often): where every pilot fails,
+            # the costlier runs would too. Nothing left to propose.
+            return []
         anchors = self._anchors()
         if anchors:
             return anchors[: n if n is not None else len(anchors)]
@@ -219,12 +225,14 @@ class RaceStrategy:
                 in_flight += checks
             if not open_ or q == 0:
                 return checks[: n if n is not None else len(checks)]
+        if self.surrogate() is None:  # too few runs succeeded to fit, and the rest abandoned
+            return checks
         pend = [(Setting(x.model, x.reward), x.plan.rho, x.plan.flops.total, x.plan.num_iterations)
                 for x in in_flight]
         cands = select_batch(
             self.surrogate(), open_, q, target_budget=p.budget, pilot_budget=p.pilot_budget,
             config=self.config, opts=p.opts, pending=pend,
-            recorded=[r.plan for r in self.records_] + [x.plan for x in in_flight],
+            recorded=self._tried_plans() + [x.plan for x in in_flight],
         )
         return checks + [
             make_proposal(
@@ -245,7 +253,7 @@ class RaceStrategy:
         from planner.acquisition import plan_key
 
         p, sur = self.problem, self.surrogate()
-        done = {plan_key(r.plan) for r in self.records_}
+        done = {plan_key(plan) for plan in self._tried_plans()}
         out = []
         for s, c in calls.items():
             if sur is None or not c.extra.get("needs_validation") or not self._would_decide(c):
@@ -372,4 +380,12 @@ class RaceStrategy:
         return out[: n if n is not None else len(out)]
 
     def _proposal_ids(self) -> set[str]:
-        return {r.proposal_id for r in self.records_}
+        """Proposals not to make again: those with a record, and those abandoned after
+        failing too often (:class:`~planner.strategies.base.FailedRuns`)."""
+        ok = {r.proposal_id for r in self.records_}
+        return ok | set(self._failed.abandoned(ok))
+
+    def _tried_plans(self) -> list[Any]:
+        """Plans of the recorded runs and of the abandoned proposals."""
+        ok = {r.proposal_id for r in self.records_}
+        return [r.plan for r in self.records_] + list(self._failed.abandoned(ok).values())

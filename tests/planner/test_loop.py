@@ -242,3 +242,32 @@ def test_a_resumed_race_gives_a_run_that_failed_once_its_last_attempt(tmp_path: 
     assert res.stop_reason == "exhausted" and eng.calls == 4 * (MAX_ATTEMPTS - 1)
     failed = store.records(status="failed")
     assert len(failed) == 4 * MAX_ATTEMPTS and {r.attempt for r in failed} == set(range(1, MAX_ATTEMPTS + 1))
+
+
+class FailsOne(FakeEngine):
+    """Every run of the first proposal it sees fails; the rest succeed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bad: str | None = None
+
+    def run(self, proposal: Proposal, seed: int, progress: object = None) -> RunRecord:
+        rec = super().run(proposal, seed, progress)
+        self.bad = self.bad or proposal.id
+        if proposal.id == self.bad:
+            return rec.model_copy(update={"status": "failed", "error": "error: CUDA out of memory"})
+        return rec
+
+
+def test_one_design_point_that_keeps_failing_does_not_end_the_race(tmp_path: Path) -> None:
+    from planner.loop import MAX_ATTEMPTS
+    from planner.strategies.ours import RaceStrategy
+
+    eng, store = FailsOne(), PilotStore(tmp_path / "data")
+    res = run_race(PROBLEM, RaceStrategy(PROBLEM, 0), eng, store, max_runs=12)
+    bad = [rid for rid in eng.run_ids if rid.startswith(eng.bad or "?")]
+    assert len(bad) == MAX_ATTEMPTS  # retried once, then abandoned, never proposed again
+    # The race went on past the abandoned pilot: anchors and acquisition ran, not "exhausted"
+    # with three pilots done (as it did when the strategy kept proposing the missing point).
+    assert res.stop_reason in ("confident", "max-runs")
+    assert len(store.records()) >= 3 + 2 and max(r.budget for r in store.records()) >= PROBLEM.budget / 1.5

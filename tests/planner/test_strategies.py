@@ -81,6 +81,22 @@ def test_optuna_ask_tell_recommends_the_best_trial(name: str) -> None:
     assert sum(call.probabilities.values()) == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("name", ["optuna-tpe", "optuna-gp"])
+def test_optuna_fails_the_trial_of_a_failed_run_and_answers_it_from_a_good_seed(name: str) -> None:
+    from optuna.trial import TrialState
+
+    st = make_strategy(name, RaceProblem((S,), budget=1e16, pilot_budget=1e15), seed=0)
+    peaks = {S: 0.7}
+    a, b = st.ask(2)
+    bad = run(a, peaks).model_copy(update={"status": "failed", "metrics": Metrics(), "error": "oom"})
+    # b: seed 0 failed, seed 1 ok, told in that order: the good seed answers the trial.
+    b_bad = run(b, peaks).model_copy(update={"status": "failed", "metrics": Metrics(), "error": "oom"})
+    st.tell([bad, b_bad, run(b, peaks, seed=1)])
+    states = [t.state for t in st._studies[S].trials]
+    assert states == [TrialState.FAIL, TrialState.COMPLETE]  # none left RUNNING
+    assert not st._waiting
+
+
 def test_unknown_strategy_names_the_choices() -> None:
     with pytest.raises(ConfigError, match="optuna-tpe"):
         make_strategy("bogus", PROBLEM)
