@@ -16,8 +16,16 @@ MAX_PROPOSALS_BYTES = 64 * 1024 * 1024
 
 
 def proposal_id(plan: RunPlan, target: str) -> str:
-    """Content-derived id: the same request always gets the same id (so reruns skip it)."""
-    key = f"{plan.model}|{plan.reward}|{plan.rho_target:.4f}|{plan.budget:.6g}|{target}"
+    """Content-derived id: the same plan always gets the same id (so reruns skip it), and
+    two plans that differ in any lever get different ids, even for the same (model, reward,
+    rho, budget) request (the grid's and ours' compilers, other compile options): a store
+    must never take one plan's record for another's. The digest covers the request and the
+    discrete levers, not the derived FLOP floats, whose last bits may differ by platform."""
+    levers = (plan.prompt_len, plan.completion_len, plan.max_completion_length, plan.prompts_per_round,
+              plan.total_prompts, plan.rounds, plan.completions_per_prompt, plan.completions_kept,
+              plan.num_iterations, plan.old_logprobs, f"{plan.beta:.6g}", plan.gradient_checkpointing,
+              plan.lm_head_positions, plan.lora_rank, plan.lora_alpha, ",".join(plan.lora_targets))
+    key = f"{plan.model}|{plan.reward}|{plan.rho_target:.4f}|{plan.budget:.6g}|{target}|" + "|".join(map(str, levers))
     digest = hashlib.sha1(key.encode()).hexdigest()[:8]
     return f"{plan.model}.{plan.reward}.r{plan.rho_target:.3f}.b{plan.budget:.2e}.{digest}".replace("+", "")
 

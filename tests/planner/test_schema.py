@@ -64,6 +64,20 @@ def test_proposal_ids_are_content_derived() -> None:
     assert _proposal(0.5).id == _proposal(0.5).id != _proposal(0.6).id
 
 
+def test_plans_of_one_request_with_other_levers_get_other_ids() -> None:
+    from planner.compiler import compile_plan
+    from planner.design import compile_pilot
+    from planner.proposals import make_proposal
+
+    # The same (model, reward, rho, budget) request, compiled by the grid's IsoFLOP compiler
+    # and by ours' pilot compiler (which keeps the target's levers): other plans, other ids.
+    a = compile_plan("qwen2.5-7b", "sparse", 0.33, 3e15)
+    b = compile_pilot("qwen2.5-7b", "sparse", 0.33, 3e15, 1e18)
+    assert (a.completions_per_prompt, a.num_iterations) != (b.completions_per_prompt, b.num_iterations)
+    assert make_proposal(a).id != make_proposal(b).id
+    assert make_proposal(a).id == make_proposal(compile_plan("qwen2.5-7b", "sparse", 0.33, 3e15)).id
+
+
 def _set_json(**overrides: object) -> str:
     body = json.loads(ProposalSet(proposals=(_proposal(),)).model_dump_json())
     for path, value in overrides.items():
