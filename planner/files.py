@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_text", "default_file_mode", "dumps_json", "nearest_existing", "umask"]
+__all__ = ["atomic_write_text", "check_creatable", "default_file_mode", "dumps_json", "nearest_existing", "umask"]
 
 
 def umask() -> int:
@@ -32,6 +32,31 @@ def nearest_existing(path: str | Path) -> tuple[Path, bool]:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     return probe, probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
+
+
+def check_creatable(path: str | Path, field: str) -> None:
+    """A one-line :class:`ConfigError` naming ``field`` unless ``path`` can be created:
+    every name in it is a legal length and its nearest existing folder takes a file (tried,
+    not inferred from permission bits: root passes ``os.access`` on read-only mounts and on
+    /proc)."""
+    from planner.errors import ConfigError
+
+    path = Path(path)
+    too_long = [part for part in path.parts if len(os.fsencode(part)) > 255]
+    if too_long:  # before any stat: the OS refuses such names with an error, not False
+        raise ConfigError(f"{field}: the name {too_long[0][:40]!r}... is {len(os.fsencode(too_long[0]))} bytes, "
+                          "over the 255 a file name may have; give a shorter path")
+    parent, ok = nearest_existing(path.parent)
+    if ok:
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".probe-", dir=parent)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError:
+            ok = False
+    if not ok:
+        raise ConfigError(f"{field}: cannot create {str(path)!r} ({str(parent)!r} is not a writable "
+                          "directory); give another path")
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

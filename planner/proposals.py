@@ -68,9 +68,9 @@ def read_proposals(path: str | Path, *, field: str = "proposals") -> ProposalSet
             f"{field}: {path} is {path.stat().st_size} bytes, over the "
             f"{MAX_PROPOSALS_BYTES} byte limit; split it into smaller files"
         )
-    pset = ProposalSet.load_json(path.read_bytes())
+    pset = ProposalSet.load_json(path.read_bytes(), field)
     from planner.compiler import check_plan
 
     for i, p in enumerate(pset.proposals):
-        check_plan(p.plan, where=f"proposals: proposals.{i}.plan")
+        check_plan(p.plan, where=f"{field}: proposals.{i}.plan")
     return pset

@@ -177,14 +177,16 @@ class ProposalSet(BaseModel):
         return self
 
     @classmethod
-    def load_json(cls, text: str | bytes) -> ProposalSet:
-        """Parse and validate; raise :class:`ConfigError` with a one-line message naming the field."""
+    def load_json(cls, text: str | bytes, field: str = "proposals") -> ProposalSet:
+        """Parse and validate; raise :class:`ConfigError` with a one-line message naming the
+        option that gave the file (``field``) and the field inside it."""
         try:
             # strict: a number written as a string or "yes" for a bool is a hand edit gone
             # wrong, not something to coerce.
             return cls.model_validate_json(text, strict=True)
         except Exception as exc:  # pydantic.ValidationError, or not JSON at all
-            raise ConfigError(f"proposals: {first_error(exc)}") from None
+            raise ConfigError(f"{field}: {first_error(exc)}; fix that field, or write the file anew with "
+                              "`planner suggest` (or `planner plan`)") from None
 
 
 class ComputeCard(BaseModel):

@@ -17,7 +17,7 @@ from typing import Any
 
 from planner.engine import check_same_source, prepare_engine
 from planner.errors import ConfigError
-from planner.files import nearest_existing
+from planner.files import check_creatable
 from planner.schema import Proposal, ProposalSet, run_id_for
 from runners.store import PilotStore
 from runners.task import Outcome, Task, make_engine, placed_options
@@ -83,6 +83,10 @@ def execute(
     store = PilotStore(Path(data))
     if store.root.exists() and not store.root.is_dir():
         raise ConfigError(f"data: {str(store.root)!r} is a file; give a directory for the pilot store")
+    # Before any run: a store that cannot take records would waste every run's compute.
+    # Checked without creating anything: a refusal must leave no empty store behind.
+    for folder in (store.runs_dir, store.failed_dir):
+        check_creatable(folder, "data")
     store.sweep_temporaries()
     scan = store.scan(status="ok")
     check_same_source(scan.records, eng, store.root)
@@ -104,13 +108,6 @@ def execute(
                 continue
             tasks.append(Task(p, seed, store.failed_attempts(rid) + 1, engine, str(store.root),
                               options, timeout_s))
-    # Last check before any run: a store that cannot take records would waste every run's
-    # compute. Checked without creating anything: a later refusal must leave no empty store.
-    for folder in (store.runs_dir, store.failed_dir):
-        probe, ok = nearest_existing(folder)
-        if not ok:
-            raise ConfigError(f"data: cannot write records under {str(store.root)!r} ({str(probe)!r} is not a "
-                              "writable directory); give a writable directory")
     if not tasks and isinstance(backend, str):  # all done: no backend to start (Ray takes seconds)
         return result
     prepare_engine(eng, [(t.proposal.model, t.proposal.reward) for t in tasks])

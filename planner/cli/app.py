@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-__all__ = ["OneLineErrors", "app", "check_output_file", "command", "emit_json", "engine_options", "guard", "parse_budget", "parse_list", "parse_option"]
+__all__ = ["OneLineErrors", "app", "check_output_dir", "check_output_file", "command", "emit_json", "engine_options", "guard", "parse_budget", "parse_list", "parse_option"]
 
 class OneLineErrors(typer.core.TyperGroup):
     """Usage errors (a bad option value, a missing option) as one ``error:`` line on stderr
@@ -73,12 +73,18 @@ def parse_list(value: str | None, field: str = "list") -> list[str] | None:
     (``--rewards ''``, ``','``) is an error: silently meaning "all" would run far more."""
     if value is None:
         return None
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    if not items:
-        from planner.errors import ConfigError
+    from planner.errors import ConfigError
 
+    items = [v.strip() for v in value.split(",")]
+    if not any(items):
         raise ConfigError(f"{field}: empty list {value!r}; give comma-separated names, or leave --{field} out "
                           "for the default")
+    if not all(items):  # "a,,b" or "a,": a name lost in editing, not a wish for fewer
+        raise ConfigError(f"{field}: empty item in {value!r}; give comma-separated names without empty "
+                          "entries (a,b, not a,,b or a,)")
+    twice = sorted({v for v in items if items.count(v) > 1})
+    if twice:
+        raise ConfigError(f"{field}: {', '.join(twice)} given more than once in {value!r}; give each name once")
     return items
 
 
@@ -120,15 +126,26 @@ def check_output_file(path: str | Path, field: str) -> Path:
 
     Checked before the work that produces it, so a typo costs nothing to find out."""
     from planner.errors import ConfigError
-    from planner.files import nearest_existing
+    from planner.files import check_creatable
 
     path = Path(path)
+    check_creatable(path, field)  # first: is_dir() raises on a name over the length limit
     if path.is_dir():
         raise ConfigError(f"{field}: {str(path)!r} is a directory; give a file name")
-    parent, ok = nearest_existing(path.parent)
-    if not ok:
-        raise ConfigError(f"{field}: cannot create {str(path)!r} ({str(parent)!r} is not a writable "
-                          "directory); give another path")
+    return path
+
+
+def check_output_dir(path: str | Path, field: str) -> Path:
+    """``path`` if it is, or can become, a directory that takes new files; else a one-line
+    :class:`ConfigError`. Checked before any run, whose compute a refusal afterwards would
+    waste."""
+    from planner.errors import ConfigError
+    from planner.files import check_creatable
+
+    path = Path(path)
+    if path.is_file():
+        raise ConfigError(f"{field}: {str(path)!r} is a file; give a directory")
+    check_creatable(path / "probe", field)
     return path
 
 
@@ -147,6 +164,13 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except RaceError as exc:
             typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        except OSError as exc:
+            # A path the checks up front could not foresee (a disk that filled, a folder
+            # removed mid-run): one line naming the file, not a traceback.
+            where = f"{exc.filename}: " if exc.filename else ""
+            typer.echo(f"error: {where}{exc.strerror or exc}; check the path, its permissions and free space",
+                       err=True)
             raise typer.Exit(2) from None
 
     return wrapper

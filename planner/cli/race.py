@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from planner.cli.app import (
+    check_output_dir,
     check_output_file,
     command,
     emit_json,
@@ -228,6 +229,7 @@ def race(
         raise ConfigError(f"confidence: must lie in (0, 1), got {confidence}; e.g. --confidence 0.9")
     flops_cap = parse_budget(max_flops, "max-flops") if max_flops is not None else None
     runs_cap = max_runs if max_runs is not None else DEFAULT_RUNS_PER_SETTING * len(problem.settings)
+    check_output_dir(data, "data")  # before any run: a store refused after one wastes it
     opts = engine_options(engine, option, world)
     if device is not None:
         if engine != "trl":
@@ -248,6 +250,8 @@ def race(
                                 engine_options=opts)
     try:
         store = open_store(data)
+        store.records(status=None)  # the race reads them again; here to say what it must skip
+        said = _warn_corrupt(store)
         prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
         display = RaceDisplay(problem, quiet, posterior=strat.stops_on_confidence)
         with display:
@@ -271,7 +275,7 @@ def race(
     path = write_regimes(data / "regimes.json", doc)
     display.final(result, path)
     _say_raised_pilots(problem, store.records())
-    _warn_corrupt(store)
+    _warn_corrupt(store, said)
 
 
 def _say_raised_pilots(problem: Any, records: list[Any]) -> None:
@@ -291,11 +295,14 @@ def _say_raised_pilots(problem: Any, records: list[Any]) -> None:
                    "to land every design point")
 
 
-def _warn_corrupt(store: Any) -> None:
+def _warn_corrupt(store: Any, said: frozenset[str] = frozenset()) -> frozenset[str]:
     """Say on stderr when the store skipped unreadable record files (the answer used fewer
-    runs than the directory seems to hold)."""
+    runs than the directory seems to hold), unless all of them were ``said`` before;
+    returns the names of the files skipped."""
     wrecks = getattr(store, "corrupt_", None) or []
-    if wrecks:
+    names = frozenset(w.path.name for w in wrecks)
+    if wrecks and not names <= said:
         typer.echo(f"warning: {len(wrecks)} unreadable record file(s) in {store.root} were skipped "
                    f"(first: {wrecks[0].path.name}); `runners status --data {store.root}` lists them, "
                    "and the next run of their proposals replaces them", err=True)
+    return names

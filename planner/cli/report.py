@@ -42,6 +42,8 @@ def report(
                           f"the race's there, so give another directory (e.g. {str(data / 'report')!r})")
     check_output_file(out / "report.md", "out")
     res = build_report(data, out, target=target, progress=not quiet)
+    for w in res.warnings:
+        typer.echo(f"warning: {w}", err=True)
     typer.echo(res.message)
     typer.echo(f"report: {res.html}")
     typer.echo(f"        {res.markdown}")

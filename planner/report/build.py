@@ -28,6 +28,7 @@ class ReportResult:
     figures: list[Path] = field(default_factory=list)  # PNG and SVG
     status: str = "ok"  # ok | empty | all-failed | no-fit
     message: str = ""
+    warnings: list[str] = field(default_factory=list)  # what was skipped (also in the report)
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -118,4 +119,8 @@ def build_report(
         _atomic_write(md, to_markdown(doc))
         _atomic_write(page, to_html(doc, f"RACE regime report: {data.data_dir.name or data.data_dir}"))
         _atomic_write(reg, dumps_json(regimes_json(data), indent=2) + "\n")
-    return ReportResult(out, md, page, reg, paths, status_of(data), status_line(data))
+    warnings = list(data.notes)
+    if data.corrupt:
+        warnings.append(f"{len(data.corrupt)} unreadable record file(s) in {data.data_dir} were skipped (first: "
+                        f"{data.corrupt[0][0]}); `runners status --data {data.data_dir}` lists them")
+    return ReportResult(out, md, page, reg, paths, status_of(data), status_line(data), warnings)

@@ -20,3 +20,22 @@ def test_parse_option_values(text: str, want: object) -> None:
 def test_parse_option_needs_key_and_value() -> None:
     with pytest.raises(ConfigError, match="not KEY=VALUE"):
         parse_option("quick")
+
+
+def test_an_os_error_mid_command_is_one_line_naming_the_file(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import errno
+
+    from typer.testing import CliRunner
+
+    import planner.report
+    from planner.cli import app
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "o" / "report.md"))
+
+    monkeypatch.setattr(planner.report, "build_report", full_disk)
+    (tmp_path / "d").mkdir()
+    res = CliRunner().invoke(app, ["report", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "o"), "-q"])
+    assert res.exit_code == 2
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.output
+    assert res.stderr.startswith(f"error: {tmp_path / 'o' / 'report.md'}: No space left on device;")

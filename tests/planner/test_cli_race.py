@@ -91,6 +91,10 @@ def test_suggest_lists_and_n(tmp_path: Path) -> None:
         (["--n", "2"], "Missing option '--budget'"),
         (["--budget", "1e16", "--rewards", ""], "rewards: empty list"),
         (["--budget", "1e16", "--models", ","], "models: empty list"),
+        # A name lost in editing, or given twice, is a slip: say so rather than guess.
+        (["--budget", "1e16", "--models", "qwen2.5-1.5b,,qwen2.5-3b"], "models: empty item"),
+        (["--budget", "1e16", "--rewards", "sparse,"], "rewards: empty item"),
+        (["--budget", "1e16", "--rewards", "sparse,prm,sparse"], "rewards: sparse given more than once"),
     ],
 )
 def test_suggest_bad_input_is_one_line(tmp_path: Path, args: list[str], field: str) -> None:
@@ -383,3 +387,46 @@ def test_the_report_refit_makes_the_races_calls(tmp_path: Path) -> None:
         r = at_target[e["reward"]]
         assert (r["regime"], r["rho_star"]) == (e["regime"], e["rho_star"])
         assert r["probabilities"] == e["probabilities"]
+
+
+def test_outputs_that_cannot_be_created_are_refused_up_front(tmp_path: Path) -> None:
+    base = ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse"]
+    long = tmp_path / ("x" * 300 + ".json")
+    res = runner.invoke(app, [*base, "--out", str(long)])
+    assert res.exit_code == 2 and res.stderr.startswith("error: out: the name") and "255" in res.stderr
+    if Path("/proc/self").is_dir():  # writable by root's permission bits, yet takes no file
+        res = runner.invoke(app, [*base, "--out", "/proc/p.json"])
+        assert res.exit_code == 2 and res.stderr.startswith("error: out: cannot create"), res.output
+        res = runner.invoke(app, ["race", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                                  "--data", "/proc/race", "--quiet"])
+        assert res.exit_code == 2 and res.stderr.startswith("error: data: cannot create"), res.output
+
+
+def test_race_refuses_a_file_as_data_before_any_run(tmp_path: Path) -> None:
+    f = tmp_path / "store"
+    f.write_text("not a directory")
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse", "--max-runs", "1", "--data", str(f), "--quiet"])
+    assert res.exit_code == 2 and res.stderr.strip() == f"error: data: {str(f)!r} is a file; give a directory"
+    assert f.read_text() == "not a directory"
+
+
+def test_race_warns_of_an_unreadable_record_before_it_runs(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    base = ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+            "--data", str(data), "--quiet"]
+    assert runner.invoke(app, [*base, "--max-runs", "2"]).exit_code == 0
+    victim = sorted((data / "runs").glob("*.parquet"))[0]
+    victim.write_bytes(victim.read_bytes()[:100])  # a truncated copy
+    res = runner.invoke(app, [*base, "--max-runs", "3"])
+    assert res.exit_code == 0
+    warned = [ln for ln in res.stderr.splitlines() if ln.startswith("warning: 1 unreadable record file")]
+    assert len(warned) == 1 and victim.name in warned[0]  # said once, not again at the end
+
+
+def test_suggest_names_pending_for_a_broken_pending_file(tmp_path: Path) -> None:
+    bad = tmp_path / "pending.json"
+    bad.write_text('{"proposals": [{"id": 3}]}')
+    res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                              "--pending", str(bad), "--out", str(tmp_path / "p.json")])
+    assert res.exit_code == 2 and res.stderr.startswith("error: pending: ") and "planner suggest" in res.stderr

@@ -189,6 +189,20 @@ def test_unreadable_race_summary_is_a_note(tmp_path: Path) -> None:
     assert read_race(tmp_path / "missing") == (None, None)
 
 
+def test_report_cli_warns_of_skipped_records_and_an_unreadable_race_summary(tmp_path: Path) -> None:
+    data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=1,
+                         seeds=(0,), n_failed=0)
+    victim = sorted((data / "runs").glob("*.parquet"))[0]
+    victim.write_bytes(victim.read_bytes()[:100])
+    (data / "regimes.json").write_text("{not json")
+    res = CliRunner().invoke(app, ["report", "--data", str(data), "--out", str(tmp_path / "o"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("warning: ")]
+    assert len(warnings) == 2
+    assert any("regimes.json" in w and "ignored" in w for w in warnings)
+    assert any("1 unreadable record file(s)" in w and victim.name in w for w in warnings)
+
+
 def test_report_with_too_few_runs_to_fit(tmp_path: Path) -> None:
     data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=1,
                          seeds=(0,), n_failed=0)

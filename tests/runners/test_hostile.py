@@ -234,7 +234,7 @@ def test_data_path_that_is_a_file(store: PilotStore, tmp_path: Path) -> None:
     assert res.exit_code == 2 and "data" in res.stderr and f.read_text() == "x"
     # Under a file: caught before any run, not as a traceback after all of them.
     res = RUNNER.invoke(app, ["execute", str(p), "--data", str(f / "sub"), "--engine", "sim", "--no-progress"])
-    assert res.exit_code == 2 and res.stderr.startswith("error: data: cannot write records under")
+    assert res.exit_code == 2 and res.stderr.startswith("error: data: cannot create")
     assert len(res.stderr.splitlines()) == 1 and res.stdout == ""
 
 
