@@ -77,6 +77,13 @@ class CompileOptions:
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
                 raise ConfigError(f"{name}: must be a positive integer or None, got {v!r}")
+        for name, least in (("group_size", 2), ("max_generated", 2), ("max_iterations", 1)):
+            # GRPO needs two completions of a prompt to have an advantage at all.
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < least:
+                raise ConfigError(f"{name}: must be an integer >= {least}, got {v!r}")
+        if not (isinstance(self.beta, int | float) and math.isfinite(self.beta) and self.beta >= 0):
+            raise ConfigError(f"beta: must be a finite number >= 0 (the KL coefficient), got {self.beta!r}")
         if self.lm_head_positions not in (None, "completion", "all"):
             raise ConfigError(f"lm_head_positions: must be 'completion' or 'all', got {self.lm_head_positions!r}")
         bad = [t for t in self.lora_targets if t not in LINEAR_MODULES]

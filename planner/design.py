@@ -113,6 +113,10 @@ def _compile_feasible(
                 note += f"rho clamped {rho:.3f} -> {exc.nearest:.3f}; "
                 rho = float(exc.nearest)
             elif exc.field == "budget":
+                if target_budget is not None and budget < target_budget < exc.nearest:
+                    # A pilot dearer than the decision it informs is no pilot: skip the request.
+                    return None, (f"no pilot of {setting.key} at rho {rho:.3f} below the target budget "
+                                  f"{target_budget:.3g}: the nearest feasible budget is {exc.nearest:.3g}")
                 moved = "raised" if exc.nearest > budget else "lowered"
                 note += f"budget {moved} {budget:.3g} -> {exc.nearest:.3g} (nearest feasible); "
                 budget = float(exc.nearest) * 1.001

@@ -183,6 +183,17 @@ def test_feasible_pilot_notes_a_mu_it_could_not_keep() -> None:
     assert plan is not None and plan.num_iterations == 3 and "mu" not in note
 
 
+def test_a_pilot_is_never_dearer_than_its_target() -> None:
+    from planner.design import compile_feasible
+    from planner.frontier import Setting
+
+    # qwen2.5-7b/sparse at rho 0.97 needs ~3e14 FLOPs: no pilot of a 1.2e14 decision.
+    plan, note = compile_feasible(Setting("qwen2.5-7b", "sparse"), 0.97, 1.2e13, target_budget=1.2e14)
+    assert plan is None and "below the target budget" in note
+    plan, _ = compile_feasible(Setting("qwen2.5-7b", "sparse"), 0.97, 1.2e13, target_budget=1e15)
+    assert plan is not None and 1.2e13 < plan.budget < 1e15  # raised, but still a pilot
+
+
 @pytest.mark.parametrize(("args", "field"), [
     (("qwen2.5-1.5b", "sparse", float("nan"), 1e16), "rho"),
     (("qwen2.5-1.5b", "sparse", 0.0, 1e16), "rho"),
@@ -195,7 +206,11 @@ def test_compile_plan_refuses_what_is_not_a_request(args: tuple, field: str) -> 
         compile_plan(*args)
 
 
-@pytest.mark.parametrize("kw", [{"prompt_len": 0}, {"lm_head_positions": "completions"}, {"lora_targets": ("qproj",)}])
+@pytest.mark.parametrize("kw", [
+    {"prompt_len": 0}, {"lm_head_positions": "completions"}, {"lora_targets": ("qproj",)},
+    # Once a ZeroDivisionError, an empty min() and a raw pydantic error deep in the compiler.
+    {"group_size": 0}, {"max_generated": 1}, {"max_iterations": 0}, {"beta": float("nan")}, {"beta": -0.1},
+])
 def test_compile_options_refuse_values_that_would_silently_mean_something_else(kw: dict) -> None:
     from planner.compiler import CompileOptions
     from planner.errors import ConfigError
