@@ -92,8 +92,9 @@ def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], resu
         rows.append(row)
     t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
               caption=("P%: posterior probability of the search-, update-, reward-heavy regime; "
-                       if posterior else "P%: a point call (this strategy has no posterior; 100 is the "
-                       "call, not a probability); ")
+                       if posterior else "P%: this strategy has no posterior: a point call (optuna: 100 is "
+                       "the call) or the share of bootstrap refits of its local fit (grid, random: 100 where "
+                       "that fit is exact, three rho values and no replicates); ")
                       + f"?: not decided (below {problem.confidence:.0%}, or not yet checked by a run at "
                       "the target budget), ~: indifferent; stake: "
                       "expected gap between the best allocations of the called and the next "

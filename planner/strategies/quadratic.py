@@ -3,7 +3,10 @@
 Used by the ``grid`` and ``random`` baselines. The fit uses the best observed rho and up
 to two neighbours on each side (a *local* fit: a quadratic is a poor global model of a
 skewed frontier). Regime probabilities come from a residual bootstrap of that fit, so the
-baselines report a confidence too (the paper's protocol itself reports none).
+baselines report a confidence too (the paper's protocol itself reports none). Where the fit
+is exact (three rho values in the window and no replicates: the grid's edges with one
+seed) there is no residual to resample: the call is marked ``exact_fit`` and its
+probability of 1 is the point call, not a confidence.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ def quadratic_call(
     means = np.array([v[np.round(r, 4) == u].mean() for u in uniq])
     best = int(np.argmax(means))
     shares_of = lambda x: allocation_shares(setting.model, setting.reward, np.atleast_1d(x), problem.opts)  # noqa: E731
+    exact = True  # no residual to resample: the shares below are then 0 or 1, not a confidence
     if uniq.size < 3:  # no curvature to fit: the best observed rho, no uncertainty
         rs = np.array([uniq[best]])
         stars = rs
@@ -68,6 +72,9 @@ def quadratic_call(
         # Residual bootstrap: refit on fitted + resampled residuals, all at once
         # (LinearRegression fits the B bootstrap columns as one multi-output problem).
         resid = v[mask] - fit.predict(X)
+        # Three distinct rho values without replicates fit exactly (no residual degree of
+        # freedom): every bootstrap refit is the fit itself.
+        exact = bool(mask.sum() <= 3 or np.allclose(resid, 0.0, atol=1e-12 * max(1.0, float(np.abs(v).max()))))
         rng = np.random.default_rng(seed)
         Yb = fit.predict(X)[:, None] + rng.choice(resid, size=(resid.size, n_boot), replace=True)
         cb = LinearRegression(fit_intercept=False).fit(X, Yb).coef_  # (B, 3)
@@ -81,5 +88,7 @@ def quadratic_call(
         regime=LABELS[int(np.argmax(probs))],
         probabilities={lab: float(p) for lab, p in zip(LABELS, probs, strict=True)},
         level=level,
-        extra={"method": "local-quadratic"},
+        # exact_fit: the probabilities carry no noise estimate (a 3-point window without
+        # replicates, or fewer than 3 rho values); read them as the point call.
+        extra={"method": "local-quadratic", "exact_fit": exact},
     )

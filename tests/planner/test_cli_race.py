@@ -328,7 +328,7 @@ def test_baseline_race_says_its_p_is_a_point_call(tmp_path: Path) -> None:
                               "--max-runs", "3", "--data", str(tmp_path)], env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
     text = " ".join(res.stdout.split())
-    assert "a point call (this strategy has no posterior" in text and "posterior probability" not in text
+    assert "this strategy has no posterior: a point call" in text and "posterior probability" not in text
 
 
 def test_bench_checks_names_and_out_before_racing(tmp_path: Path) -> None:

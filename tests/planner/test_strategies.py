@@ -47,6 +47,18 @@ def test_quadratic_call_bootstrap_spreads_probability_near_the_boundary() -> Non
     assert call.rho_star_ci[0] < 0.5 < call.rho_star_ci[1]
 
 
+def test_quadratic_call_marks_a_fit_with_no_residual_as_exact() -> None:
+    # The best rho at the grid's edge: a 3-point window, one seed: every refit is the fit.
+    r = np.linspace(0.1, 0.9, 5)
+    edge = quadratic_call(S, PROBLEM, r, [0.60, 0.59, 0.50, 0.45, 0.40])
+    assert edge.confidence == 1.0 and edge.extra["exact_fit"] is True
+    # Replicates give residuals to resample: a confidence, not an exact fit.
+    rr = np.repeat(r, 2)
+    noisy = quadratic_call(S, PROBLEM, rr, [y + e for y, e in zip(np.repeat([0.60, 0.59, 0.50, 0.45, 0.40], 2),
+                                                                    [0.02, -0.02] * 5, strict=True)])
+    assert noisy.extra["exact_fit"] is False
+
+
 def test_grid_proposes_its_design_once_and_calls_each_setting() -> None:
     g = make_strategy("grid", PROBLEM, n_points=5)
     props = g.ask()
