@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -252,7 +253,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     help="ours' FLOP cap per setting, in target-budget runs (default 6); the equal-spend "
                          "baselines follow it")
     ap.add_argument("--jobs", type=int, default=1, help="worlds benchmarked in parallel processes")
-    ap.add_argument("--out", default="planner_bench.json")
+    ap.add_argument("--out", default=None,
+                    help="results JSON (default planner_bench.json; with --latency-only: none unless given)")
     ap.add_argument("--no-plot", action="store_true", help="skip the figure written beside --out (.png, .svg)")
     ap.add_argument("--latency-only", action="store_true",
                     help="only time `planner suggest` (ours, 15 settings; empty and 200 records of the first "
@@ -282,7 +284,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             raise ConfigError(f"{name}: unknown {bad[0]!r}; use some of: {', '.join(known)}")
     if reps < 1:
         raise ConfigError(f"seeds: need at least one repetition, got {reps}")
-    if not a.latency_only:  # it writes nothing
+    if a.out is None and not a.latency_only:
+        a.out = "planner_bench.json"
+    if a.out is not None:  # --latency-only writes only where --out is given
         check_output_file(a.out, "out")
     problem = RaceProblem(tuple(Setting(m, r) for m in models for r in rewards), budget=a.budget,
                           pilot_budget=a.pilot_budget, target=a.target, confidence=a.confidence,
@@ -290,7 +294,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if a.latency_only:
         latency = suggest_latency(problem, worlds[0])
         print("suggest latency (s): " + ", ".join(f"{k} {v:.2f}" for k, v in latency.items()))
-        return {"suggest_latency": latency}
+        doc_l = {"suggest_latency": latency, "world": worlds[0], "cpus": os.cpu_count(),
+                 "date": time.strftime("%Y-%m-%d")}
+        if a.out is not None:
+            Path(a.out).write_text(dumps_json(doc_l, indent=2))
+            print(f"wrote {a.out}")
+        return doc_l
     t0 = time.perf_counter()
 
     bb = a.budget if a.baseline_budget == "target" else a.pilot_budget

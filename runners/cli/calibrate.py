@@ -21,8 +21,9 @@ def calibrate_cmd(
                                     "(a .toml; use it with --world in race, execute and truth)"),
     delta: float = typer.Option(0.02, "--delta", help="Huber threshold in metric units (~2 evaluation-noise sd)"),
 ) -> None:
-    """Fit each policy's base (measured), ceiling and scale per target to its real runs' gains,
-    print the fit, and optionally write a world file that carries it."""
+    """Fit each policy's sim entry (base, ceiling, scale per target) to its real runs.
+
+    The base is measured, ceiling and scale fit the runs' gains; --out writes a world with them."""
     from planner.cli.app import check_output_file, parse_list
     from planner.errors import ConfigError
     from planner.files import atomic_write_text

@@ -17,8 +17,9 @@ def card(
     run_id: Annotated[str, typer.Argument(help="Run id (see the report's card table or DIR/runs/).")],
     data: Annotated[Path, typer.Option("--data", help="Campaign directory (the pilot store).")],
 ) -> None:
-    """Print the compute card of one run: FLOPs by component, rho, tokens and wall time by
-    phase, hardware and software."""
+    """Print the compute card of one run: FLOPs by component, rho, tokens, wall time.
+
+    Wall time is by phase; hardware and software are listed too."""
     import difflib
 
     from rich.console import Console
