@@ -230,6 +230,13 @@ def classify(
     grid = np.asarray(rho_grid, dtype=float)
     if s.ndim != 2 or s.shape[1] != grid.shape[0]:
         raise ValueError(f"samples must be (S, {grid.shape[0]}), got {s.shape}")
+    if np.shape(shares) != (grid.shape[0], 3):
+        # A longer shares array would label grid points by another grid's allocations.
+        raise ValueError(f"shares must be ({grid.shape[0]}, 3) for this grid, got {np.shape(shares)}")
+    if not np.isfinite(s).all():
+        # argmax takes the first NaN as the maximum: a broken posterior would read as
+        # certainty about the grid's first regime.
+        raise ValueError("samples must be finite; the surrogate returned NaN or inf sample paths")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie in (0, 1), got {level}")
     probs = regime_probabilities(s, shares)

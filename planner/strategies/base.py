@@ -61,6 +61,12 @@ class RaceProblem:
             raise ConfigError(f"target: unknown target {self.target!r}; use one of: {', '.join(TARGETS)}")
         if not 0.0 < self.confidence < 1.0:
             raise ConfigError(f"confidence: must lie in (0, 1), got {self.confidence}; e.g. --confidence 0.9")
+        for name in ("budget", "pilot_budget"):
+            v = getattr(self, name)
+            if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+                raise ConfigError(f"{name.replace('_', '-')}: must be a positive finite number of FLOPs, got {v!r}")
+        if not (math.isfinite(self.indifference) and self.indifference >= 0):
+            raise ConfigError(f"indifference: must be >= 0 (metric units; 0 = off), got {self.indifference!r}")
         if self.pilot_budget > self.budget:
             raise ConfigError(
                 f"pilot-budget: {self.pilot_budget:.3g} exceeds the target budget {self.budget:.3g}; "

@@ -159,6 +159,19 @@ def test_problem_rejects_bad_confidence(conf: float) -> None:
         RaceProblem((S,), budget=1e16, pilot_budget=1e15, confidence=conf)
 
 
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"budget": float("inf")}, "budget"), ({"budget": -1.0}, "budget"),
+    ({"pilot_budget": 0.0}, "pilot-budget"), ({"pilot_budget": float("nan")}, "pilot-budget"),
+    ({"indifference": -0.01}, "indifference"), ({"indifference": float("nan")}, "indifference"),
+])
+def test_problem_rejects_budgets_and_indifference_that_are_no_numbers_of_their_kind(kw: dict, field: str) -> None:
+    from planner.errors import ConfigError
+
+    args = {"budget": 1e16, "pilot_budget": 1e15} | kw
+    with pytest.raises(ConfigError, match=f"^{field}:"):
+        RaceProblem((S,), **args)
+
+
 class Failing(FakeEngine):
     """Every run fails (an OOM, say), or returns a NaN metric (a diverged policy)."""
 

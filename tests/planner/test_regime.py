@@ -112,6 +112,16 @@ def test_bad_shapes_raise() -> None:
         regime_labels(np.zeros((5, 2)))
     with pytest.raises(ValueError):
         classify(humps(np.array([0.5])), GRID, RULE, level=1.0)
+    # Shares of another grid would label points by the wrong allocations.
+    with pytest.raises(ValueError, match="shares must be"):
+        classify(humps(np.array([0.5])), GRID, shares_for_rho(np.linspace(0.05, 0.95, 92), 0.0))
+
+
+def test_non_finite_samples_raise_instead_of_calling_the_first_regime() -> None:
+    s = humps(np.array([0.8, 0.8]))  # update-heavy
+    s[0, 0] = np.nan  # np.argmax would take this NaN at rho 0.05 as the maximum
+    with pytest.raises(ValueError, match="finite"):
+        classify(s, GRID, RULE)
 
 
 def test_expected_loss_of_a_call() -> None:
