@@ -1,6 +1,11 @@
 """The budget compiler: (model, reward system, rho, budget) -> a GRPO/LoRA run plan.
 
-Pure. The levers (DESIGN.md, "Reaching every rho"):
+Pure given its inputs: no clock, no GPU, no writes. The one read is name resolution:
+``planner.registry`` loads the model and reward TOML files (``configs/``, or
+``RACE_CONFIGS``) on the first lookup of a process and caches them, so the plans of one
+process all come from one set of configs. The math itself (:func:`unit_costs`,
+:func:`per_completion`, the lever search) takes typed ``Architecture`` / ``RewardSystem``
+values. The levers (DESIGN.md, "Reaching every rho"):
 
 * raise rho: more update passes per rollout batch (``num_iterations`` = mu);
 * lower rho: generate ``G`` completions per prompt and train on the ``K <= G`` most
