@@ -198,8 +198,9 @@ def _one_by_one(
         out = []
         for p, seed in pairs:
             rec = _checked(engine.run(p, seed))
-            if rec.status != "ok":
-                rec = rec.model_copy(update={"attempt": len(failed.get(rec.run_id, ())) + 1})
+            if rec.status != "ok":  # after the highest stored: a gap must not repeat a number
+                rec = rec.model_copy(update={"attempt": max((r.attempt for r in failed.get(rec.run_id, ())),
+                                                            default=0) + 1})
             store.write(rec)
             out.append(rec)
         return out

@@ -17,7 +17,6 @@ from typing import Any
 
 from planner.engine import check_same_source, prepare_engine
 from planner.errors import ConfigError
-from planner.files import check_creatable
 from planner.schema import Proposal, ProposalSet, run_id_for
 from runners.store import PilotStore
 from runners.task import Outcome, Task, make_engine, placed_options
@@ -81,12 +80,9 @@ def execute(
     eng = make_engine(engine, options)  # fail fast on a bad engine, world file or option
 
     store = PilotStore(Path(data))
-    if store.root.exists() and not store.root.is_dir():
-        raise ConfigError(f"data: {str(store.root)!r} is a file; give a directory for the pilot store")
     # Before any run: a store that cannot take records would waste every run's compute.
     # Checked without creating anything: a refusal must leave no empty store behind.
-    for folder in (store.runs_dir, store.failed_dir):
-        check_creatable(folder, "data")
+    store.check_writable("data")
     store.sweep_temporaries()
     scan = store.scan(status="ok")
     check_same_source(scan.records, eng, store.root)

@@ -143,7 +143,11 @@ def check_output_dir(path: str | Path, field: str) -> Path:
     from planner.files import check_creatable
 
     path = Path(path)
-    if path.is_file():
+    try:
+        is_file = path.is_file()
+    except OSError:  # a name over the length limit: check_creatable says so
+        is_file = False
+    if is_file:
         raise ConfigError(f"{field}: {str(path)!r} is a file; give a directory")
     check_creatable(path / "probe", field)
     return path

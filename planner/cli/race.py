@@ -120,7 +120,7 @@ def suggest(
     from planner.strategies.ours import RaceStrategy
 
     strategy = RaceStrategy(problem, seed, **_ours_options(seed, anchors, cost_power))
-    if data is not None and (data / "runs").is_dir():
+    if data is not None and data.is_dir():  # failed/ alone too: abandoned runs are not proposed again
         from planner.engine import open_store
 
         store = open_store(data)
@@ -229,7 +229,12 @@ def race(
         raise ConfigError(f"confidence: must lie in (0, 1), got {confidence}; e.g. --confidence 0.9")
     flops_cap = parse_budget(max_flops, "max-flops") if max_flops is not None else None
     runs_cap = max_runs if max_runs is not None else DEFAULT_RUNS_PER_SETTING * len(problem.settings)
-    check_output_dir(data, "data")  # before any run: a store refused after one wastes it
+    # Before any run: a store refused after one wastes it. The store's own check knows
+    # its layout (runs/, failed/); opening it creates nothing.
+    check_output_dir(data, "data")
+    check_writable = getattr(open_store(data), "check_writable", None)
+    if callable(check_writable):
+        check_writable("data")
     opts = engine_options(engine, option, world)
     if device is not None:
         if engine != "trl":

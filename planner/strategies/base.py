@@ -105,27 +105,35 @@ class FailedRuns:
     """The failed attempts told to a strategy, so that it stops proposing what will not run.
 
     A proposal is *abandoned* once one of its runs has failed :data:`MAX_ATTEMPTS` times
-    and none of its runs succeeded: the loop does not run it again, so a strategy that kept
+    (or succeeded without measuring the target) and none of its runs gave a value: the loop does not run it again, so a strategy that kept
     proposing it (a design point it still lacks) would end the race as "exhausted" with
     every other run still to do. Attempts are keyed by (run id, attempt number), so a
     record told twice counts once.
     """
 
     def __init__(self, problem: RaceProblem) -> None:
+        self._problem = problem
         self._keys = set(problem.settings)
         self._attempts: dict[str, set[int]] = {}
         self._plans: dict[str, tuple[str, RunPlan]] = {}  # run id -> (proposal id, plan)
+        self._blank: dict[str, RunPlan] = {}  # ok runs that measured no value of the target
 
     def tell(self, records: Sequence[RunRecord]) -> None:
+        good = {id(r) for r in relevant_records(self._problem, records)}
         for r in records:
-            if r.status != "ok" and Setting(r.model, r.reward) in self._keys:
+            if Setting(r.model, r.reward) not in self._keys or id(r) in good:
+                continue
+            if r.status == "ok":  # done for the loop, yet no data: never run again
+                self._blank[r.proposal_id] = r.plan
+            else:
                 self._attempts.setdefault(r.run_id, set()).add(r.attempt)
                 self._plans[r.run_id] = (r.proposal_id, r.plan)
 
     def abandoned(self, succeeded: set[str]) -> dict[str, RunPlan]:
-        """Plans of abandoned proposals by proposal id; ``succeeded``: proposal ids with an
-        ok record (one good seed keeps a proposal's data)."""
-        out: dict[str, RunPlan] = {}
+        """Plans of abandoned proposals by proposal id; ``succeeded``: proposal ids with a
+        usable record (one good seed keeps a proposal's data). An ok run without a value of
+        the target abandons its proposal at once: the loop counts it done."""
+        out = {pid: plan for pid, plan in self._blank.items() if pid not in succeeded}
         for rid, atts in self._attempts.items():
             pid, plan = self._plans[rid]
             if len(atts) >= MAX_ATTEMPTS and pid not in succeeded:

@@ -199,9 +199,10 @@ class RaceStrategy:
             initial = self._initial(todo, counts, n)
             if initial:
                 return initial
-        if not self.records_:
-            # Every design point was abandoned (failed too often): where every pilot fails,
-            # the costlier runs would too. Nothing left to propose.
+        if not self.records_ and self._failed.abandoned(set()):
+            # Every design point that could be compiled was abandoned (failed too often):
+            # where every pilot fails, the costlier runs would too. Nothing left to propose.
+            # (With no pilot to compile at all, the anchors below are what there is.)
             return []
         anchors = self._anchors()
         if anchors:

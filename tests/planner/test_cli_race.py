@@ -430,3 +430,22 @@ def test_suggest_names_pending_for_a_broken_pending_file(tmp_path: Path) -> None
     res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
                               "--pending", str(bad), "--out", str(tmp_path / "p.json")])
     assert res.exit_code == 2 and res.stderr.startswith("error: pending: ") and "planner suggest" in res.stderr
+
+
+def test_suggest_leaves_out_a_design_point_that_failed_twice_in_a_store_of_failures(tmp_path: Path) -> None:
+    from planner.schema import run_id_for
+
+    base = ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse"]
+    assert runner.invoke(app, [*base, "--out", str(tmp_path / "p.json")]).exit_code == 0
+    first = read_proposals(tmp_path / "p.json").proposals[0]
+    store = PilotStore(tmp_path / "d")  # only failed/: no run has succeeded yet
+    from runners.engines.sim import SimEngine
+
+    rec = SimEngine("paper").run(first, 0)
+    for attempt in (1, 2):
+        store.add(rec.model_copy(update={"status": "failed", "error": "error: oom", "attempt": attempt}))
+    assert not (tmp_path / "d" / "runs").exists()
+    res = runner.invoke(app, [*base, "--data", str(tmp_path / "d"), "--out", str(tmp_path / "q.json")])
+    assert res.exit_code == 0, res.output
+    again = {p.id for p in read_proposals(tmp_path / "q.json").proposals}
+    assert first.id not in again and run_id_for(first.id, 0) == rec.run_id

@@ -272,6 +272,24 @@ class FailsOne(FakeEngine):
         return rec
 
 
+class BlankOne(FailsOne):
+    """The first proposal's runs succeed without measuring the target (no native value)."""
+
+    def run(self, proposal: Proposal, seed: int, progress: object = None) -> RunRecord:
+        rec = FakeEngine.run(self, proposal, seed, progress)
+        self.bad = self.bad or proposal.id
+        return rec.model_copy(update={"metrics": Metrics()}) if proposal.id == self.bad else rec
+
+
+def test_an_ok_run_without_the_target_is_not_proposed_again(tmp_path: Path) -> None:
+    from planner.strategies.ours import RaceStrategy
+
+    eng, store = BlankOne(), PilotStore(tmp_path / "data")
+    res = run_race(PROBLEM, RaceStrategy(PROBLEM, 0), eng, store, max_runs=12)
+    assert sum(rid.startswith(eng.bad or "?") for rid in eng.run_ids) == 1  # done for the loop: once
+    assert res.stop_reason in ("confident", "max-runs")  # not "exhausted" after the pilots
+
+
 def test_one_design_point_that_keeps_failing_does_not_end_the_race(tmp_path: Path) -> None:
     from planner.loop import MAX_ATTEMPTS
     from planner.strategies.ours import RaceStrategy

@@ -228,3 +228,20 @@ def test_a_failed_record_with_a_nan_metric_reads_back(tmp_path: Path) -> None:
     (back,) = store.records(status="failed")
     assert back.metrics.native is None and back.metrics.pass1 == 0.25
     assert store.failed_attempts(run_id_for("p0", 0)) == 1
+
+
+def test_check_writable_refuses_a_store_whose_runs_folder_is_a_file(tmp_path: Path) -> None:
+    from planner.errors import ConfigError
+
+    root = tmp_path / "d"
+    root.mkdir()
+    (root / "runs").write_text("not a folder")
+    with pytest.raises(ConfigError, match=r"^data: cannot create .*runs"):
+        PilotStore(root).check_writable()
+    (root / "runs").unlink()
+    PilotStore(root).check_writable()  # a fresh store is fine, and the check creates nothing
+    assert list(root.iterdir()) == []
+    f = tmp_path / "f"
+    f.write_text("x")
+    with pytest.raises(ConfigError, match="is a file"):
+        PilotStore(f).check_writable()
