@@ -132,8 +132,10 @@ def utility(
 
 def plan_key(plan: RunPlan) -> tuple[str, str, float, float]:
     """What makes two plans the same run: setting, achieved rho and budget (the engines'
-    outcome depends on the levers, not on the rho that was requested)."""
-    return (plan.model, plan.reward, round(plan.rho, 4), round(plan.budget, -8))
+    outcome depends on the levers, not on the rho that was requested). The budget is
+    rounded relatively (8 significant digits): absolute rounding to 1e8 FLOPs merged tiny
+    budgets 10% apart at 1e9."""
+    return (plan.model, plan.reward, round(plan.rho, 4), float(f"{plan.budget:.8g}"))
 
 
 def _candidates(

@@ -131,3 +131,14 @@ def test_acquisition_config_rejects_cost_power_outside_the_unit_interval(power: 
 
     with pytest.raises(ConfigError, match="cost_power"):
         AcquisitionConfig(cost_power=power)
+
+
+def test_plan_key_tells_tiny_budgets_apart_and_merges_float_noise() -> None:
+    from planner.compiler import compile_plan
+
+    plan = compile_plan("tiny-s", "sparse", 0.5, 1e11)
+    near = plan.model_copy(update={"budget": plan.budget * (1 + 1e-12)})  # the same budget, float noise
+    other = plan.model_copy(update={"budget": plan.budget * 1.05})
+    assert plan_key(plan) == plan_key(near) != plan_key(other)
+    small = plan.model_copy(update={"budget": 1.0e9}), plan.model_copy(update={"budget": 1.04e9})
+    assert plan_key(small[0]) != plan_key(small[1])  # once both 1e9 (rounded to 1e8 FLOPs)
