@@ -21,7 +21,7 @@ from planner.errors import ConfigError
 from planner.schema import Metrics, Proposal, RunPlan
 from runners.meter import BudgetGuard, FlopMeter, FlopMeterCallback
 
-__all__ = ["EVAL_SEED", "RunState", "execute_plan", "grpo_config"]
+__all__ = ["EVAL_SEED", "RunState", "execute_plan", "grpo_config", "split_held"]
 
 # Every run is evaluated on the same problems and sampling stream (base and after), so
 # differences between runs are differences between policies, not between test sets.
@@ -46,6 +46,13 @@ class RunState:
 
     def __post_init__(self) -> None:
         self.meter = FlopMeter(self.policy, lora=self.lora, scorer=self.scorer)
+
+
+def split_held(rows: list[dict[str, Any]], n_held: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(held-out, training) rows: the held-out ones come *first*, so every run measures
+    ``native`` on the same problems whatever its plan (taking them from the end made the
+    test set move with the plan's prompt count)."""
+    return rows[:n_held], rows[n_held:]
 
 
 def grpo_config(plan: RunPlan, *, device: str, seed: int, learning_rate: float, micro_batches: int = 1,
@@ -200,7 +207,7 @@ def execute_plan(engine: Any, proposal: Proposal, seed: int, state: RunState,
     n_held = 0 if arch.family == "tiny" else n_eval
     rows = train_rows(arch, n_rows + n_held, seed, dataset=opts.get("dataset", "polaris"),
                       data_path=opts.get("data_path"))
-    rows, held = rows[: len(rows) - n_held], rows[len(rows) - n_held :]
+    held, rows = split_held(rows, n_held)
 
     def evaluate(m: Any, phase: str) -> dict[str, float | None]:
         t0 = time.perf_counter()
@@ -219,8 +226,12 @@ def execute_plan(engine: Any, proposal: Proposal, seed: int, state: RunState,
     )
     state.rounds = guard.rounds
     lr = float(opts.get("learning_rate", 5e-4 if arch.family == "tiny" else 2e-5))
+    # TRL wants an output folder even with nothing saved: one per run, removed with it
+    # (mkdtemp left one behind per run).
+    out_dir = tempfile.TemporaryDirectory(prefix="race-trl-")
     config = grpo_config(plan, device=device, seed=seed, learning_rate=lr,
-                         micro_batches=int(opts.get("micro_batches", 1)), use_vllm=bool(opts.get("use_vllm")))
+                         micro_batches=int(opts.get("micro_batches", 1)), use_vllm=bool(opts.get("use_vllm")),
+                         output_dir=out_dir.name)
     data = Dataset.from_list(rows)
     trainer_ref: list[Any] = []
     watch = _Watch(state, trainer_ref, plan.budget, progress)
@@ -245,6 +256,7 @@ def execute_plan(engine: Any, proposal: Proposal, seed: int, state: RunState,
         trainer.train()
     finally:
         meter.detach()
+        out_dir.cleanup()
     state.stop_reason = guard.stop_reason or "max_steps"
     after_w = _lora_weights(trainer.model)
     delta = math.sqrt(sum(float((after_w[n] - w).pow(2).sum()) for n, w in before.items()))

@@ -22,6 +22,13 @@ class BudgetGuard(TrainerCallback):
     measured cost per prompt group so the run lands on the budget rather than one round
     past it; trainers that cannot shrink a round (a stock ``GRPOTrainer``) stop at the
     boundary closest to the budget instead.
+
+    With ``partial_rounds`` the metered total is also a hard ceiling: a shrunk last round
+    that crosses the budget mid-way (it was sized to within half a group) stops at the
+    step that crosses it, so such a round may get fewer than mu passes. Without it, a
+    round the guard chose to run is finished (the ceiling would cut it after its first
+    pass) unless it costs more than half a round past the budget, which only a cost
+    estimate gone wrong gives.
     """
 
     def __init__(
@@ -46,6 +53,7 @@ class BudgetGuard(TrainerCallback):
         self._round_spent = 0.0
         self._round_groups: int | None = None
         self._recent: deque[float] = deque(maxlen=3)
+        self._multiple = 1  # the trainer's round granularity in groups (micro-batches)
         self.rounds: list[int] = []
 
     def group_cost(self) -> float | None:
@@ -56,6 +64,7 @@ class BudgetGuard(TrainerCallback):
 
     def groups_for_round(self, requested: int, multiple: int = 1) -> int:
         """How many of ``requested`` prompt groups the round about to generate may have."""
+        self._multiple = max(1, multiple)
         n = self._affordable(requested, multiple)
         self._round_groups = n
         if n > 0:
@@ -75,15 +84,24 @@ class BudgetGuard(TrainerCallback):
         n = min(requested, round(remaining / cost))
         return (n // multiple) * multiple
 
+    def _ceiling(self, boundary: bool) -> float:
+        """Total FLOPs at which training stops at once (see the class docstring)."""
+        if boundary or self.partial_rounds:
+            return self.budget
+        cost = self.group_cost()
+        groups = self._round_groups or self.groups_per_round or 1
+        return self.budget + (0.5 * groups * cost if cost else 0.0)
+
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._round_spent = self.meter.total
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.meter.total >= self.budget:
+        boundary = state.global_step % self.steps_per_round == 0
+        if self.meter.total >= self._ceiling(boundary):
             self.stop_reason = "budget"
             control.should_training_stop = True
             return
-        if state.global_step % self.steps_per_round:
+        if not boundary:
             return
         # A round just ended: learn its cost per prompt group, then decide on the next one.
         groups = self._round_groups or self.groups_per_round or 1
@@ -92,6 +110,8 @@ class BudgetGuard(TrainerCallback):
             self._recent.append(spent / groups)
         self._round_spent = self.meter.total
         self._round_groups = None
-        if self._affordable(self.groups_per_round or 1) == 0:
+        # At the trainer's granularity: a round it would have to run at `multiple` groups
+        # when fewer are affordable would overshoot by the difference.
+        if self._affordable(self.groups_per_round or 1, self._multiple) == 0:
             self.stop_reason = "budget"
             control.should_training_stop = True

@@ -1,0 +1,60 @@
+"""BudgetGuard's round logic on a scripted meter: where it stops, and how many groups it
+lets a round have. (Real trainers under the guard: tests/runners/test_meter.py.)"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from runners.meter import BudgetGuard
+
+
+class Meter:
+    total = 0.0
+
+
+def _state() -> tuple[SimpleNamespace, SimpleNamespace]:
+    return SimpleNamespace(global_step=0), SimpleNamespace(should_training_stop=False)
+
+
+def test_a_stock_trainers_round_is_finished_once_started() -> None:
+    # mu = 2: a group costs 0.3 search + 2 x 0.35 learning. After 9 groups 0.6 is left,
+    # over half a group, so the guard runs a 10th round; it must not cut it after one pass.
+    m = Meter()
+    g = BudgetGuard(m, 9.6, steps_per_round=2, groups_per_round=1, group_cost=1.0, partial_rounds=False)
+    st, ctl = _state()
+    g.on_train_begin(None, st, ctl)
+    while not ctl.should_training_stop and st.global_step < 40:
+        m.total += 0.65 if st.global_step % 2 == 0 else 0.35
+        st.global_step += 1
+        g.on_step_end(None, st, ctl)
+    assert st.global_step % 2 == 0 and st.global_step == 20 and m.total == 10.0
+
+
+def test_a_round_far_costlier_than_estimated_is_still_stopped_mid_way() -> None:
+    m = Meter()
+    g = BudgetGuard(m, 9.6, steps_per_round=2, groups_per_round=1, group_cost=1.0, partial_rounds=False)
+    st, ctl = _state()
+    g.on_train_begin(None, st, ctl)
+    m.total, st.global_step = 9.0, 18
+    g.on_step_end(None, st, ctl)  # boundary: 0.6 left, the round runs
+    m.total, st.global_step = 12.0, 19  # its first pass alone cost 3 groups
+    g.on_step_end(None, st, ctl)
+    assert ctl.should_training_stop and g.stop_reason == "budget"
+
+
+def test_rounds_that_must_run_in_multiples_stop_when_a_multiple_is_not_affordable() -> None:
+    # Micro-batches make the trainer run rounds of a multiple of 2 groups. With 2.6 groups'
+    # worth left after two rounds of 4, a round of 2 fits; after it 0.6 is left: a round
+    # would have to be 2 groups (1.4 over budget), so the guard stops instead.
+    m = Meter()
+    g = BudgetGuard(m, 10.6, steps_per_round=1, groups_per_round=4, group_cost=1.0, partial_rounds=True)
+    st, ctl = _state()
+    g.on_train_begin(None, st, ctl)
+    ran = []
+    while not ctl.should_training_stop and len(ran) < 10:
+        n = g.groups_for_round(4, 2)
+        ran.append(max(n, 2))  # RaceGRPOTrainer: inputs[: max(n, multiple) * G]
+        m.total += ran[-1] * 1.0
+        st.global_step += 1
+        g.on_step_end(None, st, ctl)
+    assert ran == [4, 4, 2] and g.rounds == ran and m.total <= 10.6
