@@ -172,7 +172,7 @@ def classify_setting(
                     eligible=near if near.any() else None, level=level)
     at = int(np.argmin(np.abs(g - call.rho_star)))
     call.extra["rho_star_support"] = "measured" if near[at] else "posterior-mean"
-    call.extra["noise_sd"] = float(np.sqrt(max(surrogate.run_noise_variance(), 0.0)))  # the stake's scale
+    call.extra["noise_sd"] = float(np.sqrt(max(surrogate.run_noise_variance(reward), 0.0)))  # the stake's scale
     return call
 
 

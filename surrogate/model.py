@@ -276,7 +276,7 @@ class FrontierSurrogate:
             mean = post.mean.squeeze(-1).detach().numpy()
             var = post.variance.clamp_min(0).squeeze(-1).detach().numpy()
         if observation_noise:
-            var = var + self.run_noise_variance()
+            var = var + self._run_noise_at(X)
         return mean, np.sqrt(var)
 
     def frontier(
@@ -338,7 +338,7 @@ class FrontierSurrogate:
             if cov.shape[-1] != mu.shape[-1]:  # multi-output layout: not expected here
                 raise ValueError("lookahead_samples needs a single-output model")
             s_gc = cov[:G, G:]  # (G, C)
-            var_y = cov[G:, G:].diagonal() + self.run_noise_variance()  # (C,)
+            var_y = cov[G:, G:].diagonal() + torch.as_tensor(self._run_noise_at(Xc), dtype=DTYPE)  # (C,)
             w = draw_sobol_normal_samples(d=1, n=n_fantasies, seed=seed + 1, dtype=DTYPE)[:, 0]
             shift = s_gc / var_y.sqrt()  # (G, C): mean shift per unit of standardised outcome
             means = mu[:G] + (w[:, None, None] * shift.T[None])  # (n_f, C, G)
@@ -349,13 +349,30 @@ class FrontierSurrogate:
             out = means[:, :, None, :] + paths[None]
         return out.numpy()
 
-    def run_noise_variance(self) -> float:
-        """Observation-noise variance of one new run, in the target's units."""
+    def run_noise_variance(self, reward: str | None = None) -> float:
+        """Observation-noise variance of one new run, in the target's units. From seed
+        replicates, the median over the rows of ``reward`` (reward systems differ in noise:
+        a PRM's graded score is not a 0/1 success), over all rows where it has none or
+        none is given; otherwise the GP's learned noise level."""
         self._check()
         if self.data_.yvar is not None:
-            return float(np.median(self.data_.yvar * self.data_.counts))
+            per_run = self.data_.yvar * self.data_.counts
+            if reward is not None and reward in self.rewards_:
+                mine = self.data_.X[:, 1] == float(self.rewards_.index(reward))
+                if mine.any():
+                    return float(np.median(per_run[mine]))
+            return float(np.median(per_run))
         std = float(self.model_.outcome_transform.stdvs.squeeze())
         return float(self.model_.likelihood.noise.detach().mean()) * std**2
+
+    def _run_noise_at(self, X: ArrayLike) -> NDArray[np.float64]:
+        """:meth:`run_noise_variance` of each row of ``X`` ``(..., 5)`` -> ``(...)``, by its
+        reward column."""
+        idx = np.asarray(X, dtype=float)[..., 1]
+        out = np.empty(idx.shape)
+        for i in np.unique(idx):
+            out[idx == i] = self.run_noise_variance(self.rewards_[int(i)])
+        return out
 
     def _noise_for(self, X: torch.Tensor) -> torch.Tensor | None:
         """Noise of one new run in the model's standardised outcome space (fixed-noise
@@ -363,7 +380,7 @@ class FrontierSurrogate:
         if self.data_.yvar is None:
             return None
         std = float(self.model_.outcome_transform.stdvs.squeeze())
-        return torch.full((*X.shape[:-1], 1), self.run_noise_variance() / std**2, dtype=DTYPE)
+        return torch.as_tensor(self._run_noise_at(X.numpy()) / std**2, dtype=DTYPE).unsqueeze(-1)
 
     def condition_on(self, X: ArrayLike, y: ArrayLike) -> FrontierSurrogate:
         """A copy conditioned on extra observations ``y`` ``(k,)`` at ``X`` ``(k, 5)``

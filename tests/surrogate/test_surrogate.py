@@ -290,3 +290,22 @@ def test_samples_on_a_fine_grid_do_not_warn_about_the_jitter_they_need(
         fitted.sample_frontier("small", "sparse", 1e16, grid, n_samples=16)
     with pytest.warns(Warning, match="added jitter"):
         fitted.lookahead_samples(X[[30, 90]], X, n_fantasies=2, n_samples=8)
+
+
+def test_replicate_noise_is_each_reward_systems_own() -> None:
+    rng = np.random.default_rng(1)
+    sd = {"sparse": 0.003, "prm": 0.03}
+    recs = [dict(model="small", model_params=PARAMS["small"], reward=r, budget=1e15, rho_planned=rho, rho=rho,
+                 flops_total=1e15, seed=s, status="ok", native=toy("small", r, rho, 1e15) + rng.normal(0, sd[r]))
+            for r in REWARDS for rho in np.linspace(0.15, 0.9, 6) for s in range(4)]
+    sur = FrontierSurrogate(rewards=REWARDS, budget_range=(1e14, 1e16)).fit(recs)
+    quiet, loud = sur.run_noise_variance("sparse"), sur.run_noise_variance("prm")
+    # Each reward's estimate is shrunk toward the pool (group_replicates), yet stays its own:
+    # one median for both gave the sparse runs prm's noise or the reverse.
+    assert quiet < loud / 4
+    per_run = sur.data_.yvar * sur.data_.counts
+    assert quiet == pytest.approx(np.median(per_run[sur.data_.X[:, 1] == REWARDS.index("sparse")]))
+    X = np.concatenate([sur.encode("small", "sparse", [0.5], 1e15), sur.encode("small", "prm", [0.5], 1e15)])
+    _, latent = sur.predict(X)
+    _, run = sur.predict(X, observation_noise=True)
+    np.testing.assert_allclose(run**2 - latent**2, [quiet, loud], rtol=1e-9)
