@@ -55,12 +55,13 @@ class Setting:
 
     @property
     def label(self) -> str:
-        return f"{self.model} / {self.reward} / {self.budget:.2g}"
+        # Enough digits to tell budgets apart that a campaign may hold (1e16 and 1.04e16).
+        return f"{self.model} / {self.reward} / {self.budget:.4g}"
 
     @property
     def slug(self) -> str:
-        """File-name-safe id (figure names)."""
-        raw = f"{self.model}-{self.reward}-b{self.budget:.1e}".replace("+", "")
+        """File-name-safe id (figure names); budgets a few % apart get names of their own."""
+        raw = f"{self.model}-{self.reward}-b{self.budget:.3e}".replace("+", "")
         return re.sub(r"[^A-Za-z0-9._-]+", "_", raw)
 
 

@@ -104,8 +104,12 @@ def _race(data: ReportData) -> list[Block]:
     for e in entries:
         s = Setting(str(e["model"]), str(e["reward"]), budget)
         mine = fit.frontiers.get(s) if fit else None
-        ci = e.get("rho_star_ci") or [float("nan")] * 2
-        p = (e.get("probabilities") or {}).get(e.get("regime"), float("nan"))
+        # A hand-edited summary may hold anything here: what is not a pair of numbers or a
+        # table of probabilities reads as missing, not as a crash of the whole report.
+        raw_ci = e.get("rho_star_ci")
+        ci = [_float(x) for x in raw_ci] if isinstance(raw_ci, list | tuple) and len(raw_ci) == 2 else [float("nan")] * 2
+        probs = e.get("probabilities")
+        p = probs.get(e.get("regime"), float("nan")) if isinstance(probs, dict) else float("nan")
         if mine is not None and mine.call.regime != e.get("regime"):
             differ.append(f"{s.model}/{s.reward}")
         rows.append([s.model, s.reward, f"{_float(e.get('rho_star')):.2f}", _fmt_ci(ci),

@@ -61,11 +61,13 @@ def save(spec: FigureSpec, folder: Path) -> tuple[Path, Path, bytes]:
     folder.mkdir(parents=True, exist_ok=True)
     png, svg = folder / f"{spec.name}.png", folder / f"{spec.name}.svg"
     buf = io.BytesIO()
-    spec.fig.savefig(buf, format="png", metadata={"Software": None})
+    # Tick labels (model names) are made at draw time: no mathtext there either.
+    with matplotlib.rc_context({"text.parse_math": False}):
+        spec.fig.savefig(buf, format="png", metadata={"Software": None})
     png.write_bytes(buf.getvalue())
     # Text stays text in the SVG (searchable, and the engine/data footer is greppable);
     # a fixed hash salt gives stable element ids across reruns.
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "race-report"}):
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "race-report", "text.parse_math": False}):
         spec.fig.savefig(svg, format="svg", metadata={"Creator": None, "Date": None, "Format": None, "Type": None})
     return png, svg, buf.getvalue()
 
@@ -269,10 +271,20 @@ def loo_figure(data: ReportData) -> FigureSpec | None:
 
 def all_figures(data: ReportData, tick: Any = None) -> list[FigureSpec]:
     """Every figure the data supports (none for an empty dataset); ``tick()`` per figure."""
+    import matplotlib
+
     step = tick or (lambda: None)
     out: list[FigureSpec] = []
     if data.empty:
         return out
+    # Model and reward names and the data path are drawn as text: a "$" in one is not
+    # mathtext (unbalanced, it made savefig raise). Text objects take this at creation.
+    with matplotlib.rc_context({"text.parse_math": False}):
+        _build_all(data, out, step)
+    return out
+
+
+def _build_all(data: ReportData, out: list[FigureSpec], step: Any) -> None:
     out.append(split_figure(data))
     step()
     fit = data.primary
@@ -286,7 +298,6 @@ def all_figures(data: ReportData, tick: Any = None) -> list[FigureSpec]:
         if spec is not None:
             out.append(spec)
         step()
-    return out
 
 
 def n_figures(data: ReportData) -> int:

@@ -257,3 +257,21 @@ def test_report_and_suggest_name_the_path_option_that_is_wrong(tmp_path: Path) -
                               "--pending", str(tmp_path / "nosuch.json"), "--out", str(tmp_path / "p.json")])
     assert res.exit_code == 2 and "pending: no such file" in res.output, res.output
     assert not (tmp_path / "r").exists() and not (tmp_path / "p.json").exists()
+
+
+def test_a_dollar_in_the_data_path_is_text_and_a_hand_edited_summary_does_not_sink_the_report(tmp_path: Path) -> None:
+    # "$" would start matplotlib mathtext: unbalanced, savefig raised and no report came out.
+    data = make_campaign(tmp_path / "cost_$5_$6", models=MODELS[:1], rewards=REWARDS[:1], n_rho=4,
+                         seeds=(0,), n_failed=0)
+    res = build_report(data, tmp_path / "out")
+    assert res.status == "ok" and res.figures
+    # The race summary names the setting but its interval and probabilities were edited into
+    # shapes read_race lets through: they read as missing, the rest of the report is written.
+    first = json.loads(res.regimes.read_text())["settings"][0]
+    race = {"budget": first["budget"], "target": "native", "settings": [
+        {"model": first["model"], "reward": first["reward"], "rho_star_ci": [None, None], "regime": "search-heavy",
+         "probabilities": [0.2, 0.8]},
+        {"model": first["model"], "reward": first["reward"], "rho_star_ci": "0.4-0.6", "probabilities": None}]}
+    (data / "regimes.json").write_text(json.dumps(race))
+    res = build_report(data, tmp_path / "out2")
+    assert "## Race" in res.markdown.read_text() and "[nan, nan]" in res.markdown.read_text()
