@@ -24,7 +24,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -132,7 +132,8 @@ class FrontierSurrogate:
     def fit(self, records: Iterable[Any]) -> FrontierSurrogate:
         """Fit on pilot records (``RunRecord`` objects or flat rows); returns self.
 
-        Raises :class:`NotFittedError` when fewer than 2 records measured the target.
+        Raises :class:`NotFittedError` when fewer than 2 records measured the target, or
+        all of them are replicates of one plan.
         """
         t0 = time.perf_counter()
         # A canonical order: the fit is a function of the set of runs, not of the order
@@ -142,6 +143,12 @@ class FrontierSurrogate:
         if len(obs) < 2:
             raise NotFittedError(
                 f"surrogate: {len(obs)} record(s) with a {self.target!r} value; need at least 2"
+            )
+        if len({(o.model, o.reward, round(o.rho_planned, 4), o.budget) for o in obs}) < 2:
+            # Seed replicates of one plan show no trend: the signal variance fits to ~0 and
+            # the posterior claims certainty about every rho, model and budget.
+            raise NotFittedError(
+                f"surrogate: all {len(obs)} record(s) are replicates of one plan; need runs of at least 2 plans"
             )
         rewards = list(self.rewards or ())
         rewards += sorted({o.reward for o in obs} - set(rewards))
@@ -399,6 +406,13 @@ class FrontierSurrogate:
             # raw X and Y (it applies the model's transforms) and standardised noise.
             self.model_.posterior(Xt)
             new.model_ = self.model_.condition_on_observations(Xt, Yt, **kwargs)
+        # The copy's data are what its model holds (loo_cv and plots read data_).
+        d, Xn = self.data_, np.asarray(X, dtype=float).reshape(-1, len(FEATURES))
+        new.data_ = replace(
+            d, X=np.concatenate([d.X, Xn]), y=np.concatenate([d.y, np.asarray(y, dtype=float).reshape(-1)]),
+            yvar=None if d.yvar is None else np.concatenate([d.yvar, self._run_noise_at(Xn)]),
+            counts=np.concatenate([d.counts, np.ones(len(Xn), dtype=np.int64)]),
+        )
         return new
 
     # ------------------------------------------------------------------ validation

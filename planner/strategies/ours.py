@@ -142,7 +142,12 @@ class RaceStrategy:
                     warm_start=False,
                     reuse=partial(reuse_at, opts=p.opts),
                 )
-            self._surrogate = self._model.fit(self.records_)
+            from surrogate import NotFittedError
+
+            try:
+                self._surrogate = self._model.fit(self.records_)
+            except NotFittedError:  # replicates of one plan: no trend to fit yet
+                return None
         return self._surrogate
 
     def decide(self) -> dict[Setting, RegimeCall]:

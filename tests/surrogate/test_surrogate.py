@@ -95,6 +95,11 @@ def test_loo_cv_fields(fitted: FrontierSurrogate) -> None:
 def test_errors() -> None:
     with pytest.raises(NotFittedError):
         FrontierSurrogate().fit(rows(n_rho=1)[:1])
+    # Seed replicates of one plan: once fitted with a signal variance of ~0, so the posterior
+    # claimed certainty (std ~1e-5) at every rho, model and budget.
+    one_plan = [r for r in rows(n_rho=1, seeds=4) if r["model"] == "small" and r["reward"] == "sparse"]
+    with pytest.raises(NotFittedError, match="replicates of one plan"):
+        FrontierSurrogate().fit(one_plan)
     with pytest.raises(NotFittedError):
         FrontierSurrogate().predict(np.zeros((1, 5)))
     sur = FrontierSurrogate(rewards=REWARDS).fit(rows(n_rho=3))
@@ -309,3 +314,13 @@ def test_replicate_noise_is_each_reward_systems_own() -> None:
     _, latent = sur.predict(X)
     _, run = sur.predict(X, observation_noise=True)
     np.testing.assert_allclose(run**2 - latent**2, [quiet, loud], rtol=1e-9)
+
+
+def test_a_conditioned_copy_holds_the_data_its_model_holds(fitted: FrontierSurrogate) -> None:
+    Xc = fitted.encode("small", "sparse", [0.3, 0.7], 1e15)
+    cond = fitted.condition_on(Xc, [0.41, 0.43])
+    n = len(fitted.data_.y)
+    assert len(cond.data_.y) == len(cond.data_.X) == len(cond.data_.counts) == n + 2
+    assert len(fitted.data_.y) == n  # the original is untouched
+    cv = cond.loo_cv()
+    assert np.shape(cv.mean) == (n + 2,)
