@@ -210,5 +210,11 @@ class LocalBackend:
                 w = self._slots[i] = self._spawn(self._devices[i])
             if w.handle is None:
                 h = self._queue.popleft()
+                try:
+                    w.conn.send(h.task)
+                except (BrokenPipeError, ConnectionResetError, EOFError):
+                    # It died after the liveness check above: the task goes back to the
+                    # front of the queue, and the next poll replaces the worker.
+                    self._queue.appendleft(h)
+                    continue
                 w.handle = h
-                w.conn.send(h.task)

@@ -203,3 +203,50 @@ def test_slurm_job_that_may_still_write_its_result_is_waited_for(tmp_path: Path,
     (tmp_path / "done_result.pkl").write_bytes(b"x")
     late = _EndedJob("OUT_OF_MEMORY", tmp_path / "done_result.pkl")
     assert backend.result(Handle(task=None, ref=late)) == "outcome" and late.waited  # type: ignore[arg-type]
+
+
+def test_a_worker_that_dies_before_taking_its_task_loses_nothing() -> None:
+    """A worker can die between the liveness check and the send: the task goes back to the
+    queue (it once raised BrokenPipeError out of the driver)."""
+    from runners.backends.local import LocalBackend, _Worker
+
+    class Proc:
+        exitcode = -9
+
+        def __init__(self) -> None:
+            self.alive = True
+
+        def is_alive(self) -> bool:
+            return self.alive
+
+        def join(self, timeout: float | None = None) -> None:
+            pass
+
+        def kill(self) -> None:
+            self.alive = False
+
+    class Conn:
+        def __init__(self, proc: Proc) -> None:
+            self.proc = proc
+
+        def send(self, obj: object) -> None:
+            self.proc.alive = False
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def poll(self) -> bool:
+            return False
+
+        def close(self) -> None:
+            pass
+
+    be = LocalBackend(workers=1)
+    spawned: list[Proc] = []
+
+    def spawn(device: str | None) -> _Worker:
+        spawned.append(Proc())
+        return _Worker(spawned[-1], Conn(spawned[-1]), device)  # type: ignore[arg-type]
+
+    be._spawn = spawn  # type: ignore[method-assign]
+    (h,) = be.submit(["a task"])  # type: ignore[list-item]
+    assert list(be._queue) == [h] and not be.poll(h)  # queued again, not lost, not failed
+    assert len(spawned) == 2  # the dead worker was replaced on the next poll
