@@ -138,6 +138,12 @@ class Driver:
         task = h.task
         if self.store.has_ok(task.run_id):
             return Outcome(task.run_id, "ok", task.attempt)
+        if self.store.failed_attempts(task.run_id) >= task.attempt:
+            # It wrote this attempt's failed record, then died before replying: a second
+            # record would count one failure twice.
+            ProgressFile(task.data, task.run_id, task.attempt).clear()
+            return Outcome(task.run_id, "failed", task.attempt, f"{exc or type(exc).__name__} (after recording "
+                           "the attempt as failed)", "crash")
         last = read_progress(self.store.root, task.run_id)
         if last is not None and last.get("attempt") != task.attempt:
             last = None

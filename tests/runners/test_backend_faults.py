@@ -276,3 +276,18 @@ def test_a_dead_worker_is_worker_lost_with_one_line(backend: str, tmp_path: Path
         be.close()
     # A worker that died wrote nothing (the driver, not used here, would); the cancelled never ran.
     assert PilotStore(data).records(status=None) == []
+
+
+def test_a_worker_that_dies_after_recording_its_failure_is_counted_once(tmp_path: Path) -> None:
+    from runners.backends import Handle
+    from runners.backends.driver import Driver
+    from runners.task import failed_record
+
+    store = PilotStore(tmp_path / "data")
+    task = Task(BY_FAULT["raise"], 0, 1, "sim", str(store.root), {}, None)
+    store.add(failed_record(task, "RuntimeError: boom", "error"))  # the worker's own record
+    drv = Driver(make_backend("local", workers=1, data=store.root), store, retries=0, timeout_s=None,
+                 result=ExecutionResult(), show_progress=False)
+    out = drv._lost(Handle(task), WorkerLost("worker process died (exit code 1)"))
+    assert out.status == "failed" and "after recording" in (out.error or "")
+    assert [(r.run_id, r.attempt) for r in store.records(status="failed")] == [(task.run_id, 1)]
