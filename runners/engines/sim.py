@@ -33,7 +33,9 @@ def tokens_of_plan(plan: RunPlan) -> dict[str, int]:
     """Tokens by phase that the plan implies (every completion at its expected length).
 
     prompt_generated = N G P (each completion prefills its prompt), completion_generated =
-    N G C, trained = N K mu (P + C), reward_scored = N G (P + C) when a reward model scores.
+    N G C, trained = N K mu (P + C), logprob_forward = N K (P + C) ([old log-probs, mu > 1]
+    + [reference, beta > 0]), reward_scored = N G (P + C) when a reward model scores: the
+    keys of a metered card (``runners.meter.TOKEN_KEYS``).
     """
     n, g, k = plan.total_prompts, plan.completions_per_prompt, plan.completions_kept
     seq = plan.prompt_len + plan.completion_len
@@ -41,6 +43,7 @@ def tokens_of_plan(plan: RunPlan) -> dict[str, int]:
         "prompt_generated": n * g * plan.prompt_len,
         "completion_generated": n * g * plan.completion_len,
         "trained": n * k * plan.num_iterations * seq,
+        "logprob_forward": n * k * seq * (int(plan.old_logprobs) + int(plan.beta > 0)),
         "reward_scored": n * g * seq if plan.flops.reward > 0 else 0,
     }
 

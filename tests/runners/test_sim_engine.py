@@ -102,3 +102,16 @@ def test_a_saturated_budget_says_its_regime_is_a_tie() -> None:
 
     assert len(frontier("paper", M15, "sparse", 1e22).tied_regimes) > 1
     assert frontier("paper", M15, "sparse", 1e16).tied_regimes == ("update-heavy",)
+
+
+def test_a_sim_card_has_the_token_keys_of_a_metered_one() -> None:
+    from runners.engines.sim import tokens_of_plan
+    from runners.meter import TOKEN_KEYS
+
+    plan = compile_plan("qwen2.5-1.5b", "sparse", 0.8, 1e16)  # mu > 1: old log-probs are recomputed
+    tok = tokens_of_plan(plan)
+    assert set(tok) == set(TOKEN_KEYS)
+    seq = plan.prompt_len + plan.completion_len
+    assert plan.num_iterations > 1 and tok["logprob_forward"] == plan.total_prompts * plan.completions_kept * seq
+    one = compile_plan("qwen2.5-1.5b", "sparse", 0.3, 1e16)
+    assert one.num_iterations == 1 and tokens_of_plan(one)["logprob_forward"] == 0
