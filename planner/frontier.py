@@ -153,9 +153,12 @@ def classify_setting(
     level: float = 0.9,
     opts: CompileOptions | None = None,
     support: float = 0.05,
+    shares: NDArray[np.float64] | None = None,
 ) -> RegimeCall:
     """rho*, its ``level`` credible interval and regime probabilities of one setting at
     ``budget``, from ``n_samples`` joint posterior sample paths of the fitted surrogate.
+    ``shares`` ``(G, 3)`` on ``grid``: the allocation at each rho, where the registry does
+    not know the setting (the compiler's shares otherwise).
 
     The regime is the most probable label; ``rho_star`` maximises the posterior mean within
     it over grid points within ``support`` of a run of this setting at >= budget / 1.5 (all
@@ -168,7 +171,8 @@ def classify_setting(
     # rho* is the best posterior mean among allocations measured at (about) this budget
     # when there are any: a maximum of the mean that rests on extrapolation (typically at
     # an end of the range, where the GP reverts to a trend) is not a recommendation.
-    call = classify(samples, g, allocation_shares(model, reward, g, opts), mean=mean,
+    shares = allocation_shares(model, reward, g, opts) if shares is None else shares
+    call = classify(samples, g, shares, mean=mean,
                     eligible=near if near.any() else None, level=level)
     at = int(np.argmin(np.abs(g - call.rho_star)))
     call.extra["rho_star_support"] = "measured" if near[at] else "posterior-mean"

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from planner.errors import ConfigError
-from planner.regime import RegimeCall, classify, shares_for_rho
+from planner.regime import RegimeCall, shares_for_rho
 from planner.schema import TARGETS, RunRecord
 
 __all__ = [
@@ -239,11 +239,11 @@ def _frontier(model: Any, setting: Setting, target: str, runs: Sequence[RunRecor
         grid = pf.rho_grid(m, r)
         frac = pf.reward_fraction(m, r)
         call = pf.classify_setting(model, m, r, b, grid=grid, n_samples=N_SAMPLES, seed=0, level=LEVEL)
-    except ConfigError:  # not a registry model: grid and shares from what was metered
+    except ConfigError:  # not a registry model: grid and shares from what was metered,
+        # the call made as for any other setting (rho* held to measured allocations).
         grid, frac = _fallback_grid(runs), _metered_fraction(runs)
-        samples = model.sample_frontier(m, r, b, grid, n_samples=N_SAMPLES, seed=0)
-        mean, _ = model.frontier(m, r, b, grid)
-        call = classify(samples, grid, shares_for_rho(grid, frac), mean=mean, level=LEVEL)
+        call = pf.classify_setting(model, m, r, b, grid=grid, n_samples=N_SAMPLES, seed=0, level=LEVEL,
+                                   shares=shares_for_rho(grid, frac))
     mean, std = model.frontier(m, r, b, grid)
     return Frontier(setting, target, grid, np.asarray(mean), np.asarray(std), call, frac)
 

@@ -275,3 +275,18 @@ def test_a_dollar_in_the_data_path_is_text_and_a_hand_edited_summary_does_not_si
     (data / "regimes.json").write_text(json.dumps(race))
     res = build_report(data, tmp_path / "out2")
     assert "## Race" in res.markdown.read_text() and "[nan, nan]" in res.markdown.read_text()
+
+
+def test_a_model_outside_the_registry_is_called_as_any_other(tmp_path: Path) -> None:
+    from runners.store import PilotStore
+
+    data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=4, seeds=(0,), n_failed=0)
+    mine = PilotStore(tmp_path / "mine")
+    for r in PilotStore(data).records():
+        plan = r.plan.model_copy(update={"model": "my-policy"})
+        mine.add(r.model_copy(update={"model": "my-policy", "plan": plan}))
+    res = build_report(mine.root, tmp_path / "out")
+    (entry,) = json.loads(res.regimes.read_text())["settings"]
+    assert entry["model"] == "my-policy"
+    # rho* held to measured allocations, and the stake on its noise scale, as for a registry model.
+    assert entry.get("rho_star_support") in ("measured", "posterior-mean") and entry.get("noise_sd", 0) > 0
