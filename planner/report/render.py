@@ -44,6 +44,12 @@ def _md_cell(text: str) -> str:
     return _md_literal(str(text).replace("|", "\\|").replace("\n", " "))
 
 
+def _md_text(text: str) -> str:
+    """No raw HTML from data: a model name or an error message holding ``<tag ...>`` would
+    be markup in a Markdown viewer (report.html escapes everything already)."""
+    return str(text).replace("<", "&lt;")
+
+
 def _md_literal(text: str) -> str:
     """``rho*`` is a name here, never emphasis: escaped, a caption's ``*...*`` italics
     and a flagged row's ``**`` stay intact."""
@@ -54,22 +60,23 @@ def to_markdown(blocks: Sequence[Block]) -> str:
     out: list[str] = []
     for b in blocks:
         if b.kind in ("h1", "h2", "h3"):
-            out.append(f"{'#' * int(b.kind[1])} {b.text}\n")
+            out.append(f"{'#' * int(b.kind[1])} {_md_text(b.text)}\n")
         elif b.kind == "p":
-            out.append(f"{b.text}\n")
+            out.append(f"{_md_text(b.text)}\n")
         elif b.kind in ("note", "warn"):
-            out.append(f"> {'**Warning:** ' if b.kind == 'warn' else ''}{b.text}\n")
+            out.append(f"> {'**Warning:** ' if b.kind == 'warn' else ''}{_md_text(b.text)}\n")
         elif b.kind == "table":
-            out.append("| " + " | ".join(_md_cell(h) for h in b.headers) + " |")
+            out.append("| " + " | ".join(_md_text(_md_cell(h)) for h in b.headers) + " |")
             out.append("|" + "---|" * len(b.headers))
             for i, row in enumerate(b.rows):
                 mark = "**" if i < len(b.flags) and b.flags[i] else ""
-                out.append("| " + " | ".join(f"{mark}{_md_cell(c)}{mark}" if c else "" for c in row) + " |")
+                out.append("| " + " | ".join(f"{mark}{_md_text(_md_cell(c))}{mark}" if c else "" for c in row) + " |")
             out.append("")
         elif b.kind == "figure" and b.figure is not None:
             f = b.figure
-            out.append(f"![{f.title}]({f.png_path})\n")
-            out.append(f"*{_md_literal(f.caption)}* ([SVG]({f.svg_path}))\n")
+            alt = _md_text(f.title).replace("]", "\\]")  # a "]" would end the alt text
+            out.append(f"![{alt}]({f.png_path})\n")
+            out.append(f"*{_md_text(_md_literal(f.caption))}* ([SVG]({f.svg_path}))\n")
     return "\n".join(out).rstrip() + "\n"
 
 
