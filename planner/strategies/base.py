@@ -105,9 +105,9 @@ class FailedRuns:
     """The failed attempts told to a strategy, so that it stops proposing what will not run.
 
     A proposal is *abandoned* once one of its runs has failed :data:`MAX_ATTEMPTS` times
-    (or succeeded without measuring the target) and none of its runs gave a value: the loop does not run it again, so a strategy that kept
-    proposing it (a design point it still lacks) would end the race as "exhausted" with
-    every other run still to do. Attempts are keyed by (run id, attempt number), so a
+    (or succeeded without measuring the target) and none of its runs gave a value: the
+    loop does not run it again, so a strategy that kept proposing it (a design point it
+    still lacks) would end the race as "exhausted" with every other run still to do. Attempts are keyed by (run id, attempt number), so a
     record told twice counts once.
     """
 

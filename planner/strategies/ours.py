@@ -388,10 +388,11 @@ class RaceStrategy:
     def _proposal_ids(self) -> set[str]:
         """Proposals not to make again: those with a record, and those abandoned after
         failing too often (:class:`~planner.strategies.base.FailedRuns`)."""
-        ok = {r.proposal_id for r in self.records_}
-        return ok | set(self._failed.abandoned(ok))
+        return {r.proposal_id for r in self.records_} | set(self._abandoned())
 
     def _tried_plans(self) -> list[Any]:
         """Plans of the recorded runs and of the abandoned proposals."""
-        ok = {r.proposal_id for r in self.records_}
-        return [r.plan for r in self.records_] + list(self._failed.abandoned(ok).values())
+        return [r.plan for r in self.records_] + list(self._abandoned().values())
+
+    def _abandoned(self) -> dict[str, Any]:
+        return self._failed.abandoned({r.proposal_id for r in self.records_})
