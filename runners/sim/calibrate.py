@@ -44,6 +44,7 @@ __all__ = [
     "huber",
     "measured_base",
     "measured_runs",
+    "prompts_trained",
     "simulated_gains",
     "with_capacities",
     "world_text_with",
@@ -105,7 +106,7 @@ class Calibration:
 
 def measured_runs(records: Iterable[RunRecord]) -> dict[str, MeasuredRuns]:
     """Real (not simulated) records with every target and its base measured, per model,
-    with the levers of each record's plan."""
+    with the levers each run had: its plan's G, K and mu, and the prompts it trained on."""
     by_model: dict[str, list[RunRecord]] = {}
     for r in records:
         values = [getattr(r.metrics, k) for t in TARGETS for k in (t, f"{t}_base")]
@@ -115,7 +116,7 @@ def measured_runs(records: Iterable[RunRecord]) -> dict[str, MeasuredRuns]:
         model: MeasuredRuns(
             reward=np.array([r.reward for r in recs]),
             budget=np.array([r.budget for r in recs], dtype=float),
-            prompts=np.array([r.plan.total_prompts for r in recs], dtype=float),
+            prompts=np.array([prompts_trained(r) for r in recs], dtype=float),
             generated=np.array([r.plan.completions_per_prompt for r in recs], dtype=float),
             kept=np.array([r.plan.completions_kept for r in recs], dtype=float),
             iterations=np.array([r.plan.num_iterations for r in recs], dtype=float),
@@ -124,6 +125,17 @@ def measured_runs(records: Iterable[RunRecord]) -> dict[str, MeasuredRuns]:
         )
         for model, recs in sorted(by_model.items())
     }
+
+
+def prompts_trained(record: RunRecord) -> int:
+    """Prompts a run trained on: the sum of its card's round sizes where the engine
+    recorded them (the ``trl`` engine's budget guard sizes rounds from the metered cost,
+    so a run lands a few prompts off its plan, up to 7% on the tiny campaign), else the
+    plan's ``total_prompts``."""
+    rounds = (record.card.model_extra or {}).get("rounds")
+    if isinstance(rounds, list) and rounds and all(isinstance(n, int) and n > 0 for n in rounds):
+        return sum(rounds)
+    return record.plan.total_prompts
 
 
 def huber(r: np.ndarray, delta: float) -> np.ndarray:

@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from planner.schema import TARGETS
-from runners.sim.calibrate import MeasuredRuns, calibrate, huber, measured_base, measured_runs
+from runners.sim.calibrate import (
+    MeasuredRuns,
+    calibrate,
+    huber,
+    measured_base,
+    measured_runs,
+    prompts_trained,
+)
 from runners.sim.dynamics import base_metrics, learn
 from runners.sim.levers import levers_at
 from runners.sim.world import Capacity, load_world
@@ -101,3 +108,18 @@ def test_shipped_tiny_bases_are_the_campaign_measurements(world_name: str) -> No
         measured = measured_base(load_world("paper"), mr)
         for t in TARGETS:
             assert world.capacity(model, t).base == pytest.approx(measured[t], abs=0.0005), (model, t)
+
+
+def test_prompts_trained_reads_the_rounds_the_run_really_had() -> None:
+    """A trl record's card carries its guard-sized rounds: calibration simulates those
+    prompts, not the plan's; a record without them (older, or another engine) falls back
+    to the plan."""
+    recs = [r for r in PilotStore(CAMPAIGN).records() if r.status == "ok"]
+    off = [r for r in recs if sum(r.card.model_extra["rounds"]) != r.plan.total_prompts]
+    assert off, "the stored campaign has runs whose guard moved the prompt count"
+    r = off[0]
+    assert prompts_trained(r) == sum(r.card.model_extra["rounds"]) != r.plan.total_prompts
+    bare = r.model_copy(update={"card": r.card.model_copy(update={"rounds": None})})
+    assert prompts_trained(bare) == r.plan.total_prompts
+    runs = measured_runs([r])[r.model]
+    assert runs.prompts.tolist() == [prompts_trained(r)]
