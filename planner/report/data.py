@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -25,6 +24,7 @@ from numpy.typing import NDArray
 from planner.errors import ConfigError
 from planner.regime import RegimeCall, shares_for_rho
 from planner.schema import TARGETS, RunRecord
+from planner.threads import torch_threads
 
 __all__ = [
     "Disagreement",
@@ -314,27 +314,14 @@ def assemble(
     order = [target, *(t for t in targets if t != target)]
     import warnings
 
-    with warnings.catch_warnings(), _one_thread():
+    # One thread: the GP's matrices are tens of rows, and on a shared 2-core machine spare
+    # threads' spinning made each fit ~10x slower (measured: 12 s vs 1.2 s, 16 points).
+    with warnings.catch_warnings(), torch_threads(1):
         # Cholesky jitter notices are routine for GPs on few points; they are not for the
         # reader of a report (a fit that truly fails is reported in its TargetFit).
         warnings.simplefilter("ignore")
         _fit_all(data, order, {s: v for s, v in by_setting.items() if (s.model, s.reward) in known}, say)
     return data
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Run torch single-threaded, then restore. The GP's matrices are tens of rows: extra
-    threads buy nothing, and on a shared 2-core machine their spinning made each fit ~10x
-    slower (measured: 12 s vs 1.2 s for one fit on 16 points)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _fit_all(data: ReportData, order: Sequence[str], by_setting: dict[Setting, list[RunRecord]],

@@ -19,9 +19,10 @@ from planner.architecture import Architecture
 from planner.engine import ProgressFn
 from planner.errors import ConfigError
 from planner.schema import Metrics, Proposal, RunPlan
+from planner.threads import torch_threads
 from runners.meter import BudgetGuard, FlopMeter, FlopMeterCallback
 
-__all__ = ["EVAL_SEED", "RunState", "execute_plan", "grpo_config", "split_held"]
+__all__ = ["EVAL_SEED", "RunState", "execute_plan", "grpo_config", "run_threads", "split_held"]
 
 # Every run is evaluated on the same problems and sampling stream (base and after), so
 # differences between runs are differences between policies, not between test sets.
@@ -166,10 +167,28 @@ def _quiet_transformers() -> None:
     warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
 
+def run_threads(opts: dict[str, Any], arch: Architecture, device: str) -> int | None:
+    """Torch intra-op threads for a run: the ``threads`` option, else 1 for a tiny policy
+    on CPU (tiny matmuls gain nothing from intra-op threads, and on a shared CPU idle
+    OpenMP threads spin-wait: measured 16x slower generation with 2 threads), else
+    torch's own count (None)."""
+    threads = opts.get("threads")
+    if threads is None and arch.family == "tiny" and device == "cpu":
+        return 1
+    return int(threads) if threads else None
+
+
 def execute_plan(engine: Any, proposal: Proposal, seed: int, state: RunState,
                  progress: ProgressFn | None) -> tuple[Metrics, dict[str, Any]]:
-    """Run ``proposal`` with ``seed``; returns (metrics, provenance). Updates ``state`` as it goes."""
-    import torch
+    """Run ``proposal`` with ``seed``; returns (metrics, provenance). Updates ``state`` as
+    it goes. The thread count is the run's own: restored after it, so the process (an
+    inline race's, which refits the surrogate next, or a warm worker's) keeps its own."""
+    with torch_threads(run_threads(engine.opts, state.policy, engine.device)):
+        return _execute(engine, proposal, seed, state, progress)
+
+
+def _execute(engine: Any, proposal: Proposal, seed: int, state: RunState,
+             progress: ProgressFn | None) -> tuple[Metrics, dict[str, Any]]:
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import set_seed
@@ -182,13 +201,6 @@ def execute_plan(engine: Any, proposal: Proposal, seed: int, state: RunState,
     plan, opts, device = proposal.plan, engine.opts, engine.device
     arch = state.policy
     state.planned = plan.flops.model_dump()
-    threads = opts.get("threads")
-    if threads is None and arch.family == "tiny" and device == "cpu":
-        # Tiny matmuls gain nothing from intra-op threads, and on a shared CPU idle
-        # OpenMP threads spin-wait: measured 16x slower generation with 2 threads.
-        threads = 1
-    if threads:
-        torch.set_num_threads(int(threads))
     set_seed(seed)
     path = resolve_policy_path(arch, opts.get("policy_path"), quick=engine.quick, cache_dir=engine.cache_dir)
     tok = load_tokenizer(arch, path)

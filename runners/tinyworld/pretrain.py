@@ -28,8 +28,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -50,6 +49,7 @@ __all__ = [
     "ensure_policy",
     "ensure_prm",
     "policy_config",
+    "pretrain_threads",
     "recipe_for",
 ]
 
@@ -116,7 +116,7 @@ def cache_root(cache_dir: Path | None = None) -> Path:
     return Path(env) if env else Path.home() / ".cache" / "race-planner"
 
 
-def _threads() -> int:
+def pretrain_threads() -> int:
     """Intra-op threads for pretraining: ``RACE_THREADS`` or 1.
 
     One thread keeps results bit-identical whatever the machine's load (the summation
@@ -125,18 +125,6 @@ def _threads() -> int:
     """
     env = os.environ.get("RACE_THREADS")
     return max(1, int(env)) if env else 1
-
-
-@contextmanager
-def _torch_threads() -> Iterator[None]:
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(_threads())
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def policy_config(name: str) -> Qwen2Config:

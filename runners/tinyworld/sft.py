@@ -14,7 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runners.tinyworld.pretrain import Recipe, _torch_threads, policy_config
+from planner.threads import torch_threads
+from runners.tinyworld.pretrain import Recipe, policy_config, pretrain_threads
 
 if TYPE_CHECKING:
     import torch
@@ -89,7 +90,7 @@ def train_policy(name: str, seed: int, recipe: Recipe, out: Path, show: bool) ->
     bos, eos, pad = special_id("<bos>"), special_id("<eos>"), special_id("<pad>")
     flaws = replace(FlawModel(), slip=recipe.slip)
     rng = random.Random(f"pretrain:{name}:{seed}")
-    with _torch_threads():
+    with torch_threads(pretrain_threads()):
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(policy_config(name))
         opt, sched = _optimizer(model, recipe)
@@ -210,7 +211,7 @@ def train_prm(name: str, seed: int, recipe: Recipe, out: Path, show: bool) -> di
 
     pad = special_id("<pad>")
     rng = random.Random(f"prm:{name}:{seed}")
-    with _torch_threads():
+    with torch_threads(pretrain_threads()):
         torch.manual_seed(seed)
         model = ProcessRewardModel(prm_config(get_model(name), pad_token_id=pad))
         opt, sched = _optimizer(model, recipe)

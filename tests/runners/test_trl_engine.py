@@ -79,8 +79,18 @@ def test_a_crash_raises_run_failed_with_a_partial_card(tmp_path: Path) -> None:
 
     (tmp_path / "missing").mkdir()  # exists (a missing path is refused up front), holds no model
     engine = TrlEngine(policy_path=str(tmp_path / "missing"))
-    with pytest.raises(RunFailed) as info:
-        engine.run(_proposal(), 0)
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RunFailed) as info:
+            engine.run(_proposal(), 0)
+        # A tiny run on CPU takes one thread (it fails after that), then gives back the
+        # process's count: the race refits its surrogate in this process next.
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
     assert info.value.kind == "error" and "missing" in str(info.value)
     assert info.value.card is not None and info.value.card.flops.total == 0.0
 
@@ -190,3 +200,14 @@ def test_a_missing_local_path_is_refused_before_any_run(key: str, value: str) ->
         TrlEngine(**{key: value})
     assert "\n" not in str(info.value)
     TrlEngine(policy_path="Qwen/Qwen2.5-1.5B-Instruct")  # a Hub id is not a local path
+
+
+def test_run_threads_defaults_to_one_for_tiny_policies_on_cpu_only() -> None:
+    from planner.registry import get_model
+    from runners.grpo.run import run_threads
+
+    tiny, qwen = get_model("tiny-s"), get_model("qwen2.5-1.5b")
+    assert run_threads({}, tiny, "cpu") == 1
+    assert run_threads({"threads": 3}, tiny, "cpu") == 3
+    assert run_threads({}, tiny, "cuda") is None
+    assert run_threads({}, qwen, "cpu") is None
