@@ -88,6 +88,9 @@ def grpo_config(plan: RunPlan, *, device: str, seed: int, learning_rate: float, 
         warmup_steps=0,
         max_steps=MAX_STEPS_FACTOR * plan.rounds * plan.num_iterations + 8,
         logging_steps=1,
+        # transformers' default swaps a NaN/inf step loss for the running mean before it is
+        # logged; _Watch fails the run on a non-finite logged loss, so it must see the NaN.
+        logging_nan_inf_filter=False,
         save_strategy="no",
         report_to=[],
         seed=seed,
