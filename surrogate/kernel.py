@@ -92,7 +92,10 @@ def _cont_kernel(batch_shape: Any = None, ard_num_dims: int = 3, active_dims: An
     # per setting). Measured with the mode at 0.4 (fixed design, 4 worlds x 6 reps x 1-3
     # target runs): regime Brier 0.41 -> 0.38, on decidable settings 0.35 -> 0.27.
     loc = torch.log(torch.tensor(mode, dtype=DTYPE)) + sigma**2
-    prior = LogNormalPrior(loc=loc, scale=torch.tensor(sigma, dtype=DTYPE))
+    # A full-size scale, not a broadcast scalar: the prior buffers its scale expanded to
+    # loc's shape (stride 0), and botorch's fit rolls the state back in place before a
+    # retry, which torch refuses on such a tensor (every retried fit crashed).
+    prior = LogNormalPrior(loc=loc, scale=torch.full_like(loc, sigma))
     return RBFKernel(
         ard_num_dims=ard_num_dims, batch_shape=batch_shape, active_dims=active_dims,
         lengthscale_prior=prior,

@@ -34,7 +34,10 @@ from numpy.typing import ArrayLike, NDArray
 from surrogate.data import FEATURES, MU, RHO, B, TrainingData, Z, extract, group_replicates
 from surrogate.kernel import DTYPE, LOG2_REUSE_SPAN, frontier_kernel
 
-__all__ = ["Domain", "FrontierSurrogate", "NotFittedError"]
+__all__ = ["FIT_SEED", "Domain", "FrontierSurrogate", "NotFittedError"]
+
+# Seed of the hyperparameter fit's own random draws (fit_gpytorch_mll's retries).
+FIT_SEED = 0
 
 
 @contextmanager
@@ -216,9 +219,14 @@ class FrontierSurrogate:
             # Optimizer chatter (e.g. "ABNORMAL_TERMINATION_IN_LNSRCH") is not actionable
             # for users; a failed fit raises ModelFittingError instead.
             warnings.simplefilter("ignore")
-            fit_gpytorch_mll(
-                mll, optimizer_kwargs={"options": {"maxiter": max_iter}} if max_iter else None
-            )
+            # A failed first attempt makes fit_gpytorch_mll retry from hyperparameters drawn
+            # from their priors with torch's global generator: seeded here, a fit is a
+            # function of its data, and it leaves the caller's random stream as it was.
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(FIT_SEED)
+                fit_gpytorch_mll(
+                    mll, optimizer_kwargs={"options": {"maxiter": max_iter}} if max_iter else None
+                )
             model.train()
             with torch.no_grad():
                 # gpytorch's ExactMarginalLogLikelihood adds the registered priors' log

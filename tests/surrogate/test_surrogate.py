@@ -324,3 +324,37 @@ def test_a_conditioned_copy_holds_the_data_its_model_holds(fitted: FrontierSurro
     assert len(fitted.data_.y) == n  # the original is untouched
     cv = cond.loo_cv()
     assert np.shape(cv.mean) == (n + 2,)
+
+
+def test_a_retried_fit_is_seeded_and_leaves_the_global_generator_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When L-BFGS reports an abnormal stop, fit_gpytorch_mll retries from hyperparameters
+    drawn from their priors. Those draws are the fit's own: the same data give the same
+    model whatever torch's global generator holds, and the generator is not advanced."""
+    from dataclasses import replace
+
+    import botorch.optim.fit as optim_fit
+    import torch
+    from botorch.optim.core import OptimizationStatus
+
+    real = optim_fit.scipy_minimize
+    calls = {"n": 0}
+
+    def first_fails(*args: object, **kwargs: object) -> object:
+        res = real(*args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] % 2 == 1:  # each fit's first attempt: a stop the fallback retries
+            res = replace(res, status=OptimizationStatus.FAILURE, message="ABNORMAL: test")
+        return res
+
+    monkeypatch.setattr(optim_fit, "scipy_minimize", first_fails)
+    data = rows(n_rho=4)
+    params = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        state = torch.get_rng_state()
+        model = FrontierSurrogate(rewards=REWARDS, max_iter=30).fit(data)
+        assert torch.equal(torch.get_rng_state(), state)
+        params.append({k: v.detach().clone() for k, v in model.model_.named_parameters()})
+    assert calls["n"] == 4  # two attempts per fit: the retry happened
+    for name, value in params[0].items():
+        assert torch.equal(value, params[1][name]), name
