@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from planner.engine import Engine, RecordStore, check_same_source
+from planner.errors import RaceError
 from planner.frontier import Setting
 from planner.regime import RegimeCall
-from planner.schema import Metrics, Proposal, RunRecord, run_id_for
+from planner.schema import ComputeCard, Metrics, Proposal, RunRecord, run_id_for
 from planner.strategies.base import (
     MAX_ATTEMPTS,
     RaceProblem,
@@ -192,12 +193,21 @@ def _one_by_one(
 ) -> Callable[[list[tuple[Proposal, int]]], list[RunRecord]]:
     """The in-process runner: each run in turn, stored as soon as it ends (an interrupted
     round keeps the runs it finished). A failed run is numbered after the run's earlier
-    failures, as ``runners execute`` numbers them, so the strategy counts each attempt."""
+    failures, as ``runners execute`` numbers them, so the strategy counts each attempt.
+    An engine that raises (a NaN loss, out of memory, a crash) gives a failed record, as
+    a worker's run does; a :class:`RaceError` (bad input, the same for every run) stops
+    the race."""
 
     def run(pairs: list[tuple[Proposal, int]]) -> list[RunRecord]:
         out = []
         for p, seed in pairs:
-            rec = _checked(engine.run(p, seed))
+            t0 = time.perf_counter()
+            try:
+                rec = _checked(engine.run(p, seed))
+            except RaceError:
+                raise
+            except Exception as exc:
+                rec = _raised(engine, p, seed, exc, time.perf_counter() - t0)
             if rec.status != "ok":  # after the highest stored: a gap must not repeat a number
                 rec = rec.model_copy(update={"attempt": max((r.attempt for r in failed.get(rec.run_id, ())),
                                                             default=0) + 1})
@@ -206,6 +216,21 @@ def _one_by_one(
         return out
 
     return run
+
+
+def _raised(engine: Engine, proposal: Proposal, seed: int, exc: Exception, wall_s: float) -> RunRecord:
+    """The failed record of a run whose engine raised ``exc``. An engine's own failure
+    (``runners.task.RunFailed``) carries its kind and the card metered before it died."""
+    own = getattr(exc, "kind", None)  # RunFailed's message already names what raised
+    kind = str(own or ("oom" if "out of memory" in str(exc).lower() else "error"))
+    card = getattr(exc, "card", None)
+    message = " ".join((str(exc) if own else f"{type(exc).__name__}: {exc}").split())
+    return RunRecord.failed(
+        proposal, seed, engine=engine.name, simulated=bool(getattr(engine, "simulated", False)),
+        error=f"{kind}: {message[:497] + '...' if len(message) > 500 else message}",
+        card=card if isinstance(card, ComputeCard) else None, wall_s=wall_s,
+        provenance={**dict(getattr(engine, "source", None) or {}), "engine": engine.name, "failure_kind": kind},
+    )
 
 
 def _checked(rec: RunRecord) -> RunRecord:

@@ -258,6 +258,36 @@ class RunRecord(BaseModel):
     ) -> RunRecord:
         """The record of a finished run of ``proposal``: the setting comes from its plan, the
         run id from (proposal id, seed), the time stamp from now (UTC)."""
+        return cls._of(proposal, seed, status="ok", engine=engine, simulated=simulated, card=card,
+                       metrics=metrics, wall_s=wall_s, provenance=provenance)
+
+    @classmethod
+    def failed(
+        cls,
+        proposal: Proposal,
+        seed: int,
+        *,
+        engine: str,
+        simulated: bool,
+        error: str,
+        card: ComputeCard | None = None,
+        metrics: Metrics | None = None,
+        attempt: int = 1,
+        wall_s: float = 0.0,
+        provenance: dict[str, Any] | None = None,
+    ) -> RunRecord:
+        """The record of a failed attempt of ``proposal``: ``error`` is its one-line
+        message, ``card`` the compute metered before it died (none metered: an empty,
+        ``partial`` card)."""
+        if card is None:
+            card = ComputeCard(flops=FlopsSplit(search=0.0, learning=0.0, reward=0.0, total=0.0), rho=0.0,
+                               partial=True)
+        return cls._of(proposal, seed, status="failed", engine=engine, simulated=simulated, card=card,
+                       metrics=metrics or Metrics(), wall_s=wall_s, provenance=provenance or {},
+                       error=error, attempt=attempt)
+
+    @classmethod
+    def _of(cls, proposal: Proposal, seed: int, **fields: Any) -> RunRecord:
         from datetime import UTC, datetime
 
         from planner.registry import get_model
@@ -266,9 +296,6 @@ class RunRecord(BaseModel):
         return cls(
             run_id=run_id_for(proposal.id, seed),
             proposal_id=proposal.id,
-            status="ok",
-            engine=engine,
-            simulated=simulated,
             model=plan.model,
             model_params=float(get_model(plan.model).num_parameters),
             reward=plan.reward,
@@ -276,11 +303,8 @@ class RunRecord(BaseModel):
             rho_planned=plan.rho,
             seed=seed,
             plan=plan,
-            card=card,
-            metrics=metrics,
-            wall_s=wall_s,
             created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            provenance=provenance,
+            **fields,
         )
 
     def to_row(self) -> dict[str, Any]:

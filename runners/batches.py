@@ -7,7 +7,7 @@ round to round: no re-import of torch and TRL per round) and returns their recor
 back from the store, in the order it was given. A run is the same function of (plan,
 seed) in any worker, so where runs succeed a parallel race writes the records a
 sequential one would (a test checks it) and only its wall time changes. Retries stay the
-race's business: a failed run comes back failed (an engine exception too, which stops
+race's business: a failed run comes back failed (an engine exception too, as it does in
 an in-process race), and the race decides whether to ask for it again. Workers stay warm
 on CPU; on GPUs the local backend starts a fresh process per run (device memory goes back
 between runs) and Slurm runs each as its own job.

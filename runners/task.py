@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -183,28 +182,11 @@ def failed_record(
     last_progress: dict[str, Any] | None = None,
 ) -> RunRecord:
     """A ``failed`` record for ``task`` with whatever compute was metered before it died."""
-    from planner.registry import get_model
-
-    p = task.proposal
-    return RunRecord(
-        run_id=task.run_id,
-        proposal_id=p.id,
-        status="failed",
-        engine=task.engine,
+    return RunRecord.failed(
+        task.proposal, task.seed, engine=task.engine,
         simulated=bool(getattr(engine, "simulated", task.engine == "sim")),
-        model=p.model,
-        model_params=float(get_model(p.model).num_parameters),
-        reward=p.reward,
-        budget=p.budget,
-        rho_planned=p.plan.rho,
-        seed=task.seed,
-        plan=p.plan,
-        card=card or _partial_card(last_progress),
-        metrics=metrics or Metrics(),
-        error=f"{kind}: {_one_line(error)}",
-        attempt=task.attempt,
-        wall_s=wall_s,
-        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        error=f"{kind}: {_one_line(error)}", card=card or _partial_card(last_progress), metrics=metrics,
+        attempt=task.attempt, wall_s=wall_s,
         # The engine's source (the sim's world file and hash) too: where the world caused
         # the failure, the record must say which world it was.
         provenance={**dict(getattr(engine, "source", None) or {}), "engine": task.engine,

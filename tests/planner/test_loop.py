@@ -17,7 +17,7 @@ from planner.loop import regimes_document, run_race, write_regimes
 from planner.proposals import make_proposal
 from planner.regime import RegimeCall
 from planner.registry import get_model
-from planner.schema import ComputeCard, Metrics, Proposal, RunRecord, run_id_for
+from planner.schema import ComputeCard, FlopsSplit, Metrics, Proposal, RunRecord, run_id_for
 from planner.strategies import RaceProblem
 from runners.store import PilotStore
 
@@ -199,6 +199,64 @@ def test_a_run_that_keeps_failing_ends_the_race_instead_of_looping(tmp_path: Pat
     assert {r.status for r in store.records(status=None)} == {"failed"}
     if nan:  # a NaN metric is a diverged run, never an ok record the surrogate would read
         assert all("non-finite metrics: native" in (r.error or "") for r in store.records(status=None))
+
+
+class Raising(FakeEngine):
+    """An engine whose runs raise in this process: the trl engine's NaN loss
+    (``RunFailed``, with the card metered so far) or a plain crash."""
+
+    def __init__(self, exc: Exception, every: int = 1) -> None:
+        super().__init__()
+        self.exc, self.every = exc, every
+
+    def run(self, proposal: Proposal, seed: int, progress: object = None) -> RunRecord:
+        rec = super().run(proposal, seed, progress)
+        if self.calls % self.every == 0:
+            raise self.exc
+        return rec
+
+
+def _run_failed(card: ComputeCard | None) -> Exception:
+    from runners.task import RunFailed
+
+    return RunFailed("loss became nan at step 3", card=card, kind="nan")
+
+
+@pytest.mark.parametrize("which", ["run-failed", "crash"])
+def test_an_engine_that_raises_in_process_gives_failed_records_and_the_race_goes_on(
+    tmp_path: Path, which: str,
+) -> None:
+    """Without --workers the race runs the engine here; a run that raises is recorded
+    failed (kind, error and metered compute), as a worker records it, and the race goes on
+    to its other runs instead of stopping with the run lost."""
+    from planner.strategies.ours import RaceStrategy
+
+    card = ComputeCard(flops=FlopsSplit(search=2e13, learning=1e13, reward=0.0, total=3e13), rho=1 / 3)
+    exc = _run_failed(card) if which == "run-failed" else RuntimeError("CUDA error: an illegal memory access")
+    eng, store = Raising(exc, every=2), PilotStore(tmp_path / "data")
+    res = run_race(PROBLEM, RaceStrategy(PROBLEM, 0), eng, store, max_runs=8)
+    assert res.stop_reason == "max-runs" and res.total_runs == 8
+    recs = store.records(status=None)
+    failed = [r for r in recs if r.status == "failed"]
+    assert len(recs) == 8 and len(failed) == 4
+    for r in failed:
+        kind = "nan" if which == "run-failed" else "error"
+        assert r.provenance["failure_kind"] == kind and r.error is not None and r.error.startswith(f"{kind}: ")
+        if which == "run-failed":
+            assert r.error == "nan: loss became nan at step 3" and r.card.flops.total == 3e13
+        else:
+            assert "RuntimeError: CUDA error" in r.error and r.card.flops.total == 0.0
+    assert res.total_flops == sum(r.card.flops.total for r in recs)  # failed runs spent FLOPs too
+
+
+def test_bad_input_raised_by_an_engine_still_stops_the_race(tmp_path: Path) -> None:
+    from planner.errors import ConfigError
+    from planner.strategies.ours import RaceStrategy
+
+    eng, store = Raising(ConfigError("world: qwen2.5-1.5b is not in the world; add it")), PilotStore(tmp_path / "d")
+    with pytest.raises(ConfigError, match="not in the world"):
+        run_race(PROBLEM, RaceStrategy(PROBLEM, 0), eng, store)
+    assert store.records(status=None) == []
 
 
 def test_seed_replicates_do_not_count_as_design_points(tmp_path: Path) -> None:
