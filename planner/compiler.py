@@ -5,7 +5,7 @@ Pure given its inputs: no clock, no GPU, no writes. The one read is name resolut
 ``RACE_CONFIGS``) on the first lookup of a process and caches them, so the plans of one
 process all come from one set of configs. The math itself (:func:`unit_costs`,
 :func:`per_completion`, the lever search) takes typed ``Architecture`` / ``RewardSystem``
-values. The levers (DESIGN.md, "Reaching every rho"):
+values. The levers (docs/accounting.md, "Budget compiler"):
 
 * raise rho: more update passes per rollout batch (``num_iterations`` = mu);
 * lower rho: generate ``G`` completions per prompt and train on the ``K <= G`` most

@@ -10,7 +10,7 @@ hand-built posteriors with known answers. The planner feeds them
   ``(search, learning, reward)`` (see :data:`COMPONENTS`), rows summing to 1.
 
 A sample's argmax over the grid is that sample's rho*; the largest component of the
-allocation at that rho is its regime label (DESIGN.md, "Words"). The regime's probability
+allocation at that rho is its regime label (docs/planner.md, "Words"). The regime's probability
 is the share of samples carrying its label.
 """
 
@@ -211,7 +211,7 @@ def classify(
 
     The call is the Bayes decision under 0-1 loss on the regime: the label carried by the
     most sample argmaxes. ``rho_star`` is then the best rho *within* that regime (argmax of
-    ``mean`` over its grid points), so the regime is, as DESIGN "Words" has it, the largest
+    ``mean`` over its grid points), so the regime is, as docs/planner.md's "Words" has it, the largest
     component of the allocation at the reported rho*, and a report never contradicts
     itself. Where the posterior is open the label at the unrestricted argmax of the mean
     can differ; that rule was measured to be right less often (docs/planner.md).

@@ -165,7 +165,7 @@ class RaceStrategy:
             }
             for s, c in calls.items():
                 # A call resting on extrapolation from cheaper budgets is not accepted until
-                # it has been checked at the budget it is about (DESIGN: validation run).
+                # it has been checked at the budget it is about (docs/planner.md: validation duel).
                 c.extra["target_runs"] = self._target_runs(s)
                 if self.validate and sur is not None and self._would_decide(c) and not self._validated(s, c):
                     c.extra["needs_validation"] = True
@@ -255,7 +255,7 @@ class RaceStrategy:
 
         A call is checked at the budget it is about by a *duel*: one run near rho* and one
         near the best rho of any other regime (the runner-up), both at the target budget.
-        Until both exist the call stays open (DESIGN: validation runs)."""
+        Until both exist the call stays open (docs/planner.md: validation duel)."""
         from planner.acquisition import plan_key
 
         p, sur = self.problem, self.surrogate()

@@ -169,7 +169,7 @@ def test_stake_is_how_far_apart_the_regimes_best_allocations_are() -> None:
 
 def test_call_is_the_most_probable_regime_and_rho_star_lies_inside_it() -> None:
     """The regime is the Bayes call (most probable label); rho* is the best posterior mean
-    within it, so the call never contradicts its own rho* (DESIGN "Words")."""
+    within it, so the call never contradicts its own rho* (docs/planner.md, "Words")."""
     # 60% of paths peak at rho 0.4 (search-heavy), 40% at 0.8 (update-heavy), but the
     # update-heavy paths peak far higher, so the unrestricted posterior mean peaks at 0.8.
     centres = np.array([0.4] * 60 + [0.8] * 40)

@@ -96,7 +96,7 @@ def test_regimes_json(built) -> None:
         assert s["regime"] in s["probabilities"]
         assert s["stake"] is None or 0.0 <= s["stake"] < 1.0
         assert s["noise_sd"] > 0  # the stake's scale, from the surrogate
-        if s["reward"] in ("sparse", "structured", "dense"):  # DESIGN: no reward FLOPs, so
+        if s["reward"] in ("sparse", "structured", "dense"):  # rule rewards: no reward FLOPs, so
             assert (s["regime"] == "update-heavy") == (s["rho_star"] > 0.5)  # update-heavy iff rho* > 0.5
             # and the interval is of the optimum within the called regime
             assert (lo > 0.5) if s["regime"] == "update-heavy" else (hi <= 0.5)
