@@ -307,6 +307,40 @@ class RunRecord(BaseModel):
             **fields,
         )
 
+    def inconsistency(self) -> str | None:
+        """What makes this record self-contradictory, as ``"field: what is wrong"``, or None.
+
+        A record's JSON can parse and still be wrong (a hand edit, a copy from another
+        store): its flat setting disagreeing with its plan would file the run under
+        another setting, a non-finite or out-of-range metric would poison the surrogate,
+        a card whose rho disagrees with its FLOPs would misstate the allocation. Metrics
+        are rates in [0, 1] (every reward system scores in [0, 1]: rules by their
+        definition, a PRM as a probability); an ok record's card is whole (its split sums
+        to its total and gives its rho), a failed attempt's may be partial.
+        """
+        plan = self.plan
+        if (self.model, self.reward) != (plan.model, plan.reward):
+            return (f"model/reward: {self.model}/{self.reward} but its plan is for {plan.model}/{plan.reward} "
+                    "(edited by hand?)")
+        if not (math.isfinite(self.budget) and math.isclose(self.budget, plan.budget, rel_tol=1e-9)):
+            return f"budget: {self.budget:.6g} but its plan's budget is {plan.budget:.6g} (edited by hand?)"
+        if not math.isclose(self.rho_planned, plan.rho, abs_tol=1e-9):
+            return f"rho_planned: {self.rho_planned} but its plan's rho is {plan.rho} (edited by hand?)"
+        if self.run_id != run_id_for(self.proposal_id, self.seed):
+            return (f"run_id: {self.run_id!r} is not proposal_id-s<seed> "
+                    f"({run_id_for(self.proposal_id, self.seed)!r}; edited by hand?)")
+        for name, v in self.metrics.model_dump().items():
+            if v is not None and not (math.isfinite(v) and -1e-9 <= v <= 1 + 1e-9):
+                return f"metrics.{name}: {v} is not a rate in [0, 1]"
+        f = self.card.flops
+        if self.status == "ok" and f.total > 0:
+            if not math.isclose(f.search + f.learning + f.reward, f.total, rel_tol=1e-6):
+                return (f"card.flops: search + learning + reward = {f.search + f.learning + f.reward:.6g} "
+                        f"but total = {f.total:.6g}")
+            if not math.isclose(self.card.rho, f.rho, abs_tol=1e-6):
+                return f"card.rho: {self.card.rho} but its FLOPs give learning / total = {f.rho:.6g}"
+        return None
+
     def to_row(self) -> dict[str, Any]:
         """The flat parquet row (see :data:`FLAT_COLUMNS`)."""
         f = self.card.flops

@@ -139,6 +139,9 @@ def _read_one(path: Path) -> list[RunRecord]:
     recs = []
     for row in frame.iter_rows(named=True):
         rec = RunRecord.from_row(row)
+        wrong = rec.inconsistency()
+        if wrong is not None:
+            raise ConfigError(f"record: {wrong}")
         canon = rec.to_row()
         for col in _DERIVED:
             if col in row and not _same(row[col], canon[col]):

@@ -152,6 +152,43 @@ def test_rows_that_parse_but_are_invalid_are_corrupt(tmp_path: Path, bad: dict) 
     assert [c.path.name for c in scan.corrupt] == ["x-s0.parquet"]
 
 
+@pytest.mark.parametrize(("update", "reason"), [
+    ({"model": "tiny-m"}, "model/reward: tiny-m/sparse but its plan is for tiny-s/sparse"),
+    ({"reward": "dense"}, "model/reward: tiny-s/dense"),
+    ({"budget": 1e20}, "budget: 1e+20 but its plan's budget is 1e+12"),
+    ({"budget": float("inf")}, "budget: inf"),
+    ({"rho_planned": 0.1}, "rho_planned: 0.1 but its plan's rho"),
+    ({"seed": 3}, "run_id: 'p1-s0' is not proposal_id-s<seed>"),
+    ({"metrics": Metrics(native=1e200)}, "metrics.native: 1e+200 is not a rate in [0, 1]"),
+    ({"metrics": Metrics(native=0.5, judge_base=-50.0)}, "metrics.judge_base: -50.0 is not a rate"),
+    ({"card": ComputeCard(flops=PLAN.flops, rho=0.99)}, "card.rho: 0.99 but its FLOPs give"),
+    ({"card": ComputeCard(flops=FlopsSplit(search=1e300, learning=1e300, reward=0, total=1e300), rho=1.0)},
+     "card.flops: search + learning + reward = 2e+300 but total = 1e+300"),
+])
+def test_records_that_contradict_themselves_are_corrupt(tmp_path: Path, update: dict, reason: str) -> None:
+    """A hand edit that keeps the flat columns and the JSON in step still cannot file a
+    run under another setting, feed the surrogate a metric that is no rate, or misstate
+    its allocation: the file is listed as corrupt and skipped, the rest still loads."""
+    store = PilotStore(tmp_path)
+    bad = record(1).model_copy(update=update)  # no validation: as a hand edit would
+    (tmp_path / "runs").mkdir()
+    pl.DataFrame([bad.to_row()], schema=ROW_SCHEMA).write_parquet(tmp_path / "runs" / "p1-s0.parquet")
+    store.write(record(2))
+    scan = store.scan()
+    assert [r.proposal_id for r in scan.records] == ["p2"]
+    assert [c.path.name for c in scan.corrupt] == ["p1-s0.parquet"]
+    assert reason in scan.corrupt[0].reason, scan.corrupt[0].reason
+    assert not store.has_ok(run_id_for("p1", 0))  # so the next execute reruns it
+
+
+def test_a_failed_attempts_partial_card_is_not_held_to_an_ok_records_sums(tmp_path: Path) -> None:
+    """A run that died reports the FLOPs it metered, maybe without their split."""
+    store = PilotStore(tmp_path)
+    card = ComputeCard(flops=FlopsSplit(search=0, learning=0, reward=0, total=5e9), rho=0.0, partial=True)
+    store.write(record(3, status="failed").model_copy(update={"card": card}))
+    assert store.corrupt() == [] and store.failed_attempts(run_id_for("p3", 0)) == 1
+
+
 def test_flops_card_with_extra_fields_round_trips(tmp_path: Path) -> None:
     store = PilotStore(tmp_path)
     card = ComputeCard(flops=FlopsSplit(search=1, learning=2, reward=0, total=3), rho=2 / 3,
