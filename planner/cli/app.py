@@ -121,6 +121,10 @@ def parse_option(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
+# The folders of a pilot store that hold records (runners.store's layout).
+STORE_FOLDERS = ("runs", "failed", "corrupt")
+
+
 def check_output_file(path: str | Path, field: str) -> Path:
     """``path`` if a file can be written there; else a one-line :class:`ConfigError`.
 
@@ -132,6 +136,12 @@ def check_output_file(path: str | Path, field: str) -> Path:
     check_creatable(path, field)  # first: is_dir() raises on a name over the length limit
     if path.is_dir():
         raise ConfigError(f"{field}: {str(path)!r} is a directory; give a file name")
+    folder = path.resolve().parent
+    if folder.name in STORE_FOLDERS and any(folder.glob("*.parquet")):
+        # A pilot store's record folder: a file there replaces or poses as a record.
+        raise ConfigError(f"{field}: {str(path)!r} is inside a pilot store's {folder.name}/ folder, where it "
+                          f"would replace or pose as a run record; write it beside the store, e.g. "
+                          f"{str(folder.parent / path.name)!r}")
     return path
 
 

@@ -449,3 +449,27 @@ def test_suggest_leaves_out_a_design_point_that_failed_twice_in_a_store_of_failu
     assert res.exit_code == 0, res.output
     again = {p.id for p in read_proposals(tmp_path / "q.json").proposals}
     assert first.id not in again and run_id_for(first.id, 0) == rec.run_id
+
+
+def test_an_output_file_inside_a_stores_record_folder_is_refused(tmp_path: Path) -> None:
+    """``--out DIR/runs/<run>.parquet`` (a slip of the shell's completion) would replace a
+    recorded run with JSON: refused, the record intact, the fix named."""
+    data = tmp_path / "d"
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse", "--data", str(data), "--quiet", "--max-runs", "1"])
+    assert res.exit_code == 0, res.output
+    (victim,) = (data / "runs").glob("*.parquet")
+    before = victim.read_bytes()
+    for cmd in (["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                 "--data", str(data)],
+                ["plan", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--rho", "0.5", "--budget", "1e15"]):
+        res = runner.invoke(app, [*cmd, "--out", str(victim)])
+        assert res.exit_code == 2, res.output
+        assert res.stderr.startswith("error: out: ") and "inside a pilot store's runs/ folder" in res.stderr
+        assert str(data / victim.name) in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert victim.read_bytes() == before and len(PilotStore(data).records()) == 1
+    # a folder that merely shares the name is no store: a file there is fine
+    (tmp_path / "runs").mkdir()
+    res = runner.invoke(app, ["plan", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--rho", "0.5",
+                              "--budget", "1e15", "--out", str(tmp_path / "runs" / "p.json")])
+    assert res.exit_code == 0, res.output
