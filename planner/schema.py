@@ -33,6 +33,10 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 TARGETS: tuple[str, ...] = ("native", "pass1", "judge")
+# Seed replicates of one proposal a command accepts: a few measure a run's noise, and
+# every seed is one run; a typo of a few more digits would build a grid of 10^8 runs
+# (memory first, runs never) before any cap could refuse it.
+MAX_SEEDS = 1000
 Target = Literal["native", "pass1", "judge"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")

@@ -17,7 +17,7 @@ from typing import Any
 
 from planner.engine import check_same_source, prepare_engine
 from planner.errors import ConfigError
-from planner.schema import Proposal, ProposalSet, run_id_for
+from planner.schema import MAX_SEEDS, Proposal, ProposalSet, run_id_for
 from runners.store import PilotStore
 from runners.task import Outcome, Task, make_engine, placed_options
 
@@ -69,6 +69,10 @@ def execute(
     from runners.backends.driver import Driver
 
     props = list(proposals.proposals if isinstance(proposals, ProposalSet) else proposals)
+    n_seeds = seeds if isinstance(seeds, int) else len(seeds)
+    if n_seeds > MAX_SEEDS:
+        raise ConfigError(f"seeds: {n_seeds} seeds per proposal is more than {MAX_SEEDS}; "
+                          "give a few (each is a run)")
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not seed_list or any(s < 0 for s in seed_list):
         raise ConfigError(f"seeds: need at least one non-negative seed, got {seeds!r}")

@@ -473,3 +473,14 @@ def test_an_output_file_inside_a_stores_record_folder_is_refused(tmp_path: Path)
     res = runner.invoke(app, ["plan", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--rho", "0.5",
                               "--budget", "1e15", "--out", str(tmp_path / "runs" / "p.json")])
     assert res.exit_code == 0, res.output
+
+
+def test_race_refuses_a_seed_count_past_the_cap_before_anything_runs(tmp_path: Path) -> None:
+    from planner.schema import MAX_SEEDS
+
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse", "--data", str(tmp_path / "d"), "--quiet",
+                              "--seeds", "100000000"])
+    assert res.exit_code == 2 and res.stderr.strip() == (
+        f"error: seeds: must be 1-{MAX_SEEDS} (each seed is a run of every proposal), got 100000000")
+    assert not (tmp_path / "d").exists()

@@ -173,3 +173,23 @@ def test_a_run_another_driver_recorded_first_is_not_reported_ok(proposals: Path,
     assert out.status == "skipped"  # its record was dropped: the first one stands
     (rec,) = PilotStore(tmp_path).records()
     assert rec.provenance["by"] == "other"
+
+
+def test_a_seed_count_past_the_cap_is_refused_at_once(proposals: Path, tmp_path: Path) -> None:
+    """A typo of a few digits would build a grid of 10^8 runs before any run: refused
+    in one line, up front, by the CLI and the library alike."""
+    import time
+
+    from planner.errors import ConfigError
+    from planner.proposals import read_proposals
+    from planner.schema import MAX_SEEDS
+    from runners.execution import execute
+
+    t0 = time.perf_counter()
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(tmp_path / "d"), "--engine", "sim",
+                              "--seeds", "100000000"])
+    assert res.exit_code == 2 and res.stderr.strip() == (
+        f"error: seeds: must be 1-{MAX_SEEDS} (each seed is a run of every proposal), got 100000000")
+    with pytest.raises(ConfigError, match=f"seeds: 100000000 seeds per proposal is more than {MAX_SEEDS}"):
+        execute(read_proposals(proposals), data=tmp_path / "d", engine="sim", seeds=10**8)
+    assert time.perf_counter() - t0 < 10 and not (tmp_path / "d").exists()
