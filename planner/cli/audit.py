@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -125,14 +126,26 @@ def build_recipe(raw: dict[str, Any], defaults: dict[str, Any]):  # type: ignore
     for key in ("expected_prompt_length", "expected_completion_length"):
         if key not in cfg:
             raise ConfigError(f"config: {key} is required (tokens); add it to the recipe")
+    def flag(key: str, default: bool) -> bool:
+        # YAML's `"false"` is a string, and bool("false") is True: the audit would cost
+        # the opposite of the recipe.
+        v = cfg.get(key, default)
+        if not isinstance(v, bool):
+            raise ConfigError(f"config: {key} must be true or false (unquoted), got {v!r}")
+        return v
+
     beta = cfg.get("beta", 0.0)
-    if not isinstance(beta, int | float) or beta < 0:
-        raise ConfigError(f"config: beta must be a number >= 0, got {beta!r}")
+    if not isinstance(beta, int | float) or isinstance(beta, bool) or not math.isfinite(beta) or beta < 0:
+        raise ConfigError(f"config: beta must be a finite number >= 0, got {beta!r}")
+    epochs = cfg.get("num_train_epochs")
+    if epochs is not None and (not isinstance(epochs, int | float) or isinstance(epochs, bool)
+                               or not math.isfinite(epochs) or epochs <= 0):
+        raise ConfigError(f"config: num_train_epochs must be a positive number, got {epochs!r}")
     lora = None
     if "use_peft" not in raw:
         raise ConfigError("config: use_peft is missing; TRL's ModelConfig defaults to full fine-tuning, "
                           "which this audit does not cost: add use_peft: true (and lora_r, lora_target_modules)")
-    if cfg.get("use_peft"):
+    if flag("use_peft", False):
         lora = LoRA(pos_int("lora_r", 16), _lora_targets(cfg.get("lora_target_modules")))
     grad_accum = pos_int("gradient_accumulation_steps")
     world = pos_int("world_size", cfg.get("num_processes", 1))
@@ -168,7 +181,7 @@ def build_recipe(raw: dict[str, Any], defaults: dict[str, Any]):  # type: ignore
         steps_per_generation=int(steps_per_gen),
         num_iterations=pos_int("num_iterations"),
         beta=float(beta),
-        gradient_checkpointing=bool(cfg.get("gradient_checkpointing", True)),
+        gradient_checkpointing=flag("gradient_checkpointing", True),
         max_completion_length=pos_int("max_completion_length"),
         prompt_len=pos_int("expected_prompt_length"),
         completion_len=pos_int("expected_completion_length"),
@@ -202,6 +215,10 @@ def audit(
     rm = raw.get("reward_model_name_or_path") or raw.get("reward_model")
     scorer = resolve_model(str(rm), role="prm") if rm else None
     recipe = build_recipe(raw, trl_defaults())
+    tokens = recipe.prompt_len + min(recipe.completion_len, recipe.max_completion_length)
+    if tokens > policy.max_position_embeddings:
+        raise ConfigError(f"config: expected_prompt_length + expected_completion_length = {tokens} tokens exceed "
+                          f"{policy.name}'s context of {policy.max_position_embeddings}; shorten them")
     result = audit_recipe(recipe, policy, scorer)
     data = {
         "model": policy.name,

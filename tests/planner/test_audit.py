@@ -100,6 +100,37 @@ def test_bad_recipes_name_the_field(tmp_path: Path, body: dict, field: str) -> N
     assert field in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
+BASE_YAML = ("model_name_or_path: qwen2.5-3b\nexpected_prompt_length: 8\nexpected_completion_length: 8\n")
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    ('use_peft: true\ngradient_checkpointing: "false"\n',
+     "config: gradient_checkpointing must be true or false (unquoted), got 'false'"),
+    ('use_peft: "false"\n', "config: use_peft must be true or false (unquoted), got 'false'"),
+    ("use_peft: true\nbeta: .nan\n", "config: beta must be a finite number >= 0, got nan"),
+    ("use_peft: true\nbeta: .inf\n", "config: beta must be a finite number >= 0, got inf"),
+    ("use_peft: true\nnum_train_epochs: -1\n", "config: num_train_epochs must be a positive number, got -1"),
+    ("use_peft: true\nnum_train_epochs: .nan\n", "config: num_train_epochs must be a positive number, got nan"),
+])
+def test_values_that_would_be_costed_as_something_else_are_refused(tmp_path: Path, extra: str, says: str) -> None:
+    """A quoted "false" is truthy and a NaN beta compares false with 0: either would
+    cost another recipe than the one written (a NaN beta also printed invalid JSON)."""
+    f = tmp_path / "r.yaml"
+    f.write_text(BASE_YAML + extra)
+    res = runner.invoke(app, ["audit", str(f), "--json"])
+    assert res.exit_code == 2 and res.stderr.strip() == f"error: {says}", res.output
+
+
+def test_a_recipe_longer_than_the_policys_context_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "r.yaml"
+    f.write_text("model_name_or_path: qwen2.5-3b\nuse_peft: true\nexpected_prompt_length: 1000000\n"
+                 "expected_completion_length: 256\n")
+    res = runner.invoke(app, ["audit", str(f)])
+    assert res.exit_code == 2
+    assert res.stderr.startswith("error: config: expected_prompt_length + expected_completion_length = 1000256 "
+                                 "tokens exceed qwen2.5-3b's context of 32768")
+
+
 def test_config_json_path_as_model(tmp_path: Path) -> None:
     cfg = {
         "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
