@@ -50,8 +50,9 @@ def pretrain(
     import torch
     from transformers import PreTrainedTokenizerFast, Qwen2ForCausalLM
 
+    from planner.threads import torch_threads
     from runners.tinyworld.evaluate import policy_report
-    from runners.tinyworld.pretrain import _torch_threads, ensure_policy, ensure_prm
+    from runners.tinyworld.pretrain import ensure_policy, ensure_prm, pretrain_threads
 
     console = Console(stderr=True)
     table = Table(title=f"tiny-world base policies ({'quick' if quick else 'full'} pretraining, seed {seed})")
@@ -62,7 +63,7 @@ def pretrain(
         meta = json.loads((path / "meta.json").read_text())
         policy = Qwen2ForCausalLM.from_pretrained(path, attn_implementation="eager")
         tok = PreTrainedTokenizerFast.from_pretrained(path)
-        with _torch_threads(), torch.inference_mode():
+        with torch_threads(pretrain_threads()), torch.inference_mode():
             rep = policy_report(policy, tok, n=n)
         table.add_row(name, f"{meta['parameters']:,}", f"{meta['train_seconds']:.0f}",
                       *(f"{rep[k]:.3f}" for k in ("greedy", "sampled", "pass1", "pass1_sampled", "judge")))
