@@ -70,6 +70,8 @@ def execute(
     pset = read_proposals(proposals)
     options = engine_options(engine, option, world)
     if device is not None:
+        if engine != "trl":  # as `planner race` says: a sim run has no device to place
+            raise ConfigError(f"device: only the trl engine takes a device, not {engine!r}; drop --device")
         options["device"] = device
     backend_opts = _backend_options(
         backend, backend_config,

@@ -29,8 +29,11 @@ def truth(
     """Print the noise-free frontier on a dense rho grid, and rho*, shares and regime at its argmax."""
     from planner.cli.app import check_output_file, emit_json, parse_budget
     from planner.errors import ConfigError
+    from planner.registry import get_model
     from runners.sim.truth import TIE, frontier
 
+    if get_model(model).role != "policy":
+        raise ConfigError(f"model: {model!r} is a reward model, not a policy; pick a policy model")
     if plot and Path(plot).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise ConfigError(f"plot: {plot!r} has no figure suffix; end it in .png, .svg or .pdf")
     if plot:

@@ -79,10 +79,14 @@ def test_failed_runs_exit_1_and_show_in_status(proposals: Path, tmp_path: Path) 
     assert bad.provenance["world"] == "paper" and len(bad.provenance["world_sha256"]) == 64
 
 
-def test_sim_ignores_the_device(proposals: Path, tmp_path: Path) -> None:
-    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(tmp_path), "--engine", "sim",
+def test_sim_refuses_a_device_instead_of_demanding_a_gpu(proposals: Path, tmp_path: Path) -> None:
+    """As `planner race` does: a sim run has no device, and --device cuda must not make
+    the local backend wait for GPUs the machine may not have."""
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(tmp_path / "d"), "--engine", "sim",
                               "--device", "cuda", "--no-progress"])
-    assert res.exit_code == 0, res.stderr
+    assert res.exit_code == 2
+    assert res.stderr.strip() == "error: device: only the trl engine takes a device, not 'sim'; drop --device"
+    assert not (tmp_path / "d").exists()
 
 
 def test_sim_prepare_refuses_a_world_without_the_proposals_reward() -> None:

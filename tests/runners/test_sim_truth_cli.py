@@ -48,6 +48,7 @@ def test_truth_table_by_world_name() -> None:
         (["--reward", "sparse", "--target", "bleu"], "target"),
         (["--reward", "vibes"], "reward"),
         (["--reward", "sparse", "--world", "/no/such/world.toml"], "world"),
+        (["--reward", "sparse", "--model", "tiny-prm"], "model: 'tiny-prm' is a reward model, not a policy"),
     ],
 )
 def test_truth_bad_input_is_one_line(extra: list[str], field: str) -> None:
