@@ -84,9 +84,11 @@ def plan(
     arch = get_model(model)
     if arch.role != "policy":
         raise ConfigError(f"model: {model!r} is a reward model, not a policy; pick a policy model")
-    tokens = (prompt_len or arch.defaults.prompt_len) + (completion_len or arch.defaults.completion_len)
+    prompt, completion = prompt_len or arch.defaults.prompt_len, completion_len or arch.defaults.completion_len
+    tokens = prompt + completion
     if tokens > arch.max_position_embeddings:
-        raise ConfigError(f"completion-len: prompt + completion = {tokens} tokens exceed {arch.name}'s context "
+        field = "prompt-len" if prompt > completion else "completion-len"  # the one that overflows it
+        raise ConfigError(f"{field}: prompt + completion = {tokens} tokens exceed {arch.name}'s context "
                           f"of {arch.max_position_embeddings}; shorten --prompt-len or --completion-len")
     if out is not None:
         check_output_file(out, "out")

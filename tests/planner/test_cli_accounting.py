@@ -106,3 +106,11 @@ def test_flops_beyond_the_context_is_counted_with_a_note() -> None:
     res = runner.invoke(app, ["flops", "-m", "qwen2.5-1.5b", "--seq", "100000", "--json"])
     assert res.exit_code == 0 and json.loads(res.stdout)["forward"] > 0
     assert "exceed qwen2.5-1.5b's context of 32768" in res.stderr
+
+
+@pytest.mark.parametrize(("flag", "field"), [("--prompt-len", "prompt-len"), ("--completion-len", "completion-len")])
+def test_plan_beyond_the_context_names_the_length_that_overflows(flag: str, field: str) -> None:
+    res = runner.invoke(app, ["plan", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--rho", "0.5",
+                              "--budget", "1e16", flag, "100000000"])
+    assert res.exit_code == 2 and res.stderr.startswith(f"error: {field}: prompt + completion = ")
+    assert "exceed qwen2.5-1.5b's context of 32768" in res.stderr
