@@ -124,10 +124,11 @@ class Proposal(BaseModel):
     prediction: Prediction | None = None
     reason: str = ""
 
-    @field_validator("budget", "rho")
+    @field_validator("budget", "rho", mode="before")
     @classmethod
-    def _finite_fields(cls, v: float, info: Any) -> float:
-        return _finite(v, info.field_name)
+    def _finite_fields(cls, v: Any, info: Any) -> Any:
+        # Before the range checks: NaN fails `lt=1` too, with a message that hides why.
+        return _finite(v, info.field_name) if isinstance(v, float) else v
 
     @field_validator("model")
     @classmethod

@@ -111,8 +111,10 @@ def test_bad_proposals_name_the_field(overrides: dict, field: str) -> None:
 
 def test_nan_budget_and_duplicates_and_garbage() -> None:
     text = _set_json().replace('"budget": 2000000000000.0', '"budget": NaN', 1)
-    with pytest.raises(ConfigError, match="budget"):
+    with pytest.raises(ConfigError, match="budget must be a finite number"):  # not "greater than 0"
         ProposalSet.load_json(text)
+    with pytest.raises(ConfigError, match="rho must be a finite number"):  # not "less than 1"
+        ProposalSet.load_json(_set_json(proposals__0__rho=float("nan")))
     body = json.loads(_set_json())
     body["proposals"].append(body["proposals"][0])
     with pytest.raises(ConfigError, match="duplicate"):
