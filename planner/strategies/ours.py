@@ -360,7 +360,11 @@ class RaceStrategy:
         sur = self.surrogate()
         out: list[Proposal] = []
         seen: set[str] = set()
-        design = initial_design(todo, p.pilot_budget, self.n_init, p.opts)
+        # Each setting's design is fixed by its place among all settings, not among those
+        # still short of pilots: else a failed pilot, a trimmed batch or a resume moved the
+        # whole design of a half-done setting (new ids: more pilots, the failed point never
+        # retried).
+        design = [pt for pt in initial_design(p.settings, p.pilot_budget, self.n_init, p.opts) if pt.setting in todo]
         # One pilot budget per setting: where the requested one buys about a prompt group,
         # every point would otherwise land on a budget of its own.
         iso = {s: iso_pilot_budget(s, [pt.rho for pt in design if pt.setting == s], p.pilot_budget,

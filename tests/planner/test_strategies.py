@@ -142,6 +142,22 @@ def test_ours_anchors_the_target_budget_after_the_pilot_design() -> None:
     assert sum("anchor" in p.reason for p in st2.ask()) == 2 * 2
 
 
+def test_ours_keeps_a_half_done_settings_design_when_another_setting_finishes() -> None:
+    """A setting's pilots are fixed by its place among all settings: when the other
+    setting's pilots are done and one of this one's is missing (failed, or cut by a
+    batch), the next ask proposes exactly the missing point, not a shifted design."""
+    peak = {S: 0.72, P: 0.44}
+    st = make_strategy("ours", PROBLEM, 0)
+    pilots = st.ask()
+    assert len(pilots) == 8
+    missing = [p for p in pilots if (p.model, p.reward) == P][1]
+    st.tell([run(p, peak) for p in pilots if p.id != missing.id])
+    assert [p.id for p in st.ask()] == [missing.id]
+    # and a batch of 3 gets the first three of the same design
+    st3 = make_strategy("ours", PROBLEM, 0)
+    assert [p.id for p in st3.ask(3)] == [p.id for p in pilots[:3]]
+
+
 def test_ours_pilots_of_a_setting_share_one_budget() -> None:
     """Where the pilot budget buys a few prompt groups (7B at 3e14), each design point
     would land a budget of its own; ours raises the setting's pilot budget instead."""
