@@ -16,7 +16,7 @@ from runners.backends import Backend, Handle
 from runners.backends.progress import ProgressFile, RunView, read_progress, render
 from runners.execution import ExecutionResult
 from runners.store import PilotStore
-from runners.task import Outcome, Task, failed_record
+from runners.task import Outcome, Task, failed_record, make_engine
 
 __all__ = ["Driver"]
 
@@ -149,7 +149,8 @@ class Driver:
             last = None
         kind = "timeout" if h.timed_out else "crash"
         wall = time.time() - float(last["started"]) if last and last.get("started") else 0.0
-        rec = failed_record(task, str(exc) or type(exc).__name__, kind, wall_s=wall, last_progress=last)
+        rec = failed_record(task, str(exc) or type(exc).__name__, kind, engine=_engine_of(task), wall_s=wall,
+                            last_progress=last)
         self.store.add(rec)
         ProgressFile(task.data, task.run_id, task.attempt).clear()
         return Outcome(task.run_id, "failed", task.attempt, rec.error, kind, wall)
@@ -177,3 +178,14 @@ class Driver:
         counts["skipped"] = counts.get("skipped", 0) + self._already_done
         total = len(self.views) + self._already_done
         return render(list(self.views.values()), counts, total, self._width)
+
+
+def _engine_of(task: Task) -> Any:
+    """The task's engine as this process built it (``execute`` made it before any run, so
+    this is a cache hit): the failed record of a worker that died must carry the engine's
+    source (the sim's world) like any other record, or the store would refuse to resume
+    with that engine. None if it cannot be built here."""
+    try:
+        return make_engine(task.engine, task.engine_options)
+    except Exception:
+        return None

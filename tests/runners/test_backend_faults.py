@@ -198,6 +198,10 @@ def test_each_failure_is_recorded_with_its_kind_and_retried_once(faulted: Faulte
                           (ids["die"], 1, "failed"), (ids["die"], 2, "failed"),
                           (ids["flaky"], 1, "failed"), (ids["flaky"], 2, "ok")])
     assert store.corrupt() == []
+    # The dead worker's records, written by the driver, name the engine's world like the
+    # rest: `planner race` checks every record's source before it resumes on this store.
+    world = {r.provenance.get("world") for r in store.records(status=None)}
+    assert world == {"paper"}, [(r.run_id, r.attempt, r.provenance) for r in store.records(status=None)]
 
 
 def test_result_lists_the_failed_the_ok_and_every_attempt(faulted: Faulted) -> None:
