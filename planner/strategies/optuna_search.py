@@ -49,7 +49,7 @@ class OptunaStrategy:
             self._dist[s] = optuna.distributions.FloatDistribution(lo, hi)
         self._waiting: dict[str, list[tuple[Setting, Any]]] = {}
         self._budgets: dict[Setting, float] = {}
-        self._ids: set[str] = set()
+        self._told: set[str] = set()  # proposal ids whose value the studies have
         self._turn = 0
 
     def ask(self, n: int | None = None) -> list[Proposal]:
@@ -59,9 +59,7 @@ class OptunaStrategy:
             s = settings[self._turn % len(settings)]
             self._turn += 1
             trial = self._studies[s].ask({"rho": self._dist[s]})
-            if s not in self._budgets:  # one IsoFLOP budget per setting (iso_range_budget)
-                self._budgets[s] = iso_range_budget(s, self.budget, self.problem.opts)
-            b = self._budgets[s]
+            b = self._budget(s)
             plan, note = compile_feasible(s, float(trial.params["rho"]), b, self.problem.opts)
             if plan is None:
                 self._studies[s].tell(trial, state=_failed())
@@ -77,13 +75,21 @@ class OptunaStrategy:
     def tell(self, records: Sequence[RunRecord]) -> None:
         good = relevant_records(self.problem, records)
         for r in good:
-            if r.run_id in self._ids:
-                continue
-            self._ids.add(r.run_id)
+            s = Setting(r.model, r.reward)
+            value = target_value(r, self.problem.target)
+            # Every trial waiting for this plan, one that repeats an earlier trial's plan
+            # too (its run is already recorded, so the loop hands back that record): left
+            # unanswered it would stay RUNNING for good.
+            waiting = self._waiting.pop(r.proposal_id, [])
+            for st, trial in waiting:
+                self._studies[st].tell(trial, value)
+            if not waiting and r.proposal_id not in self._told and self._at_budget(s, r.budget):
+                # A run the study did not ask for in this process (a resumed race): the
+                # study learns it as a finished trial, as the caps already count it.
+                self._studies[s].add_trial(self._trial(s, r.plan.rho_target, value))
             # Seed replicates: the first record answers the trial, later ones are extra data
             # Optuna's single-objective ask/tell has no slot for.
-            for s, trial in self._waiting.pop(r.proposal_id, []):
-                self._studies[s].tell(trial, target_value(r, self.problem.target))
+            self._told.add(r.proposal_id)
         # A run that failed (or measured no value of the target) fails its trial, after the
         # good records: one good seed answers it. Optuna never proposes the same trial
         # again, so left waiting it would stay RUNNING in the study for good.
@@ -92,6 +98,22 @@ class OptunaStrategy:
             if id(r) not in answered and Setting(r.model, r.reward) in keys:
                 for s, trial in self._waiting.pop(r.proposal_id, []):
                     self._studies[s].tell(trial, state=_failed())
+
+    def _budget(self, s: Setting) -> float:
+        """The setting's one IsoFLOP budget (``iso_range_budget``), computed once."""
+        if s not in self._budgets:
+            self._budgets[s] = iso_range_budget(s, self.budget, self.problem.opts)
+        return self._budgets[s]
+
+    def _at_budget(self, s: Setting, budget: float) -> bool:
+        return abs(budget / self._budget(s) - 1.0) <= 0.05
+
+    def _trial(self, s: Setting, rho: float, value: float) -> Any:
+        import optuna
+
+        dist = self._dist[s]
+        return optuna.trial.create_trial(params={"rho": min(max(rho, dist.low), dist.high)},
+                                         distributions={"rho": dist}, value=value)
 
     def decide(self) -> dict[Setting, RegimeCall]:
         out = {}

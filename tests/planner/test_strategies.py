@@ -109,6 +109,41 @@ def test_optuna_fails_the_trial_of_a_failed_run_and_answers_it_from_a_good_seed(
     assert not st._waiting
 
 
+@pytest.mark.parametrize("name", ["optuna-tpe", "optuna-gp"])
+def test_a_resumed_optuna_race_learns_the_runs_already_recorded(name: str) -> None:
+    """A new process has no trials waiting: the stored runs the caps already count must
+    reach the studies as finished trials, or the calls rest on the new runs alone."""
+    problem = RaceProblem((S,), budget=1e16, pilot_budget=1e15)
+    first = make_strategy(name, problem, seed=0)
+    peaks = {S: 0.7}
+    stored = [run(p, peaks) for _ in range(3) for p in first.ask(2)]
+    first.tell(stored)
+    resumed = make_strategy(name, problem, seed=0)
+    resumed.tell(stored)
+    trials = resumed._studies[S].trials
+    assert len(trials) == len({r.proposal_id for r in stored}) and all(t.value is not None for t in trials)
+    assert resumed.decide()[S].rho_star == pytest.approx(first.decide()[S].rho_star, abs=1e-6)
+    resumed.tell(stored)  # told again (the loop tells every round's records): no new trials
+    assert len(resumed._studies[S].trials) == len(trials)
+
+
+def test_an_optuna_trial_that_repeats_a_recorded_plan_is_answered() -> None:
+    """The sampler may ask for a rho whose plan ran already; the loop hands back that
+    record, which must answer the new trial too (RUNNING for good otherwise)."""
+    from optuna.trial import TrialState
+
+    st = make_strategy("optuna-tpe", RaceProblem((S,), budget=1e16, pilot_budget=1e15), seed=0)
+    peaks = {S: 0.7}
+    (a,) = st.ask(1)
+    rec = run(a, peaks)
+    st.tell([rec])
+    study = st._studies[S]
+    again = study.ask({"rho": st._dist[S]})  # a second trial waiting on the same plan
+    st._waiting.setdefault(a.id, []).append((S, again))
+    st.tell([rec])
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.COMPLETE]
+
+
 def test_unknown_strategy_names_the_choices() -> None:
     with pytest.raises(ConfigError, match="optuna-tpe"):
         make_strategy("bogus", PROBLEM)
