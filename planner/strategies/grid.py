@@ -22,7 +22,7 @@ from planner.frontier import Setting
 from planner.proposals import make_proposal
 from planner.regime import RegimeCall
 from planner.schema import Proposal, RunRecord
-from planner.strategies.base import RaceProblem, relevant_records, target_value
+from planner.strategies.base import FailedRuns, RaceProblem, relevant_records, target_value
 from planner.strategies.quadratic import quadratic_call
 
 __all__ = ["GridStrategy", "RandomStrategy"]
@@ -80,34 +80,44 @@ class _PilotBaseline:
 
 class GridStrategy(_PilotBaseline):
     """The paper's RACE protocol: ``n_points`` evenly spread rho values per setting at one
-    pilot budget (all proposed in the first batch), then a local quadratic fit."""
+    pilot budget (all proposed in the first batch), then a local quadratic fit.
+
+    ``ask`` returns the grid points still without a record, so a failed run is tried
+    again (until the loop gives it up, :class:`~planner.strategies.base.FailedRuns`), a
+    batch a cap trimmed is finished after a resume, and the race ends "exhausted" only
+    when the whole grid is recorded or given up."""
 
     name = "grid"
 
     def __init__(self, problem: RaceProblem, seed: int = 0, *, n_points: int = 5,
                  budget: float | None = None) -> None:
+        from planner.compiler import achievable_rho_range
+
         super().__init__(problem, seed, budget=budget)
         self.n_points = n_points
-        self._asked = False
+        self._failed = FailedRuns(problem)
+        self._rhos: dict[Setting, list[float]] = {}
+        for s in problem.settings:
+            lo, hi = achievable_rho_range(s.model, s.reward, problem.opts)
+            self._rhos[s] = [float(r) for r in space_filling_rho(lo, hi, n_points)]
+            # The grid's own points set its IsoFLOP budget (budget_for's denser set is for
+            # designs not known up front), from the start: a resumed race calls before it asks.
+            self._budgets[s] = iso_pilot_budget(s, self._rhos[s], self.budget, problem.opts)
+
+    def tell(self, records: Sequence[RunRecord]) -> None:
+        super().tell(records)
+        self._failed.tell(records)
 
     def ask(self, n: int | None = None) -> list[Proposal]:
-        if self._asked:
-            return []
-        self._asked = True
+        done = {r.proposal_id for r in self.records_}
+        skip = done | set(self._failed.abandoned(done))
         out: dict[str, Proposal] = {}
         for s in self.problem.settings:
-            from planner.compiler import achievable_rho_range
-
-            lo, hi = achievable_rho_range(s.model, s.reward, self.problem.opts)
-            rhos = [float(r) for r in space_filling_rho(lo, hi, self.n_points)]
-            # The grid's own points set its IsoFLOP budget (budget_for's denser set is for
-            # designs not known up front).
-            self._budgets[s] = iso_pilot_budget(s, rhos, self.budget, self.problem.opts)
-            for r in rhos:
+            for r in self._rhos[s]:
                 p = self._proposal(s, r, f"grid: IsoFLOP pilot grid of {self.n_points} rho values")
-                if p is not None:
+                if p is not None and p.id not in skip:
                     out.setdefault(p.id, p)
-        return list(out.values())
+        return list(out.values())[: n if n is not None else None]
 
 
 class RandomStrategy(_PilotBaseline):

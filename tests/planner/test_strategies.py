@@ -62,14 +62,47 @@ def test_quadratic_call_marks_a_fit_with_no_residual_as_exact() -> None:
 def test_grid_proposes_its_design_once_and_calls_each_setting() -> None:
     g = make_strategy("grid", PROBLEM, n_points=5)
     props = g.ask()
-    assert len(props) == 10 and g.ask() == []
+    assert len(props) == 10
     assert {p.budget for p in props} == {1e15}
     peaks = {S: 0.72, P: 0.3}
     g.tell([run(p, peaks) for p in props])
+    assert g.ask() == []  # the whole grid is recorded: exhausted
     calls = g.decide()
     assert calls[S].regime == "update-heavy" and abs(calls[S].rho_star - 0.72) < 0.05
     assert calls[P].rho_star < 0.4 and calls[P].regime != "update-heavy"
     assert g.stops_on_confidence is False
+
+
+def test_grid_retries_a_failed_point_until_the_loop_gives_it_up_and_resumes_a_trimmed_batch() -> None:
+    from planner.strategies.base import MAX_ATTEMPTS
+
+    peaks = {S: 0.72, P: 0.3}
+    g = make_strategy("grid", PROBLEM, n_points=5)
+    first = g.ask(4)  # a batch a cap (or --batch) cut short
+    assert len(first) == 4
+    bad = run(first[0], peaks).model_copy(update={"status": "failed", "metrics": Metrics(), "error": "oom"})
+    g.tell([bad, *(run(p, peaks) for p in first[1:])])
+    rest = g.ask()
+    assert len(rest) == 10 - 3 and first[0].id in {p.id for p in rest}  # the rest, and the failed point again
+    for attempt in range(2, MAX_ATTEMPTS + 1):
+        g.tell([bad.model_copy(update={"attempt": attempt})])
+    g.tell([run(p, peaks) for p in rest if p.id != first[0].id])
+    assert g.ask() == []  # failed twice: given up, as the loop will not run it again
+
+
+def test_a_resumed_grid_calls_from_its_stored_runs_before_it_asks() -> None:
+    """At a cap a resumed race calls without asking: the grid's budget must be its own
+    from the start, or every stored run falls outside the IsoFLOP filter."""
+    s7 = Setting("qwen2.5-7b", "sparse")
+    problem = RaceProblem((s7,), budget=1e16, pilot_budget=3e14)
+    first = make_strategy("grid", problem, n_points=5)
+    stored = [run(p, {s7: 0.7}) for p in first.ask()]
+    first.tell(stored)
+    resumed = make_strategy("grid", problem, n_points=5)
+    resumed.tell(stored)
+    got, want = resumed.decide()[s7], first.decide()[s7]
+    assert got.rho_star == pytest.approx(want.rho_star) and got.probabilities == pytest.approx(want.probabilities)
+    assert abs(got.rho_star - 0.7) < 0.1  # the stored runs' call, not the flat prior's
 
 
 def test_random_is_seeded_and_round_robin() -> None:
