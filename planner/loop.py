@@ -208,9 +208,10 @@ def _one_by_one(
                 raise
             except Exception as exc:
                 rec = _raised(engine, p, seed, exc, time.perf_counter() - t0)
-            if rec.status != "ok":  # after the highest stored: a gap must not repeat a number
-                rec = rec.model_copy(update={"attempt": max((r.attempt for r in failed.get(rec.run_id, ())),
-                                                            default=0) + 1})
+            # After the highest failure stored (a gap must not repeat a number), an ok run
+            # too: a worker stamps each attempt the same way.
+            rec = rec.model_copy(update={"attempt": max((r.attempt for r in failed.get(rec.run_id, ())),
+                                                        default=0) + 1})
             store.write(rec)
             out.append(rec)
         return out
@@ -223,12 +224,13 @@ def _raised(engine: Engine, proposal: Proposal, seed: int, exc: Exception, wall_
     (``runners.task.RunFailed``) carries its kind and the card metered before it died."""
     own = getattr(exc, "kind", None)  # RunFailed's message already names what raised
     kind = str(own or ("oom" if "out of memory" in str(exc).lower() else "error"))
-    card = getattr(exc, "card", None)
+    card, metrics = getattr(exc, "card", None), getattr(exc, "metrics", None)
     message = " ".join((str(exc) if own else f"{type(exc).__name__}: {exc}").split())
     return RunRecord.failed(
         proposal, seed, engine=engine.name, simulated=bool(getattr(engine, "simulated", False)),
         error=f"{kind}: {message[:497] + '...' if len(message) > 500 else message}",
-        card=card if isinstance(card, ComputeCard) else None, wall_s=wall_s,
+        card=card if isinstance(card, ComputeCard) else None,
+        metrics=metrics if isinstance(metrics, Metrics) else None, wall_s=wall_s,
         provenance={**dict(getattr(engine, "source", None) or {}), "engine": engine.name, "failure_kind": kind},
     )
 

@@ -360,3 +360,14 @@ def test_one_design_point_that_keeps_failing_does_not_end_the_race(tmp_path: Pat
     # with three pilots done (as it did when the strategy kept proposing the missing point).
     assert res.stop_reason in ("confident", "max-runs")
     assert len(store.records()) >= 3 + 2 and max(r.budget for r in store.records()) >= PROBLEM.budget / 1.5
+
+
+def test_a_run_that_succeeds_after_a_failure_is_recorded_as_its_second_attempt(tmp_path: Path) -> None:
+    """As a worker stamps it (runners execute): attempt numbers count every try of a run."""
+    from planner.strategies.ours import RaceStrategy
+
+    store = PilotStore(tmp_path / "data")
+    run_race(PROBLEM, RaceStrategy(PROBLEM, 0), Failing(), store, max_runs=4)  # each pilot fails once
+    run_race(PROBLEM, RaceStrategy(PROBLEM, 0), FakeEngine(), store, max_runs=8)  # then succeeds
+    ok = store.records(status="ok")
+    assert len(ok) == 4 and {r.attempt for r in ok} == {2}
