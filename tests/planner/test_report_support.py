@@ -29,6 +29,7 @@ def make_campaign(root: Path, *, models=MODELS, rewards=REWARDS, n_rho: int = N_
     from planner.compiler import achievable_rho_range, compile_plan
     from planner.engine import load_engine, open_store
     from planner.proposals import make_proposal
+    from planner.schema import run_id_for
 
     engine = load_engine("sim")
     store = open_store(root)
@@ -44,8 +45,11 @@ def make_campaign(root: Path, *, models=MODELS, rewards=REWARDS, n_rho: int = N_
                     rec = engine.run(prop, s)
                     if only_failed or (failed < n_failed and i == 1 and s == 0):
                         failed += 1
-                        rec = rec.model_copy(update={"status": "failed", "error": FAILED_ERROR,
-                                                     "run_id": rec.run_id + ("" if only_failed else "-x")})
+                        # Beside the ok runs, a failed run of its own: another seed of the
+                        # same proposal (a record's run id is always proposal-s<seed>).
+                        seed = s if only_failed else 1000 + s
+                        rec = rec.model_copy(update={"status": "failed", "error": FAILED_ERROR, "seed": seed,
+                                                     "run_id": run_id_for(prop.id, seed)})
                     store.write(rec)
     return root
 
