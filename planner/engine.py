@@ -16,7 +16,7 @@ from planner.schema import Proposal, RunRecord
 
 __all__ = [
     "Engine", "ProgressFn", "RecordStore", "available_engines", "check_same_source", "engine_source",
-    "load_engine", "open_store", "prepare_engine",
+    "failure_kind", "load_engine", "one_line", "open_store", "prepare_engine",
 ]
 
 # progress(phase, flops_so_far, budget, info) -- called by engines during a run.
@@ -91,6 +91,24 @@ def prepare_engine(engine: Engine, settings: Iterable[tuple[str, str]]) -> None:
     prepare = getattr(engine, "prepare", None)
     if callable(prepare):
         prepare(sorted(set(settings)))
+
+
+def failure_kind(exc: BaseException) -> str:
+    """The kind a failed record gives a run that raised ``exc``: the engine's own (a
+    ``runners.task.RunFailed`` carries one: ``nan``, ``timeout``, ...), ``oom`` for out of
+    memory (recognised without importing torch), else ``error``."""
+    own = getattr(exc, "kind", None)
+    if isinstance(own, str) and own:
+        return own
+    oom = isinstance(exc, MemoryError) or "OutOfMemory" in type(exc).__name__ or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+    return "oom" if oom else "error"
+
+
+def one_line(text: str, limit: int = 500) -> str:
+    """``text`` as one line of at most ``limit`` characters: a failed record's error."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def engine_source(engine: Engine) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner.engine import Engine, RecordStore, check_same_source
+from planner.engine import Engine, RecordStore, check_same_source, failure_kind, one_line
 from planner.errors import RaceError
 from planner.frontier import Setting
 from planner.regime import RegimeCall
@@ -222,13 +222,13 @@ def _one_by_one(
 def _raised(engine: Engine, proposal: Proposal, seed: int, exc: Exception, wall_s: float) -> RunRecord:
     """The failed record of a run whose engine raised ``exc``. An engine's own failure
     (``runners.task.RunFailed``) carries its kind and the card metered before it died."""
-    own = getattr(exc, "kind", None)  # RunFailed's message already names what raised
-    kind = str(own or ("oom" if "out of memory" in str(exc).lower() else "error"))
+    kind = failure_kind(exc)
     card, metrics = getattr(exc, "card", None), getattr(exc, "metrics", None)
-    message = " ".join((str(exc) if own else f"{type(exc).__name__}: {exc}").split())
+    # RunFailed's message already names what raised.
+    message = str(exc) if getattr(exc, "kind", None) else f"{type(exc).__name__}: {exc}"
     return RunRecord.failed(
         proposal, seed, engine=engine.name, simulated=bool(getattr(engine, "simulated", False)),
-        error=f"{kind}: {message[:497] + '...' if len(message) > 500 else message}",
+        error=f"{kind}: {one_line(message)}",
         card=card if isinstance(card, ComputeCard) else None,
         metrics=metrics if isinstance(metrics, Metrics) else None, wall_s=wall_s,
         provenance={**dict(getattr(engine, "source", None) or {}), "engine": engine.name, "failure_kind": kind},

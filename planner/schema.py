@@ -17,6 +17,7 @@ from planner.errors import ConfigError
 
 __all__ = [
     "FLAT_COLUMNS",
+    "MAX_SEEDS",
     "SCHEMA_VERSION",
     "TARGETS",
     "ComputeCard",
@@ -27,6 +28,7 @@ __all__ = [
     "ProposalSet",
     "RunPlan",
     "RunRecord",
+    "check_seed_count",
     "first_error",
     "run_id_for",
 ]
@@ -40,6 +42,14 @@ MAX_SEEDS = 1000
 Target = Literal["native", "pass1", "judge"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+def check_seed_count(seeds: int) -> int:
+    """``seeds`` if it is a seed count a command takes (1 to :data:`MAX_SEEDS`), else a
+    one-line :class:`ConfigError`."""
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise ConfigError(f"seeds: must be 1-{MAX_SEEDS} (each seed is a run of every proposal), got {seeds}")
+    return seeds
 
 
 def _finite(v: float, name: str) -> float:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from planner.engine import Engine, load_engine
+from planner.engine import Engine, failure_kind, load_engine, one_line
 from planner.errors import ConfigError, RaceError
 from planner.schema import (
     ComputeCard,
@@ -141,18 +141,6 @@ def _load(name: str, options: Mapping[str, Any]) -> Engine:
     return engine
 
 
-def _one_line(text: str, limit: int = 500) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def _is_oom(exc: BaseException) -> bool:
-    # torch.cuda.OutOfMemoryError and friends, without importing torch here.
-    return isinstance(exc, MemoryError) or "OutOfMemory" in type(exc).__name__ or (
-        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
-    )
-
-
 def _partial_card(last: dict[str, Any] | None) -> ComputeCard:
     """Best card we can build from the last progress report when the engine gave none."""
     flops = float(last["flops"]) if last and _num(last.get("flops")) else 0.0
@@ -185,7 +173,7 @@ def failed_record(
     return RunRecord.failed(
         task.proposal, task.seed, engine=task.engine,
         simulated=bool(getattr(engine, "simulated", task.engine == "sim")),
-        error=f"{kind}: {_one_line(error)}", card=card or _partial_card(last_progress), metrics=metrics,
+        error=f"{kind}: {one_line(error)}", card=card or _partial_card(last_progress), metrics=metrics,
         attempt=task.attempt, wall_s=wall_s,
         # The engine's source (the sim's world file and hash) too: where the world caused
         # the failure, the record must say which world it was.
@@ -267,7 +255,7 @@ def run_task(task: Task) -> Outcome:
             record = failed_record(task, str(exc), exc.kind, card=exc.card, metrics=exc.metrics,
                                    engine=engine, wall_s=time.monotonic() - t0, last_progress=last)
         except Exception as exc:
-            kind = "oom" if _is_oom(exc) else "error"
+            kind = failure_kind(exc)
             record = failed_record(task, f"{type(exc).__name__}: {exc}", kind, engine=engine,
                                    wall_s=time.monotonic() - t0, last_progress=last)
         _, created = store.add(record)

@@ -221,15 +221,14 @@ def race(
     from planner.engine import load_engine, open_batches, open_store, prepare_engine
     from planner.errors import ConfigError
     from planner.loop import regimes_document, run_race, write_regimes
-    from planner.schema import MAX_SEEDS
+    from planner.schema import check_seed_count
     from planner.strategies import make_strategy
 
     _check_target(target)
     problem = _problem(budget, models, rewards, target, pilot_budget, confidence, indifference)
     if not 0 < confidence < 1:
         raise ConfigError(f"confidence: must lie in (0, 1), got {confidence}; e.g. --confidence 0.9")
-    if seeds > MAX_SEEDS:
-        raise ConfigError(f"seeds: must be 1-{MAX_SEEDS} (each seed is a run of every proposal), got {seeds}")
+    check_seed_count(seeds)
     flops_cap = parse_budget(max_flops, "max-flops") if max_flops is not None else None
     runs_cap = max_runs if max_runs is not None else DEFAULT_RUNS_PER_SETTING * len(problem.settings)
     # Before any run: a store refused after one wastes it. The store's own check knows

@@ -107,8 +107,8 @@ class FailedRuns:
     A proposal is *abandoned* once one of its runs has failed :data:`MAX_ATTEMPTS` times
     (or succeeded without measuring the target) and none of its runs gave a value: the
     loop does not run it again, so a strategy that kept proposing it (a design point it
-    still lacks) would end the race as "exhausted" with every other run still to do. Attempts are keyed by (run id, attempt number), so a
-    record told twice counts once.
+    still lacks) would end the race as "exhausted" with every other run still to do.
+    Attempts are keyed by (run id, attempt number), so a record told twice counts once.
     """
 
     def __init__(self, problem: RaceProblem) -> None:

@@ -117,7 +117,7 @@ class GridStrategy(_PilotBaseline):
                 p = self._proposal(s, r, f"grid: IsoFLOP pilot grid of {self.n_points} rho values")
                 if p is not None and p.id not in skip:
                     out.setdefault(p.id, p)
-        return list(out.values())[: n if n is not None else None]
+        return list(out.values())[:n]
 
 
 class RandomStrategy(_PilotBaseline):

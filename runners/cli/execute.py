@@ -48,11 +48,10 @@ def execute(
 ) -> None:
     from planner.errors import ConfigError
     from planner.proposals import read_proposals
-    from planner.schema import MAX_SEEDS
+    from planner.schema import check_seed_count
 
     # Everything is validated before anything runs: bad input must leave the store untouched.
-    if not 1 <= seeds <= MAX_SEEDS:
-        raise ConfigError(f"seeds: must be 1-{MAX_SEEDS} (each seed is a run of every proposal), got {seeds}")
+    check_seed_count(seeds)
     if workers < 1:
         raise ConfigError(f"workers: must be >= 1, got {workers}")
     if retries < 0:
