@@ -230,7 +230,9 @@ class PilotStore:
                     _read_one(final)
                     return final, False  # an intact record is already there: keep it
                 except FileNotFoundError:
-                    continue  # moved aside by someone else meanwhile; try again
+                    if final.is_symlink():  # a dangling link holds the name: move it aside
+                        self._quarantine(final)
+                    continue  # or moved aside by someone else meanwhile; try again
                 except Exception:
                     self._quarantine(final)  # unreadable: move it aside, then publish ours
             raise OSError(f"could not publish {final} (it keeps reappearing corrupt)")
@@ -312,7 +314,9 @@ class PilotStore:
                 try:
                     recs = _read_one(path)
                 except FileNotFoundError:
-                    continue  # moved aside by a concurrent writer
+                    if path.is_symlink():  # a link whose target is gone: no writer moves those
+                        corrupt.append(CorruptRecord(path, f"dangling link to {os.readlink(path)}"[:200]))
+                    continue  # otherwise moved aside by a concurrent writer
                 except Exception as exc:  # truncated, not parquet, wrong columns, bad values
                     msg = str(exc).strip().splitlines()
                     corrupt.append(CorruptRecord(path, (msg[0] if msg else type(exc).__name__)[:200]))
@@ -370,6 +374,11 @@ class PilotStore:
         out: dict[str, tuple[int, int]] = {}
         for name in folders:
             for p in self._files(self.root / name):
-                st = p.stat()
+                try:
+                    st = p.stat()
+                except FileNotFoundError:  # a dangling link, or moved aside meanwhile
+                    st = p.lstat() if p.is_symlink() else None
+                if st is None:
+                    continue
                 out[f"{name}/{p.name}"] = (st.st_size, st.st_mtime_ns)
         return out

@@ -102,6 +102,19 @@ def test_rewriting_a_corrupt_record_moves_it_aside(tmp_path: Path) -> None:
     assert moved[0].path.read_bytes() == b"PAR1 truncated"
 
 
+def test_a_dangling_link_is_listed_corrupt_and_a_rerun_replaces_it(tmp_path: Path) -> None:
+    store = PilotStore(tmp_path)
+    target = store.path_for(record(6))
+    target.parent.mkdir(parents=True)
+    target.symlink_to(tmp_path / "gone.parquet")  # e.g. a store copied with `cp -s`, source deleted
+    found = store.corrupt()
+    assert [c.path for c in found] == [target] and "dangling link" in found[0].reason
+    assert store.fingerprint() == {f"runs/{target.name}": (target.lstat().st_size, target.lstat().st_mtime_ns)}
+    _path, created = store.add(record(6))  # the link held the name: it is moved aside, ours lands
+    assert created and store.run_ids() == {run_id_for("p6", 0)}
+    assert [c.path.parent.name for c in store.corrupt()] == ["corrupt"]
+
+
 def _writer(root: str, writer: int, n: int, shared: int) -> None:
     store = PilotStore(Path(root))
     for i in range(n):
