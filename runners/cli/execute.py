@@ -72,6 +72,8 @@ def execute(
         if engine != "trl":  # as `planner race` says: a sim run has no device to place
             raise ConfigError(f"device: only the trl engine takes a device, not {engine!r}; drop --device")
         options["device"] = device
+    _check_backend_flags(backend, {"ray-address": ray_address, "partition": partition, "time-min": time_min,
+                                   "mem-gb": mem_gb, "gpus-per-run": gpus_per_run, "cpus-per-run": cpus_per_run})
     backend_opts = _backend_options(
         backend, backend_config,
         {"address": ray_address} if backend == "ray" else {},
@@ -105,6 +107,25 @@ def execute(
             typer.echo(f"corrupt record skipped: {c}", err=True)
     if res.failed:
         raise typer.Exit(1)
+
+
+# Which backend reads each flag: one given to another backend would be dropped without a word.
+_FLAG_BACKENDS = {"ray-address": ("ray",), "partition": ("slurm",), "time-min": ("slurm",), "mem-gb": ("slurm",),
+                  "gpus-per-run": ("ray", "slurm"), "cpus-per-run": ("ray", "slurm")}
+
+
+def _check_backend_flags(backend: str, given: dict[str, Any]) -> None:
+    from planner.errors import ConfigError
+    from runners.backends import BACKENDS
+
+    if backend not in BACKENDS:
+        return  # _backend_options names the unknown backend itself
+    for flag, value in given.items():
+        takers = _FLAG_BACKENDS[flag]
+        if value is not None and backend not in takers:
+            raise ConfigError(f"{flag}: only the {' and '.join(takers)} backend{'s' if len(takers) > 1 else ''} "
+                              f"take{'' if len(takers) > 1 else 's'} it, not {backend!r}; drop --{flag} or "
+                              f"pass --backend {takers[0]}")
 
 
 def _backend_options(name: str, config: Path | None, *flag_sets: dict[str, Any]) -> dict[str, Any]:

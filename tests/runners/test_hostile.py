@@ -212,6 +212,11 @@ def _good(store: PilotStore) -> bytes:
         (["--engine", "trl", "-o", "quick=maybe"], {}, "option 'quick' must be true or false"),
         (["--device", "tpu:0"], {}, "device: 'tpu:0' is not cpu, cuda or cuda:N"),
         (["--gpus-per-run", "-1"], {}, "gpus-per-run: must be a non-negative number"),
+        # A flag the chosen backend never reads was dropped without a word.
+        (["--partition", "gpu"], {}, "partition: only the slurm backend takes it, not 'local'; drop --partition"),
+        (["--backend", "ray", "--time-min", "30"], {}, "time-min: only the slurm backend takes it, not 'ray'"),
+        (["--ray-address", "auto"], {}, "ray-address: only the ray backend takes it, not 'local'"),
+        (["--cpus-per-run", "2"], {}, "cpus-per-run: only the ray and slurm backends take it, not 'local'"),
     ],
 )
 def test_bad_flags_and_config_files(store: PilotStore, tmp_path: Path, extra: list[str],
