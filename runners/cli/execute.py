@@ -67,6 +67,8 @@ def execute(
     if data.exists() and not data.is_dir():
         raise ConfigError(f"data: {str(data)!r} is a file; give a directory for the pilot store")
     pset = read_proposals(proposals)
+    if not pset.proposals:  # valid (suggest writes none when nothing is left to run), but say so
+        typer.echo(f"note: {proposals} lists no proposals: nothing to run, {data} left as it was", err=True)
     options = engine_options(engine, option, world)
     if device is not None:
         if engine != "trl":  # as `planner race` says: a sim run has no device to place

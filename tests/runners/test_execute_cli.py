@@ -197,3 +197,14 @@ def test_a_seed_count_past_the_cap_is_refused_at_once(proposals: Path, tmp_path:
     with pytest.raises(ConfigError, match=f"seeds: 100000000 seeds per proposal is more than {MAX_SEEDS}"):
         execute(read_proposals(proposals), data=tmp_path / "d", engine="sim", seeds=10**8)
     assert time.perf_counter() - t0 < 10 and not (tmp_path / "d").exists()
+
+
+def test_an_empty_proposals_file_says_there_is_nothing_to_run(tmp_path: Path) -> None:
+    """Valid (suggest writes no proposals once nothing is left), but a silent "0 ok" read
+    like a run that did nothing by mistake."""
+    empty = tmp_path / "p.json"
+    empty.write_text('{"schema_version": 1, "proposals": []}')
+    res = RUNNER.invoke(app, ["execute", str(empty), "--data", str(tmp_path / "d"), "--engine", "sim"])
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr.strip() == f"note: {empty} lists no proposals: nothing to run, {tmp_path / 'd'} left as it was"
+    assert res.stdout.startswith("0 ok, 0 failed") and not (tmp_path / "d").exists()
