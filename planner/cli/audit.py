@@ -174,6 +174,7 @@ def build_recipe(raw: dict[str, Any], defaults: dict[str, Any]):  # type: ignore
     if funcs is not None and not (isinstance(funcs, str) or (
             isinstance(funcs, list) and all(isinstance(x, str) for x in funcs))):
         raise ConfigError(f"config: reward_funcs must be a name or a list of names, got {funcs!r}")
+    _check_reward_funcs([funcs] if isinstance(funcs, str) else funcs or [])
     recipe = Recipe(
         per_device_train_batch_size=batch,
         gradient_accumulation_steps=grad_accum,
@@ -196,6 +197,29 @@ def build_recipe(raw: dict[str, Any], defaults: dict[str, Any]):  # type: ignore
             f"divisible by num_generations ({recipe.num_generations}), as TRL requires"
         )
     return recipe
+
+
+def _check_reward_funcs(names: list[str]) -> None:
+    """The audit costs reward_funcs as rule functions (0 FLOPs). TRL also takes a model id
+    there and runs that model on every completion: costed as free, the split would be
+    wrong without a word, so such an entry must move to reward_model_name_or_path."""
+    import re
+
+    from planner.errors import ConfigError
+    from planner.registry import resolve_model
+
+    for name in names:
+        try:
+            resolve_model(name, role="prm")
+            known = True
+        except ConfigError:
+            known = False
+        if known or "/" in name:  # a registered model, its Hub id, a config path, or any Hub id
+            raise ConfigError(f"config: reward_funcs entry {name!r} is a model, which the audit would cost as a "
+                              "free rule function; give it as reward_model_name_or_path")
+        if not re.fullmatch(r"[A-Za-z_][\w.]*", name):
+            raise ConfigError(f"config: reward_funcs entry {name!r} is neither a function name nor a dotted "
+                              "path (pkg.module.fn); fix the name")
 
 
 @command(help="Audit a TRL GRPO recipe (YAML/JSON): its planned split, rho and shares.")

@@ -111,6 +111,17 @@ BASE_YAML = ("model_name_or_path: qwen2.5-3b\nexpected_prompt_length: 8\nexpecte
     ("use_peft: true\nbeta: .inf\n", "config: beta must be a finite number >= 0, got inf"),
     ("use_peft: true\nnum_train_epochs: -1\n", "config: num_train_epochs must be a positive number, got -1"),
     ("use_peft: true\nnum_train_epochs: .nan\n", "config: num_train_epochs must be a positive number, got nan"),
+    # TRL runs a model id given in reward_funcs on every completion; costed as a free rule
+    # function it would drop the reward share without a word.
+    ("use_peft: true\nreward_funcs: [accuracy_reward, Skywork/Skywork-o1-Open-PRM-Qwen-2.5-7B]\n",
+     "config: reward_funcs entry 'Skywork/Skywork-o1-Open-PRM-Qwen-2.5-7B' is a model, which the audit would "
+     "cost as a free rule function; give it as reward_model_name_or_path"),
+    ("use_peft: true\nreward_funcs: qwen2.5-math-prm-7b\n",
+     "config: reward_funcs entry 'qwen2.5-math-prm-7b' is a model, which the audit would cost as a free rule "
+     "function; give it as reward_model_name_or_path"),
+    ("use_peft: true\nreward_funcs: ['accuracy reward']\n",
+     "config: reward_funcs entry 'accuracy reward' is neither a function name nor a dotted path (pkg.module.fn); "
+     "fix the name"),
 ])
 def test_values_that_would_be_costed_as_something_else_are_refused(tmp_path: Path, extra: str, says: str) -> None:
     """A quoted "false" is truthy and a NaN beta compares false with 0: either would
@@ -119,6 +130,14 @@ def test_values_that_would_be_costed_as_something_else_are_refused(tmp_path: Pat
     f.write_text(BASE_YAML + extra)
     res = runner.invoke(app, ["audit", str(f), "--json"])
     assert res.exit_code == 2 and res.stderr.strip() == f"error: {says}", res.output
+
+
+def test_rule_function_names_and_dotted_paths_pass(tmp_path: Path) -> None:
+    f = tmp_path / "r.yaml"
+    f.write_text(BASE_YAML + "use_peft: true\nreward_funcs: [accuracy_reward, my_pkg.rewards.length_penalty]\n")
+    res = runner.invoke(app, ["audit", str(f), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["per_round"]["reward"] == 0.0
 
 
 def test_a_recipe_longer_than_the_policys_context_is_refused(tmp_path: Path) -> None:
