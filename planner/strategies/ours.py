@@ -198,12 +198,15 @@ class RaceStrategy:
             plans[Setting(r.model, r.reward)].add(r.proposal_id)
         counts = {s: len(ids) for s, ids in plans.items()}
         todo = [s for s in p.settings if counts[s] < self.n_init]
+        waiting = {x.id for x in pending}
         if todo:
             # Empty when every design point is already recorded (e.g. two design rhos
             # compiled to the same plan): fall through to the acquisition then.
-            initial = self._initial(todo, counts, n)
+            initial = self._initial(todo, counts)
             if initial:
-                return initial
+                # Pending points are left out before the cut to n, or --n K with --pending
+                # would propose the same first K again; all pending: the phase is in flight.
+                return _first([x for x in initial if x.id not in waiting], n)
         if not self.records_ and self._failed.abandoned(set()):
             # Every design point that could be compiled was abandoned (failed too often):
             # where every pilot fails, the costlier runs would too. Nothing left to propose.
@@ -211,9 +214,10 @@ class RaceStrategy:
             return []
         anchors = self._anchors()
         if anchors:
-            return anchors[: n if n is not None else len(anchors)]
+            return _first([x for x in anchors if x.id not in waiting], n)
         calls = self.decide()
-        checks = self._validation(calls)
+        # A pending validation run is in flight already: not proposed, nor conditioned on, twice.
+        checks = [x for x in self._validation(calls) if x.id not in waiting]
         open_ = [s for s in p.settings if not self._would_decide(calls[s])]
         if not open_ and not checks:
             open_ = list(p.settings)
@@ -230,7 +234,7 @@ class RaceStrategy:
                 q = max(0, self.min_batch - len(checks))
                 in_flight += checks
             if not open_ or q == 0:
-                return checks[: n if n is not None else len(checks)]
+                return _first(checks, n)
         if self.surrogate() is None:  # too few runs succeeded to fit, and the rest abandoned
             return checks
         pend = [(Setting(x.model, x.reward), x.plan.rho, x.plan.flops.total, x.plan.num_iterations)
@@ -355,7 +359,7 @@ class RaceStrategy:
         return any((r.model, r.reward) == s and r.budget >= b / 1.5 and abs(r.card.rho - rho) <= tol
                    for r in self.records_)
 
-    def _initial(self, todo: list[Setting], counts: dict[Setting, int], n: int | None) -> list[Proposal]:
+    def _initial(self, todo: list[Setting], counts: dict[Setting, int]) -> list[Proposal]:
         p = self.problem
         sur = self.surrogate()
         out: list[Proposal] = []
@@ -387,7 +391,7 @@ class RaceStrategy:
             if prop.id not in seen and prop.id not in self._proposal_ids():
                 seen.add(prop.id)
                 out.append(prop)
-        return out[: n if n is not None else len(out)]
+        return out
 
     def _proposal_ids(self) -> set[str]:
         """Proposals not to make again: those with a record, and those abandoned after
@@ -400,3 +404,7 @@ class RaceStrategy:
 
     def _abandoned(self) -> dict[str, Any]:
         return self._failed.abandoned({r.proposal_id for r in self.records_})
+
+
+def _first(proposals: list[Proposal], n: int | None) -> list[Proposal]:
+    return proposals if n is None else proposals[:n]

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from planner.cli import app
 from planner.frontier import allocation_shares
-from planner.proposals import read_proposals
+from planner.proposals import read_proposals, write_proposals
 from planner.regime import LABELS, regime_labels
 from runners.store import PilotStore
 
@@ -279,6 +279,22 @@ def test_suggest_with_the_whole_phase_pending_says_why_it_proposes_nothing(tmp_p
     assert res.exit_code == 0, res.output
     assert len(read_proposals(again).proposals) == 0
     assert "4 pending runs complete the current phase" in " ".join(res.output.split())
+
+
+def test_suggest_n_with_pending_proposes_the_rest_of_the_phase(tmp_path: Path) -> None:
+    """--n 2 with the first two design points pending gives the other two: they used to be
+    cut to the first 2 before the pending ones were dropped, leaving nothing."""
+    base = ["suggest", "--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b",
+            "--rewards", "sparse", "--n", "2"]
+    first, second, both = tmp_path / "first.json", tmp_path / "second.json", tmp_path / "both.json"
+    assert runner.invoke(app, [*base, "--out", str(first)]).exit_code == 0
+    res = runner.invoke(app, [*base, "--pending", str(first), "--out", str(second)])
+    assert res.exit_code == 0, res.output
+    a, b = read_proposals(first).proposals, read_proposals(second).proposals
+    assert len(a) == len(b) == 2 and not {p.id for p in a} & {p.id for p in b}
+    write_proposals(both, [*a, *b])
+    res = runner.invoke(app, [*base, "--pending", str(both), "--out", str(tmp_path / "third.json")])
+    assert res.exit_code == 0 and "4 pending runs complete the current phase" in " ".join(res.output.split())
 
 
 def test_cost_power_option_reaches_the_acquisition(tmp_path: Path) -> None:

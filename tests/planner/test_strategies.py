@@ -345,3 +345,29 @@ def test_ours_min_batch_fills_a_round_that_holds_only_validation() -> None:
     assert len({p.id for p in filled}) == 3  # no run proposed twice
     with pytest.raises(ConfigError, match="min_batch"):
         make_strategy("ours", one, 0, min_batch=0)
+
+
+def test_ours_does_not_propose_or_condition_on_a_pending_validation_run_twice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The round that holds only a validation run (as above), asked again with that run
+    pending: it is not proposed again, and the acquisition conditions on it once."""
+    import planner.strategies.ours as ours_mod
+
+    one = RaceProblem((S,), budget=1e16, pilot_budget=1e15)
+    peak = {S: 0.72}
+    st = make_strategy("ours", one, 0, min_batch=3)
+    for _ in range(2):
+        st.tell([run(p, peak) for p in st.ask()])
+    check = st.ask()[0]
+    assert "validation" in check.reason
+    seen: list[list] = []
+    real = ours_mod.select_batch
+
+    def spy(*args, **kw):  # type: ignore[no-untyped-def]
+        seen.append(list(kw["pending"]))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(ours_mod, "select_batch", spy)
+    again = st.ask(pending=[check])
+    assert check.id not in {p.id for p in again} and again
+    assert [round(x[1], 6) for x in seen[-1]] == [round(check.plan.rho, 6)]
