@@ -4,7 +4,8 @@ Pure functions on arrays (numpy only; no surrogate, no compiler), so they are te
 hand-built posteriors with known answers. The planner feeds them
 
 * ``samples``: joint posterior sample paths of one setting's frontier on a rho grid,
-  shape ``(..., S, G)`` (``S`` samples, ``G`` grid points, optional leading batch dims);
+  shape ``(S, G)`` (``S`` samples, ``G`` grid points); :func:`regime_probabilities` and
+  :func:`sample_argmax` also take leading batch dims ``(..., S, G)``;
 * ``rho_grid``: shape ``(G,)``, increasing;
 * ``shares``: the planned allocation at each grid point, shape ``(G, 3)`` with columns
   ``(search, learning, reward)`` (see :data:`COMPONENTS`), rows summing to 1.
@@ -92,8 +93,9 @@ class RegimeCall:
             "regime": self.regime,
             "probabilities": dict(self.probabilities),
             "level": self.level,
-            "expected_loss": self.expected_loss,
-            "stake": self.stake if np.isfinite(self.stake) else None,  # JSON has no NaN
+            # JSON has no NaN or inf (expected_loss is inf for a regime absent from the grid)
+            "expected_loss": self.expected_loss if np.isfinite(self.expected_loss) else None,
+            "stake": self.stake if np.isfinite(self.stake) else None,
             **({} if self.optimum_ci is None else {"optimum_ci": list(self.optimum_ci)}),
             **self.extra,
         }
@@ -145,19 +147,31 @@ def regime_entropy(probabilities: ArrayLike) -> NDArray[np.float64]:
     return terms.sum(axis=-1)
 
 
-def expected_loss(samples: ArrayLike, shares: ArrayLike, label: int) -> float:
+def _index(label: int | str) -> int:
+    """A regime's index in :data:`LABELS`, given the index or the name: a name compared
+    with the integer labels matched nothing and gave NaN or inf without a word."""
+    if isinstance(label, str):
+        if label not in LABELS:
+            raise ValueError(f"label: unknown regime {label!r}; use one of {', '.join(LABELS)}")
+        return LABELS.index(label)
+    if not 0 <= int(label) < len(LABELS):
+        raise ValueError(f"label: regime index {label} is not in 0..{len(LABELS) - 1}")
+    return int(label)
+
+
+def expected_loss(samples: ArrayLike, shares: ArrayLike, label: int | str) -> float:
     """Expected metric lost by committing to regime ``label``: the mean over sample paths
     ``(S, G)`` of (best value anywhere) - (best value within the regime); ``inf`` when no
     grid point carries the label (committing to it is impossible). Small values mean the
     regime hardly matters."""
     s = np.asarray(samples, dtype=float)
-    inside = regime_labels(shares) == label
+    inside = regime_labels(shares) == _index(label)
     if not inside.any():
         return float("inf")
     return float(np.mean(s.max(axis=-1) - s[:, inside].max(axis=-1)))
 
 
-def regime_stake(samples: ArrayLike, shares: ArrayLike, label: int) -> float:
+def regime_stake(samples: ArrayLike, shares: ArrayLike, label: int | str) -> float:
     """How much the regime question matters: ``min`` over the other labels present on the
     grid of the mean over sample paths ``(S, G)`` of |(best value within ``label``) - (best
     value within the other label)|, in target-metric units.
@@ -170,6 +184,7 @@ def regime_stake(samples: ArrayLike, shares: ArrayLike, label: int) -> float:
     """
     s = np.asarray(samples, dtype=float)
     labels = regime_labels(shares)
+    label = _index(label)
     inside = labels == label
     others = [k for k in range(len(LABELS)) if k != label and (labels == k).any()]
     if not inside.any() or not others:

@@ -167,6 +167,32 @@ def test_stake_is_how_far_apart_the_regimes_best_allocations_are() -> None:
     assert np.isnan(regime_stake(sure, RULE, LABELS.index("reward-heavy")))
 
 
+def test_a_regime_may_be_named_and_a_bad_label_raises() -> None:
+    """A name used to match none of the integer labels: NaN or inf, without a word."""
+    samples = humps(np.array([0.3] * 4 + [0.8] * 6))
+    for name in LABELS:
+        i = LABELS.index(name)
+        assert expected_loss(samples, RULE, name) == expected_loss(samples, RULE, i)
+        a, b = regime_stake(samples, RULE, name), regime_stake(samples, RULE, i)
+        assert a == b or (np.isnan(a) and np.isnan(b))
+    assert regime_stake(samples, RULE, "update-heavy") > 0
+    with pytest.raises(ValueError, match="label: unknown regime 'update'"):
+        regime_stake(samples, RULE, "update")
+    with pytest.raises(ValueError, match="label: regime index 3"):
+        expected_loss(samples, RULE, 3)
+
+
+def test_to_dict_is_json_without_nan_or_inf() -> None:
+    import dataclasses
+    import json
+
+    call = classify(humps(np.full(4, 0.8)), GRID, RULE)
+    odd = dataclasses.replace(call, expected_loss=float("inf"), stake=float("nan"))
+    d = odd.to_dict()
+    assert d["expected_loss"] is None and d["stake"] is None
+    json.dumps(d, allow_nan=False)
+
+
 def test_call_is_the_most_probable_regime_and_rho_star_lies_inside_it() -> None:
     """The regime is the Bayes call (most probable label); rho* is the best posterior mean
     within it, so the call never contradicts its own rho* (docs/planner.md, "Words")."""
