@@ -231,7 +231,8 @@ def select_batch(
 
     ``pending`` lists (setting, rho, budget, mu) of runs proposed but not yet recorded; the
     surrogate is conditioned on its own predictions there before scoring. ``recorded``
-    plans (and pending ones) are not proposed again; the candidate rho design shifts by
+    plans are not proposed again (callers add the pending runs' plans to it: ``pending``
+    carries no plan); the candidate rho design shifts by
     the golden ratio with every recorded run of a setting, so later batches look between
     earlier candidates.
     """

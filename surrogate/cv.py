@@ -24,8 +24,8 @@ class LOOResult:
     """Per-point LOO predictions (shape ``(n,)``, one per training row; replicate groups
     are one row) and their summaries.
 
-    ``std`` is the predictive std of a held-out *measurement* (observation noise
-    included), so ``coverage90`` is the share of rows inside ``mean +- 1.645 std`` and
+    ``std`` is the predictive std of a held-out row's *measurement* (observation noise
+    included: for a replicate group, the noise of its mean, not of one run), so ``coverage90`` is the share of rows inside ``mean +- 1.645 std`` and
     ``loglik`` the mean Gaussian log predictive density per row.
     """
 

@@ -1,7 +1,8 @@
 """Our strategy: space-filling pilots, then GP-surrogate acquisition aimed at the decision.
 
-1. Settings with fewer than ``n_init`` records get a space-filling rho design at the pilot
-   budget (:func:`planner.design.initial_design`).
+1. Settings with fewer than ``n_init`` recorded plans (seed replicates of one plan count
+   once) get a space-filling rho design at the pilot budget
+   (:func:`planner.design.initial_design`).
 2. Then ``n_anchor`` (default :data:`N_ANCHOR` = 2) stratified runs per setting at the
    target budget: pilots 10x cheaper carry a flatter frontier, and a call that rests on
    extrapolating them loses to a 3-point grid at the target budget on exactly the
@@ -189,8 +190,10 @@ class RaceStrategy:
         return len({r.proposal_id for r in self.records_ if (r.model, r.reward) == s and r.budget >= b / 1.5})
 
     def ask(self, n: int | None = None, pending: Sequence[Proposal] = ()) -> list[Proposal]:
-        """Initial-design points while a setting has fewer than ``n_init`` records, else an
-        acquisition batch over the undecided settings (all settings if all are decided)."""
+        """Initial-design points while a setting has fewer than ``n_init`` recorded plans,
+        else an acquisition batch over the undecided settings (all settings if all are
+        decided). ``pending`` proposals are in flight: not proposed again, and the
+        acquisition is conditioned on them."""
         p = self.problem
         # Distinct plans, not records: with --seeds 2 each design point is two records.
         plans: dict[Setting, set[str]] = {s: set() for s in p.settings}
