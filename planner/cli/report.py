@@ -27,6 +27,12 @@ def report(
     from planner.report import build_report
     from planner.schema import TARGETS
 
+    # The output first, before any fit: a refusal after the fits wasted them, and a name
+    # over the length limit must be named as --out, not as a stat error.
+    _check_out(out, data)
+    if data.name in ("runs", "failed") and data.is_dir() and (data.parent / "runs").is_dir():
+        raise ConfigError(f"data: {str(data)!r} is a pilot store's {data.name}/ folder; pass the store itself, "
+                          f"{str(data.parent)!r}")
     if target is None:
         from planner.report.data import read_race
 
@@ -34,13 +40,6 @@ def report(
         target = str(race.get("target", "native")) if race else "native"
     if target not in TARGETS:
         raise ConfigError(f"target: unknown target {target!r}; use one of: {', '.join(TARGETS)}")
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"out: {str(out)!r} is a file; pass a directory for the report")
-    if data.exists() and out.resolve() == data.resolve():
-        # The report writes its own regimes.json: in the data directory it would replace the race's.
-        raise ConfigError(f"out: {str(out)!r} is the data directory; the report's regimes.json would replace "
-                          f"the race's there, so give another directory (e.g. {str(data / 'report')!r})")
-    check_output_file(out / "report.md", "out")
     res = build_report(data, out, target=target, progress=not quiet)
     for w in res.warnings:
         typer.echo(f"warning: {w}", err=True)
@@ -48,3 +47,38 @@ def report(
     typer.echo(f"report: {res.html}")
     typer.echo(f"        {res.markdown}")
     typer.echo(f"        {res.regimes} ({len(res.figures) // 2} figures in {out / 'figures'})")
+
+
+def _check_out(out: Path, data: Path) -> None:
+    """A one-line :class:`ConfigError` unless ``out`` can take the report's files without
+    replacing anything that is not an earlier report."""
+    import json
+
+    from planner.errors import ConfigError
+
+    check_output_file(out / "report.md", "out")  # names, lengths, writable
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"out: {str(out)!r} is a file; pass a directory for the report")
+    if data.exists() and out.resolve() == data.resolve():
+        # The report writes its own regimes.json: in the data directory it would replace the race's.
+        raise ConfigError(f"out: {str(out)!r} is the data directory; the report's regimes.json would replace "
+                          f"the race's there, so give another directory (e.g. {str(data / 'report')!r})")
+    if any((out / name).is_dir() for name in ("runs", "failed")):
+        raise ConfigError(f"out: {str(out)!r} is a pilot store; its report's regimes.json would pass for its "
+                          f"race's, so give another directory (e.g. {str(out / 'report')!r})")
+    summary = out / "regimes.json"
+    if summary.is_file():
+        try:
+            mine = json.loads(summary.read_text()).get("generated_by") == "planner report"
+        except Exception:
+            mine = False
+        if not mine:
+            raise ConfigError(f"out: {str(summary)!r} is not an earlier report's (a race's summary?); the report "
+                              "would replace it, so give another directory")
+    for name in ("report.md", "report.html", "regimes.json"):
+        if (out / name).is_dir():
+            raise ConfigError(f"out: {str(out / name)!r} is a directory where the report writes a file; "
+                              "give another directory")
+    if (out / "figures").exists() and not (out / "figures").is_dir():
+        raise ConfigError(f"out: {str(out / 'figures')!r} is a file where the report writes its figures; "
+                          "give another directory")

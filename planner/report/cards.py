@@ -133,7 +133,7 @@ def card_fields(record: RunRecord) -> dict[str, str]:
         "run": record.run_id,
         "status": status,
         "engine": engine_label(record.simulated, record.engine),
-        "setting": f"{record.model} / {record.reward} / {record.budget:.2g}",
+        "setting": f"{record.model} / {record.reward} / {record.budget:.4g}",
         "total": fmt_flops(card.flops.total),
         "split": split,
         "rho": f"{card.rho:.3f}" if split != "n/a" else "n/a",

@@ -207,12 +207,31 @@ def read_race(data_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
     try:
         doc = json.loads(path.read_text())
         budget = float(doc["budget"])
-        pairs = [(str(e["model"]), str(e["reward"])) for e in doc.get("settings", [])]
+        pairs = [(e["model"], e["reward"]) for e in doc.get("settings", [])]
     except Exception as exc:  # a hand-edited or half-written file must not sink the report
         return None, f"{path} is not a readable race summary ({str(exc)[:120]}); ignored"
     if not math.isfinite(budget) or budget <= 0 or not pairs:
         return None, f"{path} names no target budget or settings; ignored"
+    bad = _race_field_problem(doc, pairs)
+    if bad:
+        return None, f"{path} is not a readable race summary ({bad}); ignored"
     return doc, None
+
+
+def _race_field_problem(doc: dict[str, Any], pairs: list[tuple[Any, Any]]) -> str:
+    """What in a race summary the report would trip over ("" if nothing): the fields it
+    uses, each of the type ``planner race`` writes."""
+    from planner.schema import TARGETS
+
+    if not all(isinstance(m, str) and isinstance(r, str) for m, r in pairs):
+        return "a setting's model or reward is not a name"
+    if "target" in doc and doc["target"] not in TARGETS:
+        return f"target {doc['target']!r} is not one of {', '.join(TARGETS)}"
+    pb = doc.get("pilot_budget")
+    if pb is not None and not (isinstance(pb, (int, float)) and not isinstance(pb, bool)
+                               and math.isfinite(pb) and pb > 0):
+        return f"pilot_budget {pb!r} is not a positive number"
+    return ""
 
 
 def _fallback_grid(runs: Sequence[RunRecord]) -> NDArray[np.float64]:

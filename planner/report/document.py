@@ -46,13 +46,16 @@ def status_line(data: ReportData) -> str:
                 "their errors are listed below.")
     if st == "no-fit":
         why = data.primary.error if data.primary else "not fitted"
+        others = [t for t, f in data.fits.items() if t != data.target and f.ok]
+        hint = (f"--target {others[0]} fits these runs" if others
+                else "run more pilots measuring this target")
         return (f"The {data.target} surrogate could not be fitted ({why}); frontiers and regime calls "
-                "are missing. Run more pilots measuring this target.")
+                f"are missing. {hint[0].upper()}{hint[1:]}.")
     n = len(data.primary.frontiers) if data.primary else 0
     pairs = len({(s.model, s.reward) for s in data.primary.frontiers}) if data.primary else 0
     done = {r.run_id for r in data.ok}
     still = {r.run_id for r in data.failed} - done
-    retried = _n_runs(data.failed) - len(still)
+    retried = sum(r.run_id in done for r in data.failed)  # attempts, as the sentence says, not runs
     failed = (f"{len(still)} failed run(s)" + (f" ({len(data.failed)} failed attempt(s), {retried} of them "
               "on runs that later succeeded)" if retried else "")) if data.failed else "no failed runs"
     return (f"{len(data.ok)} successful run(s) and {failed} in {data.data_dir}; "
@@ -97,7 +100,7 @@ def _race(data: ReportData) -> list[Block]:
             f"{race.get('stop_reason', '?')}, with {decided} of {len(entries)} setting(s) decided "
             f"(confidence threshold {race.get('confidence', '?')}).")
     if below:
-        text += " Its runs below the decision budget were at " + ", ".join(f"{b:.2g}" for b in below) + " FLOPs."
+        text += " Its runs below the decision budget were at " + ", ".join(f"{b:.4g}" for b in below) + " FLOPs."
     out = [Block("h2", "Race"), Block("p", text)]
     fit = data.fits.get(str(race.get("target")))
     rows, differ = [], []
@@ -172,7 +175,7 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
         for s, f in fit.frontiers.items():
             n = sum(1 for r in data.ok if (r.model, r.reward, float(r.budget)) == (s.model, s.reward, s.budget))
             c = f.call
-            rows.append([s.model, s.reward, f"{s.budget:.2g}", str(n), f"{c.rho_star:.2f}",
+            rows.append([s.model, s.reward, f"{s.budget:.4g}", str(n), f"{c.rho_star:.2f}",
                          _fmt_ci(c.rho_star_ci), c.regime, f"{c.confidence:.2f}",
                          _fmt_stake(c), f"{f.predicted_at_rho_star:.3f}"])
         out.append(Block("table", headers=["model", "reward", "budget", "runs", "rho*", "90% interval",
@@ -229,7 +232,7 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
     if data.failed:
         out.append(Block("h2", "Failed runs"))
         out.append(Block("table", headers=["run", "model", "reward", "rho", "budget", "attempt", "error"],
-                         rows=[[r.run_id, r.model, r.reward, f"{r.rho_planned:.2f}", f"{r.budget:.2g}",
+                         rows=[[r.run_id, r.model, r.reward, f"{r.rho_planned:.2f}", f"{r.budget:.4g}",
                                 str(r.attempt), r.error or "(no message)"] for r in data.failed]))
     if data.corrupt:
         out.append(Block("h2", "Unreadable record files"))

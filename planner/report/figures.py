@@ -137,7 +137,7 @@ def split_figure(data: ReportData) -> FigureSpec:
     ax.axvline(1.0, color="black", lw=1, ls="--")
     ax.set_ylim(n - 0.5, -0.5)  # top row first, no blank margin
     # The budget tells apart a setting's pilots and target runs; the attempt, a run's failures.
-    names = [f"{r.model}/{r.reward} {r.budget:.2g} rho {r.rho_planned:.2f} s{r.seed}"
+    names = [f"{r.model}/{r.reward} {r.budget:.4g} rho {r.rho_planned:.2f} s{r.seed}"
              + (f" FAILED a{r.attempt}" if r.status != "ok" else "") for r in recs]
     ax.set_yticks(y, names, fontsize=7)
     for tick, r in zip(ax.get_yticklabels(), recs, strict=True):
@@ -155,11 +155,15 @@ def split_figure(data: ReportData) -> FigureSpec:
 
 
 # ----------------------------------------------------------------------------- rho* vs size
+MAX_SIZE_PANELS = 4
+
+
 def size_figure(data: ReportData) -> FigureSpec | None:
     fit = data.primary
     if fit is None or not fit.frontiers:
         return None
-    budgets = sorted({s.budget for s in fit.frontiers})[-4:]
+    every = sorted({s.budget for s in fit.frontiers})
+    budgets = every[-MAX_SIZE_PANELS:]  # wider is unreadable; the caption names the rest
     fig = _figure(4.2 * len(budgets) + 1.0, 4.0)
     axes = fig.subplots(1, len(budgets), squeeze=False, sharey=True)[0]
     params = {r.model: r.model_params for r in data.ok}
@@ -187,7 +191,7 @@ def size_figure(data: ReportData) -> FigureSpec | None:
                                                for p, m in sizes], fontsize=7)
         ax.minorticks_off()
         ax.set_xlabel("policy (parameters)")
-        ax.set_title(f"budget {b:.2g} FLOPs", fontsize=9)
+        ax.set_title(f"budget {b:.4g} FLOPs", fontsize=9)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"rho* under {data.target} (90% interval)")
     legend: dict[str, Any] = {}
@@ -201,6 +205,9 @@ def size_figure(data: ReportData) -> FigureSpec | None:
     cap = ("rho* (argmax of the posterior-mean frontier within the called regime) against policy size, "
            "one line per reward "
            f"system, with 90% intervals; the dotted line is rho = 0.5. {foot}.")
+    if len(every) > len(budgets):
+        cap += (f" Panels for the {len(budgets)} largest budgets; not drawn: "
+                + ", ".join(f"{b:.4g}" for b in every[: -len(budgets)]) + " FLOPs (the tables list them).")
     return FigureSpec("rho-star-vs-size", "rho* vs model size", cap, fig, "size")
 
 

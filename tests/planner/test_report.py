@@ -290,3 +290,101 @@ def test_a_model_outside_the_registry_is_called_as_any_other(tmp_path: Path) -> 
     assert entry["model"] == "my-policy"
     # rho* held to measured allocations, and the stake on its noise scale, as for a registry model.
     assert entry.get("rho_star_support") in ("measured", "posterior-mean") and entry.get("noise_sd", 0) > 0
+
+
+def test_out_that_is_another_campaign_or_would_clash_is_refused_before_any_fit(tmp_path: Path) -> None:
+    """--out at another campaign replaced its race summary; a file or folder where the
+    report writes was found only after every fit, and named a temporary."""
+    runner = CliRunner()
+    data = tmp_path / "d"
+    data.mkdir()
+
+    def refused(out: Path) -> str:
+        res = runner.invoke(app, ["report", "--data", str(data), "--out", str(out), "--quiet"])
+        assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1, res.output
+        return res.stderr.strip()
+
+    other = tmp_path / "other"
+    (other / "runs").mkdir(parents=True)
+    assert refused(other).startswith(f"error: out: {str(other)!r} is a pilot store")
+    race = tmp_path / "race"
+    race.mkdir()
+    (race / "regimes.json").write_text('{"budget": 1e16, "settings": []}')
+    assert "is not an earlier report's (a race's summary?)" in refused(race)
+    assert (race / "regimes.json").read_text() == '{"budget": 1e16, "settings": []}'
+    for name in ("report.html", "regimes.json"):
+        clash = tmp_path / f"clash-{name}"
+        (clash / name).mkdir(parents=True)
+        assert "is a directory where the report writes a file" in refused(clash)
+    figs = tmp_path / "figs"
+    figs.mkdir()
+    (figs / "figures").write_text("x")
+    assert "is a file where the report writes its figures" in refused(figs)
+    assert refused(tmp_path / ("x" * 300)).startswith("error: out: the name")
+    res = runner.invoke(app, ["report", "--data", str(data / "runs"), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 2 and "data:" in res.output  # no such directory
+    (data / "runs").mkdir()
+    res = runner.invoke(app, ["report", "--data", str(data / "runs"), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 2 and res.stderr.strip() == (
+        f"error: data: {str(data / 'runs')!r} is a pilot store's runs/ folder; pass the store itself, {str(data)!r}")
+    # An earlier report's folder is fine to write again.
+    ok = runner.invoke(app, ["report", "--data", str(data), "--out", str(tmp_path / "r"), "--quiet"])
+    assert ok.exit_code == 0, ok.output
+    again = runner.invoke(app, ["report", "--data", str(data), "--out", str(tmp_path / "r"), "--quiet"])
+    assert again.exit_code == 0, again.output
+
+
+@pytest.mark.parametrize(("edit", "why"), [
+    ({"model": 5}, "a setting's model or reward is not a name"),
+    ({"target": "bogus"}, "target 'bogus' is not one of"),
+    ({"pilot_budget": "abc"}, "pilot_budget 'abc' is not a positive number"),
+])
+def test_a_race_summary_with_a_field_of_the_wrong_kind_is_ignored_with_a_note(
+        tmp_path: Path, edit: dict, why: str) -> None:
+    """These crashed the report (a model that is a number), blamed --target for the file's
+    target, or failed every fit with advice to run more pilots."""
+    from test_report_support import write_race_summary
+
+    data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=3, seeds=(0,),
+                         n_failed=0)
+    doc = write_race_summary(data)
+    if "model" in edit:
+        doc["settings"][0].update(edit)
+    else:
+        doc.update(edit)
+    (data / "regimes.json").write_text(json.dumps(doc))
+    _, note = read_race(data)
+    assert note is not None and why in note and note.endswith("ignored")
+    res = CliRunner().invoke(app, ["report", "--data", str(data), "--out", str(tmp_path / "o"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert any(why in ln for ln in res.stderr.splitlines() if ln.startswith("warning: "))
+    assert json.loads((tmp_path / "o" / "regimes.json").read_text())["status"] == "ok"
+
+
+def test_status_line_counts_failed_attempts_on_runs_that_later_succeeded(tmp_path: Path) -> None:
+    """Two failed attempts before an ok record and one run that never succeeded: "3 failed
+    attempt(s), 2 of them on runs that later succeeded" (it said 1, counting runs)."""
+    from runners.store import PilotStore
+
+    data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=3, seeds=(0,),
+                         n_failed=1)
+    store = PilotStore(data)
+    ok = store.records()[0]
+    for attempt in (1, 2):
+        store.add(ok.model_copy(update={"status": "failed", "error": FAILED_ERROR, "attempt": attempt}))
+    res = build_report(data, tmp_path / "out", progress=False)
+    assert "1 failed run(s) (3 failed attempt(s), 2 of them on runs that later succeeded)" in (
+        res.markdown.read_text())
+
+
+def test_budgets_a_few_percent_apart_are_told_apart_and_undrawn_panels_are_named(tmp_path: Path) -> None:
+    """Five budgets: the size figure draws the four largest and its caption names the
+    fifth (it was dropped without a word); 1e16 and 1.04e16 read "1e+16" twice."""
+    data = tmp_path / "data"
+    for b in (1e16, 1.04e16, 3e16, 1e17, 3e17):
+        make_campaign(data, models=MODELS[:1], rewards=REWARDS[:1], n_rho=3, seeds=(0,), n_failed=0, budget=b)
+    res = build_report(data, tmp_path / "out", progress=False)
+    md = res.markdown.read_text()
+    assert "| 1e+16 |" in md and "| 1.04e+16 |" in md
+    cap = next(ln for ln in md.splitlines() if ln.startswith("*rho\\* (argmax"))
+    assert "Panels for the 4 largest budgets; not drawn: 1e+16 FLOPs" in cap
