@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,6 +128,7 @@ def run_race(
     # Failed records too: a strategy must know what the loop will not run again.
     strategy.tell(all_records)
     runs, flops = _tally(problem, all_records)
+    overrun = _overrun(all_records)
     history: list[dict[str, Any]] = []
     asks: list[float] = []
     rnd = 0
@@ -151,7 +152,7 @@ def run_race(
         if not props:
             reason = "exhausted"
             break
-        kept, blocked = _trim(props, seeds, n_runs, n_flops, max_runs, max_flops, runnable)
+        kept, blocked = _trim(props, seeds, n_runs, n_flops, max_runs, max_flops, runnable, overrun)
         if not kept:  # not even the first proposal fits under a cap
             reason = blocked
             break
@@ -170,6 +171,7 @@ def run_race(
             if s in runs:
                 runs[s] += 1
                 flops[s] += rec.card.flops.total
+        overrun = max(overrun, _overrun(fresh.values()))
         new = len(fresh)
         batch = [fresh.get(rid) or done.get(rid) or failed[rid][-1] for rid in rids]
         strategy.tell(batch)
@@ -248,17 +250,28 @@ def _checked(rec: RunRecord) -> RunRecord:
                                   "error": f"error: non-finite metrics: {', '.join(bad)}"})
 
 
+def _overrun(records: Iterable[RunRecord]) -> float:
+    """The largest metered / planned FLOPs of ``records``' ok runs, at least 1: a real run
+    meters its actual completion lengths, up to a few percent over its plan."""
+    ratios = [r.card.flops.total / r.plan.flops.total for r in records
+              if r.status == "ok" and r.plan.flops.total > 0]
+    return max([1.0, *ratios])
+
+
 def _trim(
     props: list[Proposal], seeds: int, n_runs: int, n_flops: float,
     max_runs: int | None, max_flops: float | None, runnable: Callable[[str], bool],
+    overrun: float = 1.0,
 ) -> tuple[list[Proposal], str]:
     """The leading proposals whose new runs fit under both caps (runs that will not run,
     being recorded or failed too often, are free), and the cap that stopped the trimming
-    ("" if none did)."""
+    ("" if none did). A run is costed at its planned FLOPs times ``overrun`` (the worst
+    metered / planned ratio seen so far), so metered spend stays under ``max_flops``
+    unless a run overshoots its plan by more than any before it."""
     out: list[Proposal] = []
     for p in props:
         new = sum(runnable(run_id_for(p.id, s)) for s in range(seeds))
-        cost = new * p.plan.flops.total
+        cost = new * p.plan.flops.total * overrun
         if max_runs is not None and n_runs + new > max_runs:
             return out, "max-runs"
         if max_flops is not None and n_flops + cost > max_flops:

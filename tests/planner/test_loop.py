@@ -115,6 +115,24 @@ def test_stops_on_max_flops(tmp_path: Path) -> None:
     assert res.total_flops <= 3.5 * one and res.total_runs == 3
 
 
+def test_max_flops_holds_for_metered_spend_when_runs_overshoot_their_plans(tmp_path: Path) -> None:
+    """Real runs meter their actual completion lengths, here 2% over plan. Costed at plan,
+    the third run fitted under the cap (2.049 + 1.021 <= 3.08 units; the plans land their
+    budget within 2%) and the race ended at 3.090."""
+    class Over(FakeEngine):
+        def run(self, proposal: Proposal, seed: int, progress: object = None) -> RunRecord:
+            rec = super().run(proposal, seed, progress)
+            f = rec.card.flops
+            split = FlopsSplit(search=f.search * 1.02, learning=f.learning * 1.02, reward=f.reward * 1.02,
+                               total=f.total * 1.02)
+            return rec.model_copy(update={"card": ComputeCard(flops=split, rho=split.rho)})
+
+    one = compile_plan(S.model, S.reward, 0.5, 1e15).flops.total
+    cap = 3.08 * one
+    res = run_race(PROBLEM, Scripted(), Over(), PilotStore(tmp_path / "data"), max_runs=100, max_flops=cap)
+    assert res.stop_reason == "max-flops" and res.total_flops <= cap and res.total_runs == 2
+
+
 def test_stops_when_exhausted_and_baselines_ignore_confidence(tmp_path: Path) -> None:
     res = run_race(PROBLEM, Scripted(confident_after=0, stops=False, rounds=2), FakeEngine(),
                    PilotStore(tmp_path / "data"))
