@@ -159,7 +159,8 @@ def unit_costs(
     positions = c if lm_head_positions == "completion" else s - 1
     return PerCompletion(
         generate=generation_flops(policy, p, c, lora=lora),
-        score=reward_model_flops(scorer, 1, s) if scorer is not None else 0.0,
+        # The scorer reads at most its context: the runner keeps the tail (the scored steps).
+        score=reward_model_flops(scorer, 1, min(s, scorer.max_position_embeddings)) if scorer is not None else 0.0,
         train_pass=train_pass_flops(
             policy,
             1,

@@ -90,6 +90,12 @@ def plan(
         field = "prompt-len" if prompt > completion else "completion-len"  # the one that overflows it
         raise ConfigError(f"{field}: prompt + completion = {tokens} tokens exceed {arch.name}'s context "
                           f"of {arch.max_position_embeddings}; shorten --prompt-len or --completion-len")
+    from planner.registry import get_reward, scorer_for
+
+    scorer = scorer_for(get_reward(reward), arch)
+    if scorer is not None and tokens > scorer.max_position_embeddings:
+        typer.echo(f"note: {scorer.name} reads at most {scorer.max_position_embeddings} tokens: it scores the last "
+                   f"{scorer.max_position_embeddings} of each {tokens}-token prompt + completion, and is costed so", err=True)
     if out is not None:
         check_output_file(out, "out")
     p = compile_plan(model, reward, rho, b, CompileOptions(prompt_len=prompt_len, completion_len=completion_len))

@@ -236,3 +236,25 @@ def test_a_few_prompt_groups_are_not_monotone_in_budget() -> None:
         return p.total_prompts, p.completions_per_prompt, p.completions_kept, p.num_iterations
 
     assert (levers(1.30e14), levers(1.31e14)) == ((3, 12, 2, 1), (1, 41, 2, 2))
+
+
+def test_a_scorer_is_costed_over_at_most_its_context() -> None:
+    """The runner feeds a PRM the last 4096 tokens (its context); costed over all 6144 the
+    plan overstated reward FLOPs by 58% and set rho and the prompt count by that."""
+    from typer.testing import CliRunner
+
+    from planner.accountant import reward_model_flops
+    from planner.cli import app
+    from planner.compiler import CompileOptions, per_completion
+    from planner.registry import get_model, scorer_for
+
+    pol, prm = get_model("qwen2.5-1.5b"), get_reward("prm")
+    scorer = scorer_for(prm, pol)
+    assert scorer is not None and scorer.max_position_embeddings == 4096
+    long = CompileOptions(prompt_len=2048, completion_len=4096).resolve(pol)
+    assert per_completion(pol, prm, long).score == reward_model_flops(scorer, 1, 4096)
+    fits = CompileOptions(prompt_len=1024, completion_len=2048).resolve(pol)
+    assert per_completion(pol, prm, fits).score == reward_model_flops(scorer, 1, 3072)
+    res = CliRunner().invoke(app, ["plan", "-m", "qwen2.5-1.5b", "-r", "prm", "--rho", "0.5", "--budget", "1e18",
+                                   "--prompt-len", "2048", "--completion-len", "4096", "--json"])
+    assert res.exit_code == 0 and res.stderr.startswith("note: qwen2.5-math-prm-7b reads at most 4096 tokens")
