@@ -292,6 +292,7 @@ def train_pass_flops(
 
     forward  = ``forward_flops(..., lora)``
     backward = ``B * [T * (linear_grad_x + lora_bwd) + 2 * attention(T, T) + P * head]``
+             (``head``: the LM head, or a reward model's score head)
              (+ ``P * head`` if the LM head recomputes its logits in backward, as TRL 1.16's
              chunked log-prob head does)
              (+ the body forward again, ``B * [T (linear + lora) + attention(T, T)]``, with
@@ -314,7 +315,8 @@ def train_pass_flops(
         input_requires_grad = gradient_checkpointing
     positions = seq_len if logit_positions is None else logit_positions
     fwd = forward_flops(arch, batch, seq_len, logit_positions=positions, lora=lora)
-    head = lm_head_flops_per_token(arch)
+    # A frozen head's input gradient costs its forward: the score head's, for a reward model.
+    head = score_head_flops_per_token(arch) if arch.score_head else lm_head_flops_per_token(arch)
     body = _body_backward(arch, lora, input_requires_grad=input_requires_grad)
     per_layer_attention = attention_flops(arch, seq_len, seq_len) // arch.num_hidden_layers
     # Fused kernels also recompute the score matrix QK^T (half an attention forward) in

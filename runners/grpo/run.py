@@ -103,6 +103,10 @@ def grpo_config(plan: RunPlan, *, device: str, seed: int, learning_rate: float, 
         log_completions=False,
         use_vllm=use_vllm,
         vllm_mode="colocate",
+        # TRL's default corrects for vLLM's sampling policy with old log-probs computed every
+        # round, an extra forward per kept completion at mu = 1 that no plan costs (the
+        # compiler costs old log-probs only where mu > 1, as TRL runs them without vLLM).
+        vllm_importance_sampling_correction=False,
     )
 
 

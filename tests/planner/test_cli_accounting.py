@@ -114,3 +114,19 @@ def test_plan_beyond_the_context_names_the_length_that_overflows(flag: str, fiel
                               "--budget", "1e16", flag, "100000000"])
     assert res.exit_code == 2 and res.stderr.startswith(f"error: {field}: prompt + completion = ")
     assert "exceed qwen2.5-1.5b's context of 32768" in res.stderr
+
+
+def test_a_reward_models_train_pass_has_no_lm_head() -> None:
+    """A reward model has a score head, no LM head: its FLOPs cannot depend on the vocabulary
+    (the backward counted a phantom 2dV head per position, 7% of a skywork-prm step)."""
+    import dataclasses
+
+    from planner.accountant import LoRA, forward_flops, train_pass_flops
+    from planner.registry import get_model
+
+    for name in ("skywork-prm-1.5b", "qwen2.5-math-prm-7b"):
+        prm = get_model(name)
+        wide = dataclasses.replace(prm, vocab_size=2 * prm.vocab_size)
+        lora = LoRA(16, ("q_proj", "v_proj"))
+        assert forward_flops(prm, 1, 1024) == forward_flops(wide, 1, 1024)
+        assert train_pass_flops(prm, 1, 1024, lora) == train_pass_flops(wide, 1, 1024, lora)
