@@ -46,11 +46,14 @@ class FlopMeterCallback(TrainerCallback):
         self._step_start: float | None = None
         self._walls_at_step: dict[str, float] = {}
         self.train_wall = 0.0
+        self._reference: Any = None
+        self._reference_watched = False
 
     @classmethod
     def attach(cls, trainer: Any, **kwargs: Any) -> FlopMeterCallback:
         """Create a callback and put it first, ahead of the reporting integrations."""
         cb = cls(**kwargs)
+        cb._reference = getattr(trainer, "ref_model", None)  # full fine-tuning with beta > 0 only
         trainer.callback_handler.callbacks.insert(0, cb)
         return cb
 
@@ -64,6 +67,9 @@ class FlopMeterCallback(TrainerCallback):
             for rm in self.reward_models:
                 self.meter.watch_scorer(rm)
         self.meter.attach(model)
+        if self._reference is not None and not self._reference_watched:
+            self.meter.watch_reference(self._reference)
+            self._reference_watched = True
         if self.budget is not None:
             self.guard = BudgetGuard(self.meter, self.budget, steps_per_round=self.steps_per_round)
             self.guard.on_train_begin(args, state, control)

@@ -219,6 +219,25 @@ class FlopMeter:
 
         self._handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
 
+    def watch_reference(self, module: Any) -> None:
+        """Meter every forward of a separate reference model ``module`` as a reference
+        log-prob pass (full fine-tuning with beta > 0: TRL keeps a frozen copy of the policy;
+        with LoRA the reference is the policy with its adapters off, seen by :meth:`attach`)."""
+
+        def pre(_m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            x = kwargs.get("input_ids", args[0] if args else None)
+            if x is None:
+                x = kwargs["inputs_embeds"]
+            batch, seq = int(x.shape[0]), int(x.shape[1])
+            if kwargs.get("fused_lm_head"):
+                positions = self._fused_positions(kwargs, batch, seq)
+            else:
+                keep = kwargs.get("logits_to_keep", 0)
+                positions = batch * (seq if not keep else min(int(keep), seq))
+            self.add_logprob_forward(batch, seq, positions, lora_active=False)
+
+        self._handles.append(unwrap(module).register_forward_pre_hook(pre, with_kwargs=True))
+
     def detach(self) -> None:
         for h in self._handles:
             h.remove()

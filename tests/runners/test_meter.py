@@ -139,17 +139,21 @@ def test_callback_on_a_stock_trainer_logs_the_allocation(world: dict[str, Any], 
     assert meter.wall["search"] > 0 and meter.wall["learning"] > 0
 
 
-def test_full_finetuning_is_metered_too(world: dict[str, Any], tmp_path: Path) -> None:
+@pytest.mark.parametrize("beta", [0.0, 0.04])
+def test_full_finetuning_is_metered_too(world: dict[str, Any], tmp_path: Path, beta: float) -> None:
+    """With beta > 0 TRL runs a separate frozen reference model, which the meter must see."""
     from trl import GRPOTrainer
 
     from runners.rewards import build_reward_system
 
-    model, tok, (args, data) = _setup(world, tmp_path, per_device_train_batch_size=4, num_generations=4, max_steps=1)
+    model, tok, (args, data) = _setup(world, tmp_path, per_device_train_batch_size=4, num_generations=4, max_steps=1,
+                                      beta=beta)
     trainer = GRPOTrainer(model=model, reward_funcs=build_reward_system("sparse", "tiny").funcs, args=args,
                           train_dataset=data, processing_class=tok)
     cb = FlopMeterCallback.attach(trainer)
     truth = counted(trainer.train)
     assert cb.meter is not None and cb.meter.lora is None
+    assert cb.meter.passes.get("ref_logprobs", 0) == (1 if beta else 0)
     print(f"full fine-tuning: meter {cb.meter.total:.6g} vs FlopCounterMode {truth:.6g}")
     assert abs(cb.meter.total / truth - 1) < 0.03, (cb.meter.total, truth)
 
