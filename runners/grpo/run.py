@@ -155,8 +155,11 @@ class _Watch(TrainerCallback):
             return
         trainer = self.trainer_ref[0]
         means = trainer.generated_reward_means
-        info = {"step": state.global_step, "rounds": len(self.state.rounds), "rho": self.state.meter.breakdown().rho,
-                "reward": means[-1] if means else None, "loss": self.loss}
+        split = self.state.meter.breakdown()
+        info = {"step": state.global_step, "rounds": len(self.state.rounds), "rho": split.rho,
+                "reward": means[-1] if means else None, "loss": self.loss,
+                # A run killed later (OOM, timeout) gets its card from this report: the split too.
+                "flops_search": split.search, "flops_learning": split.learning, "flops_reward": split.reward}
         self.progress("train", self.state.meter.total, self.budget, info)
 
 

@@ -99,12 +99,21 @@ def test_nan_loss_is_a_failure_of_kind_nan(tiny_world_cache: Path) -> None:
     from runners.engines.trl import TrlEngine
     from runners.task import RunFailed
 
+    from runners.task import _partial_card
+
     engine = TrlEngine(quick=True, cache_dir=tiny_world_cache, eval_samples=4, learning_rate=1e30)
+    reports: list[dict[str, Any]] = []
     with pytest.raises(RunFailed) as info:
-        engine.run(_proposal(), 0)
+        engine.run(_proposal(), 0, lambda phase, f, b, i: reports.append({"phase": phase, "flops": f, "info": i}))
     assert info.value.kind == "nan", info.value
     card = info.value.card
     assert card is not None and 0 < card.flops.total < 5e9  # what ran before it blew up
+    # A run killed outright (OOM, timeout) gets its card from the last progress report: the
+    # split and rho too, not a bare total with rho 0.
+    last = [r for r in reports if r["phase"] == "train" and r["info"].get("step")][-1]
+    partial = _partial_card(last)
+    assert partial.flops.total == pytest.approx(last["flops"]) and min(partial.flops.search, partial.flops.learning) > 0
+    assert partial.rho == pytest.approx(last["info"]["rho"])
 
 
 def test_unknown_options_and_devices_are_one_line_errors() -> None:
