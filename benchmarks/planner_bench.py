@@ -151,6 +151,7 @@ def _race(name: str, world: str, rep: int, problem: RaceProblem, truth: Truth, *
         curve,
         [res.calls[s].stake for s in problem.settings],
         [truth.gap[s] for s in problem.settings],
+        [float(res.calls[s].rho_star) for s in problem.settings],
     )
 
 
@@ -274,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     worlds = parse_list(a.worlds, "worlds") or (["paper"] if a.quick else shipped)
     models = parse_list(a.models, "models") or (["qwen2.5-1.5b"] if a.quick else list(POLICIES_QWEN))
     rewards = parse_list(a.rewards, "rewards") or list(REWARDS)
-    reps = a.seeds or (3 if a.quick else 10)
+    reps = a.seeds if a.seeds is not None else (3 if a.quick else 10)  # --seeds 0 is refused, not 10
     rep_ids = range(a.first_rep, a.first_rep + reps)
     strategies = parse_list(a.strategies, "strategies") or list(STRATEGIES)
     # Everything checked before the first race: a typo must not cost a benchmark's worth of time.
@@ -284,6 +285,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             raise ConfigError(f"{name}: unknown {bad[0]!r}; use some of: {', '.join(known)}")
     if reps < 1:
         raise ConfigError(f"seeds: need at least one repetition, got {reps}")
+    if a.first_rep < 0:
+        raise ConfigError(f"first-rep: repetitions are numbered from 0, got {a.first_rep}")
+    if a.jobs < 1:
+        raise ConfigError(f"jobs: need at least one process, got {a.jobs}")
+    if a.anchors is not None and a.anchors < 0:
+        raise ConfigError(f"anchors: must be >= 0, got {a.anchors}")
     if a.out is None and not a.latency_only:
         a.out = "planner_bench.json"
     if a.out is not None:  # --latency-only writes only where --out is given
@@ -291,6 +298,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     problem = RaceProblem(tuple(Setting(m, r) for m in models for r in rewards), budget=a.budget,
                           pilot_budget=a.pilot_budget, target=a.target, confidence=a.confidence,
                           indifference=a.indifference)
+    from planner.compiler import compile_plan
+    from planner.errors import InfeasibleError
+
+    for st in problem.settings:  # as `planner race` checks: the decision budget must buy a run
+        try:
+            compile_plan(st.model, st.reward, 0.5, a.budget)
+        except InfeasibleError as exc:
+            raise ConfigError(f"budget: {a.budget:.3g} FLOPs buys no {st.key} run"
+                              + (f"; raise it to at least {exc.nearest:.3g}" if exc.nearest else "")) from None
     if a.latency_only:
         latency = suggest_latency(problem, worlds[0])
         print("suggest latency (s): " + ", ".join(f"{k} {v:.2f}" for k, v in latency.items()))

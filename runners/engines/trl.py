@@ -84,7 +84,10 @@ def _check_paths(opts: dict[str, Any]) -> None:
         if not isinstance(v, str | Path) or not str(v):
             raise ConfigError(f"engine trl: option {key!r} must be a path, got {v!r}")
         path = Path(str(v)).expanduser()
-        if path.exists() or (hub and _HUB_ID.match(str(v))):
+        if path.exists():
+            opts[key] = str(path)  # the loaders take the string as given: "~" would read as a Hub id
+            continue
+        if hub and _HUB_ID.match(str(v)):
             continue
         also = " or a Hub id like Qwen/Qwen2.5-1.5B-Instruct" if hub else ""
         raise ConfigError(f"engine trl: option {key!r}: no such file or directory {str(v)!r}; "
@@ -120,7 +123,7 @@ class TrlEngine:
         self.quick = quick
         # Quick runs are a smaller experiment: they must not pass for full ones (planner.engine).
         self.source = {"quick": self.quick}
-        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir else None
         self.opts = opts
 
     def prepare(self, settings: Any) -> None:
@@ -227,10 +230,14 @@ def _raise_failed(exc: BaseException, card: ComputeCard) -> None:
         if exc.card is None:
             exc.card = card
         raise exc
-    msg = str(exc).lower()
-    # A diverged policy often surfaces in sampling ("probability tensor contains inf/nan")
-    # before the logged loss does: the same failure as a NaN loss.
-    kind = "oom" if "out of memory" in msg else "nan" if re.search(r"\b(nan|inf)\b", msg) else "error"
+    from planner.engine import failure_kind
+
+    kind = failure_kind(exc)  # oom by type (MemoryError, torch's OutOfMemoryError) or message
+    # A diverged policy often surfaces in sampling (torch's RuntimeError "probability tensor
+    # contains either inf, nan or element < 0") before the logged loss does: the same
+    # failure as a NaN loss. Only a RuntimeError: a ValueError naming an inf is bad input.
+    if kind == "error" and isinstance(exc, RuntimeError) and re.search(r"\b(nan|inf)\b", str(exc).lower()):
+        kind = "nan"
     raise RunFailed(f"{type(exc).__name__}: {exc}", card=card, kind=kind) from exc
 
 

@@ -97,9 +97,7 @@ def test_a_crash_raises_run_failed_with_a_partial_card(tmp_path: Path) -> None:
 
 def test_nan_loss_is_a_failure_of_kind_nan(tiny_world_cache: Path) -> None:
     from runners.engines.trl import TrlEngine
-    from runners.task import RunFailed
-
-    from runners.task import _partial_card
+    from runners.task import RunFailed, _partial_card
 
     engine = TrlEngine(quick=True, cache_dir=tiny_world_cache, eval_samples=4, learning_rate=1e30)
     reports: list[dict[str, Any]] = []
@@ -220,3 +218,36 @@ def test_run_threads_defaults_to_one_for_tiny_policies_on_cpu_only() -> None:
     assert run_threads({"threads": 3}, tiny, "cpu") == 3
     assert run_threads({}, tiny, "cuda") is None
     assert run_threads({}, qwen, "cpu") is None
+
+
+@pytest.mark.parametrize(("exc", "kind"), [
+    (MemoryError(), "oom"),
+    (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), "oom"),
+    (RuntimeError("probability tensor contains either `inf`, `nan` or element < 0"), "nan"),
+    (ValueError("learning_rate must be finite, got inf"), "error"),
+    (KeyError("input_ids"), "error"),
+])
+def test_a_failures_kind_follows_its_type_not_only_its_words(exc: BaseException, kind: str) -> None:
+    """A MemoryError was kind "error" (the docs say oom) and any message naming an inf was
+    "nan"; the kind picks the retry advice a user reads."""
+    from planner.schema import ComputeCard, FlopsSplit
+    from runners.engines.trl import _raise_failed
+    from runners.task import RunFailed
+
+    card = ComputeCard(flops=FlopsSplit(search=0.0, learning=0.0, reward=0.0, total=0.0), rho=0.0)
+    with pytest.raises(RunFailed) as info:
+        _raise_failed(exc, card)
+    assert info.value.kind == kind and info.value.card is card
+
+
+def test_a_home_relative_path_is_used_as_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """"~/x" passed the existence check (expanded) but reached the loaders unexpanded, where
+    it failed as a malformed Hub id, the error the check is there to prevent."""
+    from runners.engines.trl import TrlEngine
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "policy").mkdir()
+    (tmp_path / "cache").mkdir()
+    engine = TrlEngine(policy_path="~/policy", cache_dir="~/cache")
+    assert engine.opts["policy_path"] == str(tmp_path / "policy") and engine.cache_dir == tmp_path / "cache"
+    assert TrlEngine(policy_path="Qwen/Qwen2.5-1.5B-Instruct").opts["policy_path"] == "Qwen/Qwen2.5-1.5B-Instruct"
