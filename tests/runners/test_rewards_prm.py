@@ -28,7 +28,24 @@ def _tiny_prm(folder: Path, head: list[int], *, sep: bool = True) -> ProcessRewa
     return model
 
 
+def _as_tiny(arch):  # type: ignore[no-untyped-def]
+    """``arch`` with the shape of :func:`_tiny_prm`'s checkpoints: the loader refuses a
+    checkpoint whose shape is not its registry scorer's (the meter bills that shape)."""
+    import dataclasses
+
+    return dataclasses.replace(arch, hidden_size=32, num_hidden_layers=1, vocab_size=23)
+
+
+@pytest.fixture
+def tiny_qwen_scorers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import planner.registry as reg
+
+    real = reg.get_model
+    monkeypatch.setattr(reg, "get_model", lambda n: _as_tiny(real(n)) if real(n).role != "policy" else real(n))
+
+
 @pytest.mark.parametrize(("name", "head"), [("prm", [32, 2]), ("proxy-prm", [1])])
+@pytest.mark.usefixtures("tiny_qwen_scorers")
 def test_qwen_prm_reward_scores_steps_and_meters(tmp_path: Path, name: str, head: list[int]) -> None:
     _tiny_prm(tmp_path, head)
     rs = build_reward_system(name, "qwen2.5", scorer_path=tmp_path)
@@ -61,8 +78,20 @@ def test_skywork_value_head_keys_are_mapped(tmp_path: Path) -> None:
     weights = load_file(tmp_path / "model.safetensors")
     renamed = {k.replace("score.", "v_head.summary."): v for k, v in weights.items()}
     save_file(renamed, tmp_path / "model.safetensors", metadata={"format": "pt"})
-    loaded = load_prm(tmp_path, get_model("skywork-prm-1.5b"))
+    loaded = load_prm(tmp_path, _as_tiny(get_model("skywork-prm-1.5b")))
     assert torch.equal(loaded.score.weight, ours.score.weight)
+
+
+def test_a_scorer_checkpoint_of_another_shape_is_refused(tmp_path: Path) -> None:
+    """The meter bills the registry scorer's shape: a 7B PRM behind a 1.5B name, or a tiny
+    test checkpoint, would be billed as something it is not."""
+    from planner.errors import ConfigError
+    from planner.registry import get_model
+
+    _tiny_prm(tmp_path, [1])
+    with pytest.raises(ConfigError, match=r"^scorer_path: .* has \(hidden, layers, vocab\) = \(32, 1, 23\) but "
+                                          r"skywork-prm-1.5b is"):
+        load_prm(tmp_path, get_model("skywork-prm-1.5b"))
 
 
 def test_missing_scorer_for_family_is_a_config_error(tmp_path: Path) -> None:
