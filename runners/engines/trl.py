@@ -94,6 +94,22 @@ def _check_paths(opts: dict[str, Any]) -> None:
                           f"pass an existing local path{also}")
 
 
+# Prompt sets a qwen2.5 run may train on; math500 (and every test split) is what pass1 reads.
+TRAIN_DATASETS = ("polaris", "gsm8k")
+
+
+def _check_training_data(opts: dict[str, Any]) -> None:
+    """Training on the problems a run is then scored on would inflate pass1 without a word."""
+    ds = opts.get("dataset")
+    if ds is not None and ds not in TRAIN_DATASETS:
+        why = "; math500 is the pass1 evaluation set" if ds == "math500" else ""
+        raise ConfigError(f"engine trl: option 'dataset' must be one of {', '.join(TRAIN_DATASETS)}, got {ds!r}{why}")
+    dp = opts.get("data_path")
+    if dp is not None and Path(str(dp)).is_file() and Path(str(dp)).stem.lower() == "test":
+        raise ConfigError(f"engine trl: option 'data_path': {dp} is a test split, which pass1 is scored on; give "
+                          "the training split (a train.jsonl, or the folder holding it)")
+
+
 class TrlEngine:
     """Real GRPO/LoRA runs. ``device`` cpu|cuda; ``quick`` uses the reduced tiny-world
     pretraining and smaller evaluations (tests); ``cache_dir`` holds pretrained tiny models."""
@@ -110,6 +126,7 @@ class TrlEngine:
         if not isinstance(quick, bool):
             raise ConfigError(f"engine trl: option 'quick' must be true or false, got {quick!r}")
         _check_option_types(opts)
+        _check_training_data(opts)
         if not (device == "cpu" or device.startswith("cuda")):
             raise ConfigError(f"engine trl: device must be cpu or cuda[:N], got {device!r}")
         if opts.get("use_vllm"):
@@ -230,6 +247,10 @@ def _raise_failed(exc: BaseException, card: ComputeCard) -> None:
         if exc.card is None:
             exc.card = card
         raise exc
+    from planner.errors import RaceError
+
+    if isinstance(exc, RaceError):  # bad input (a checkpoint's shape, micro_batches, a data file):
+        raise exc  # one line and a stop where the race runs in process, not a run retried in vain
     from planner.engine import failure_kind
 
     kind = failure_kind(exc)  # oom by type (MemoryError, torch's OutOfMemoryError) or message

@@ -56,20 +56,26 @@ def split_held(rows: list[dict[str, Any]], n_held: int) -> tuple[list[dict[str, 
     return rows[:n_held], rows[n_held:]
 
 
+def micro_batch_steps(plan: RunPlan, micro_batches: int) -> int:
+    """``micro_batches`` if it divides both the generated and kept completions of a round
+    (TRL steps through them in equal micro-batches), else a one-line :class:`ConfigError`."""
+    rows, kept = plan.prompts_per_round * plan.completions_per_prompt, plan.prompts_per_round * plan.completions_kept
+    steps = int(micro_batches)
+    if steps < 1 or rows % steps or kept % steps:
+        raise ConfigError(f"micro_batches: {steps} must divide both the generated ({rows}) and kept ({kept}) "
+                          "completions of a round")
+    return steps
+
+
 def grpo_config(plan: RunPlan, *, device: str, seed: int, learning_rate: float, micro_batches: int = 1,
                 use_vllm: bool = False, output_dir: str | None = None) -> Any:
     """TRL ``GRPOConfig`` for ``plan``: one optimizer step per pass over a generation batch of
     ``prompts_per_round * G`` completions, so old log-probs run exactly when mu > 1."""
     from trl import GRPOConfig
 
-    g, k = plan.completions_per_prompt, plan.completions_kept
+    g = plan.completions_per_prompt
     rows = plan.prompts_per_round * g
-    steps = int(micro_batches)
-    if steps < 1 or rows % steps or (plan.prompts_per_round * k) % steps:
-        raise ConfigError(
-            f"micro_batches: {steps} must divide both the generated ({rows}) and kept "
-            f"({plan.prompts_per_round * k}) completions of a round"
-        )
+    steps = micro_batch_steps(plan, micro_batches)
     cuda = device.startswith("cuda")
     return GRPOConfig(
         output_dir=output_dir or tempfile.mkdtemp(prefix="race-trl-"),
@@ -209,6 +215,8 @@ def _execute(engine: Any, proposal: Proposal, seed: int, state: RunState,
 
     _quiet_transformers()
     plan, opts, device = proposal.plan, engine.opts, engine.device
+    # Before the loads and the base evaluation: a refusal after them wasted both.
+    micro_batch_steps(plan, int(opts.get("micro_batches", 1)))
     arch = state.policy
     state.planned = plan.flops.model_dump()
     set_seed(seed)

@@ -251,3 +251,32 @@ def test_a_home_relative_path_is_used_as_checked(tmp_path: Path, monkeypatch: py
     engine = TrlEngine(policy_path="~/policy", cache_dir="~/cache")
     assert engine.opts["policy_path"] == str(tmp_path / "policy") and engine.cache_dir == tmp_path / "cache"
     assert TrlEngine(policy_path="Qwen/Qwen2.5-1.5B-Instruct").opts["policy_path"] == "Qwen/Qwen2.5-1.5B-Instruct"
+
+
+def test_training_on_an_evaluation_set_is_refused(tmp_path: Path) -> None:
+    """pass1 is scored on math500 and the test splits: training on them inflated it silently."""
+    from planner.errors import ConfigError
+    from runners.engines.trl import TrlEngine
+
+    with pytest.raises(ConfigError, match="option 'dataset' must be one of polaris, gsm8k, got 'math500'; math500 is"):
+        TrlEngine(dataset="math500")
+    (tmp_path / "test.jsonl").write_text("{}\n")
+    with pytest.raises(ConfigError, match=r"option 'data_path': .*test\.jsonl is a test split"):
+        TrlEngine(dataset="gsm8k", data_path=str(tmp_path / "test.jsonl"))
+    (tmp_path / "train.jsonl").write_text("{}\n")
+    TrlEngine(dataset="gsm8k", data_path=str(tmp_path / "train.jsonl"))
+
+
+def test_a_micro_batch_count_that_does_not_divide_the_round_stops_before_any_work() -> None:
+    """It failed after the policy load and the base evaluation, as a run retried in vain."""
+    import time
+
+    from planner.errors import ConfigError
+    from runners.engines.trl import TrlEngine
+
+    prop = _proposal()
+    rows = prop.plan.prompts_per_round * prop.plan.completions_per_prompt
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match=f"micro_batches: {rows + 1} must divide"):
+        TrlEngine(micro_batches=rows + 1).run(prop, 0)
+    assert time.perf_counter() - t0 < 5
