@@ -94,6 +94,9 @@ class CompileOptions:
         bad = [t for t in self.lora_targets if t not in LINEAR_MODULES]
         if bad or not self.lora_targets:
             raise ConfigError(f"lora_targets: unknown module {bad[0]!r}" if bad else "lora_targets: empty")
+        if len(set(self.lora_targets)) != len(self.lora_targets):
+            # A repeat doubled the adapter's forward but not its backward (membership tests).
+            raise ConfigError(f"lora_targets: {list(self.lora_targets)} names a module twice; list each once")
         if not (math.isfinite(self.rho_tolerance) and self.rho_tolerance > 0):
             raise ConfigError(f"rho_tolerance: must be a positive number, got {self.rho_tolerance!r}")
 

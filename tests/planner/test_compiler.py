@@ -210,6 +210,8 @@ def test_compile_plan_refuses_what_is_not_a_request(args: tuple, field: str) -> 
     {"prompt_len": 0}, {"lm_head_positions": "completions"}, {"lora_targets": ("qproj",)},
     # Once a ZeroDivisionError, an empty min() and a raw pydantic error deep in the compiler.
     {"group_size": 0}, {"max_generated": 1}, {"max_iterations": 0}, {"beta": float("nan")}, {"beta": -0.1},
+    # A repeated module doubled the adapter's forward FLOPs but not its backward.
+    {"lora_targets": ("q_proj", "q_proj")},
 ])
 def test_compile_options_refuse_values_that_would_silently_mean_something_else(kw: dict) -> None:
     from planner.compiler import CompileOptions
