@@ -371,3 +371,17 @@ def test_ours_does_not_propose_or_condition_on_a_pending_validation_run_twice(
     again = st.ask(pending=[check])
     assert check.id not in {p.id for p in again} and again
     assert [round(x[1], 6) for x in seen[-1]] == [round(check.plan.rho, 6)]
+
+
+@pytest.mark.parametrize("name", ["random", "optuna-tpe", "grid"])
+def test_baselines_never_run_above_the_decision_budget(name: str) -> None:
+    """At 5e14 a 7b run lands every rho only at 6.7e14: the IsoFLOP raise took the baselines'
+    runs 33% above the budget their calls are scored at (ours caps its pilots there)."""
+    from planner.design import iso_range_budget
+
+    s = Setting("qwen2.5-7b", "sparse")
+    one = RaceProblem((s,), budget=5e14, pilot_budget=5e12)
+    assert iso_range_budget(s, 5e14) > 6e14
+    st = make_strategy(name, one, 0) if name == "grid" else make_strategy(name, one, 0, budget=5e14)
+    props = st.ask(4)
+    assert props and all(p.budget <= one.budget for p in props)
