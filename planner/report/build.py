@@ -102,6 +102,7 @@ def build_report(
         specs = all_figures(data, tick=lambda: prog.update(ftask, advance=1))
         prog.update(ftask, description="saving figures")
         fig_dir = out / "figures"
+        rewrite = _earlier_report(out)
         out.mkdir(parents=True, exist_ok=True)
         figs: dict[str, list[FigureRef]] = {}
         paths: list[Path] = []
@@ -112,6 +113,10 @@ def build_report(
                 FigureRef(spec.name, spec.title, spec.caption, raw,
                           png.relative_to(out).as_posix(), svg.relative_to(out).as_posix())
             )
+        if rewrite:  # an earlier report's figures this one no longer draws would pass for its own
+            for stale in [*fig_dir.glob("*.png"), *fig_dir.glob("*.svg")]:
+                if stale not in paths:
+                    stale.unlink(missing_ok=True)
         prog.update(ftask, description="figures", completed=max(1, n_figures(data)))
 
         doc = blocks(data, figs)
@@ -124,3 +129,14 @@ def build_report(
         warnings.append(f"{len(data.corrupt)} unreadable record file(s) in {data.data_dir} were skipped (first: "
                         f"{data.corrupt[0][0]}); `runners status --data {data.data_dir}` lists them")
     return ReportResult(out, md, page, reg, paths, status_of(data), status_line(data), warnings)
+
+
+def _earlier_report(out: Path) -> bool:
+    """Whether ``out`` holds an earlier report (its regimes.json says so): only then are
+    figures in ``out/figures`` the report's own to replace."""
+    import json
+
+    try:
+        return json.loads((out / "regimes.json").read_text()).get("generated_by") == "planner report"
+    except Exception:
+        return False

@@ -388,3 +388,16 @@ def test_budgets_a_few_percent_apart_are_told_apart_and_undrawn_panels_are_named
     assert "| 1e+16 |" in md and "| 1.04e+16 |" in md
     cap = next(ln for ln in md.splitlines() if ln.startswith("*rho\\* (argmax"))
     assert "Panels for the 4 largest budgets; not drawn: 1e+16 FLOPs" in cap
+
+
+def test_a_report_written_again_leaves_no_figure_of_the_earlier_one(tmp_path: Path) -> None:
+    """Figures the new report no longer draws stayed in figures/, passing for its own."""
+    ok = make_campaign(tmp_path / "ok", models=MODELS[:1], rewards=REWARDS[:1], n_rho=3, seeds=(0,), n_failed=0)
+    failed = make_campaign(tmp_path / "failed", models=MODELS[:1], rewards=REWARDS[:1], n_rho=2, seeds=(0,),
+                           only_failed=True)
+    out = tmp_path / "out"
+    first = build_report(ok, out, progress=False)
+    assert len(first.figures) > 2
+    (out / "figures" / "mine.txt").write_text("not a figure")  # not the report's: kept
+    again = build_report(failed, out, progress=False)
+    assert {p.name for p in (out / "figures").iterdir()} == {p.name for p in again.figures} | {"mine.txt"}
