@@ -94,7 +94,18 @@ def make_backend(
     if workers < 1:
         raise ConfigError(f"workers: must be >= 1, got {workers}")
     opts = validate_options(name, options)
-    cuda = str((engine_options or {}).get("device", "")).startswith("cuda")
+    device = str((engine_options or {}).get("device", ""))
+    cuda = device.startswith("cuda")
+    index = device.partition(":")[2]
+    if cuda and index:
+        # Workers see their GPU as device 0 (CUDA_VISIBLE_DEVICES): cuda:N names GPU N of
+        # this machine, which a local worker is pinned to (and runs on as "cuda").
+        if name != "local":
+            raise ConfigError(f"device: {device} names a GPU of this machine, but the {name} scheduler places "
+                              "runs itself; pass --device cuda")
+        if opts.get("devices") and list(opts["devices"]) != [index]:
+            raise ConfigError(f"device: {device} and [local].devices {list(opts['devices'])} disagree; give one")
+        opts["devices"] = [index]
     if name == "local":
         from runners.backends.local import LocalBackend
 

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -62,6 +62,10 @@ def _worker_main(conn: Connection, device: str | None, max_tasks: int | None) ->
             return
         if task is None:
             return
+        if device is not None and str(task.engine_options.get("device", "")).startswith("cuda:"):
+            # Pinned to one GPU, which this process sees as its only one: "cuda:N" would
+            # name a device it cannot see.
+            task = replace(task, engine_options={**task.engine_options, "device": "cuda"})
         out: Any
         try:
             out = run_task(task)

@@ -250,3 +250,34 @@ def test_a_worker_that_dies_before_taking_its_task_loses_nothing() -> None:
     (h,) = be.submit(["a task"])  # type: ignore[list-item]
     assert list(be._queue) == [h] and not be.poll(h)  # queued again, not lost, not failed
     assert len(spawned) == 2  # the dead worker was replaced on the next poll
+
+
+def test_cuda_n_pins_a_local_worker_to_gpu_n_which_it_runs_as_cuda(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker sees its one GPU as device 0: the engine got "cuda:1" there (an invalid
+    ordinal), and the pool pinned workers to any visible GPU but the one asked for."""
+    import threading
+    from multiprocessing import Pipe
+
+    import runners.task as task_mod
+    from runners.backends.local import _worker_main
+    from runners.task import Task
+
+    be = make_backend("local", workers=2, data=tmp_path, engine_options={"device": "cuda:1"})
+    assert be._devices == ["1"]  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="device: cuda:1 names a GPU of this machine, but the ray scheduler"):
+        make_backend("ray", workers=2, data=tmp_path, engine_options={"device": "cuda:1"})
+    with pytest.raises(ConfigError, match=r"device: cuda:1 and \[local\].devices \['0'\] disagree"):
+        make_backend("local", workers=2, data=tmp_path, engine_options={"device": "cuda:1"}, devices=["0"])
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the worker sets it; restored after the test
+    seen: list[str] = []
+    monkeypatch.setattr(task_mod, "run_task", lambda t: seen.append(t.engine_options["device"]) or "done")
+    parent, child = Pipe()
+    worker = threading.Thread(target=_worker_main, args=(child, "1", 1))
+    worker.start()
+    parent.send(Task(make_proposal(compile_plan("tiny-s", "sparse", 0.5, 1e11)), 0, 1, "sim", str(tmp_path),
+                     {"device": "cuda:1"}))
+    assert parent.recv() == "done"
+    worker.join(timeout=10)
+    assert seen == ["cuda"]
