@@ -71,7 +71,12 @@ class SlurmBackend(ThrottledQueue):
         if partition:
             params["slurm_partition"] = partition
         params.update(extra or {})
-        self._ex.update_parameters(**params)
+        try:
+            self._ex.update_parameters(**params)
+        except Exception as exc:  # submitit names a misspelt slurm_* key in a multi-line NameError
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"extra: submitit refused the slurm parameters ({first}); check the [slurm].extra "
+                              "keys against submitit's slurm_* parameters") from None
         # submitit's local executor ignores array parallelism: throttle to ``workers`` here.
         super().__init__(limit=math.inf if self._ex.cluster == "slurm" else workers)
 

@@ -281,3 +281,11 @@ def test_cuda_n_pins_a_local_worker_to_gpu_n_which_it_runs_as_cuda(tmp_path: Pat
     assert parent.recv() == "done"
     worker.join(timeout=10)
     assert seen == ["cuda"]
+
+
+def test_a_misspelt_slurm_extra_key_is_one_line(tmp_path: Path) -> None:
+    pytest.importorskip("submitit")
+    with pytest.raises(ConfigError, match=r"^extra: submitit refused the slurm parameters \(Unknown argument "
+                                          r"'acount'") as info:
+        make_backend("slurm", workers=1, data=tmp_path, extra={"slurm_acount": "rl"}, cluster="local")
+    assert "\n" not in str(info.value)
