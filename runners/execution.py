@@ -110,9 +110,10 @@ def execute(
                               options, timeout_s))
     if not tasks and isinstance(backend, str):  # all done: no backend to start (Ray takes seconds)
         return result
-    prepare_engine(eng, [(t.proposal.model, t.proposal.reward) for t in tasks])
     # A simulated engine ignores the device: no GPU to find, no worker per GPU.
     placed = placed_options(eng, options)
+    # The backend first: a bad option, no sbatch or no GPU is one line before the engine's
+    # preparation (minutes of pretraining for the trl engine), not after it.
     be = backend if not isinstance(backend, str) else make_backend(
         backend, workers=workers, data=store.root, engine_options=placed, timeout_s=timeout_s,
         **dict(backend_options or {}),
@@ -121,6 +122,8 @@ def execute(
                     show_progress=show_progress, console=console)
     t0 = time.monotonic()
     try:
+        prepare_engine(eng, [(t.proposal.model, t.proposal.reward) for t in tasks])
+        t0 = time.monotonic()  # the runs' wall time, as before, not the preparation's
         driver.run(tasks)
     finally:
         if isinstance(backend, str):

@@ -289,3 +289,16 @@ def test_a_misspelt_slurm_extra_key_is_one_line(tmp_path: Path) -> None:
                                           r"'acount'") as info:
         make_backend("slurm", workers=1, data=tmp_path, extra={"slurm_acount": "rl"}, cluster="local")
     assert "\n" not in str(info.value)
+
+
+def test_a_backend_that_cannot_start_is_refused_before_the_engine_is_prepared(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trl engine's preparation pretrains for minutes: a missing sbatch was found after it."""
+    import runners.execution as ex
+
+    prepared: list[object] = []
+    monkeypatch.setattr(ex, "prepare_engine", lambda eng, settings: prepared.append(settings))
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # no sbatch on PATH
+    with pytest.raises(ConfigError, match="no SLURM here"):
+        execute(PROPS, data=tmp_path / "d", engine="sim", backend="slurm", show_progress=False)
+    assert prepared == []
