@@ -16,6 +16,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import shutil
+import signal
 import subprocess
 from collections import deque
 from collections.abc import Sequence
@@ -48,6 +49,11 @@ def visible_gpus() -> list[str]:
 
 
 def _worker_main(conn: Connection, device: str | None, max_tasks: int | None) -> None:
+    # Its own process group, so that killing a run (time limit, Ctrl-C) also ends what the
+    # run started (DataLoader workers, vLLM's engine): they would hold the GPU otherwise.
+    # Ctrl-C then reaches only the driver, which stops the workers itself (close).
+    if hasattr(os, "setpgrp"):
+        os.setpgrp()
     if device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = device
     from runners.task import run_task
@@ -172,7 +178,10 @@ class LocalBackend:
     @staticmethod
     def _kill(w: _Worker) -> None:
         if w.proc.is_alive():
-            w.proc.kill()
+            try:
+                os.killpg(w.proc.pid, signal.SIGKILL)  # the worker and every process its run started
+            except (AttributeError, OSError):  # no process groups here, or not (yet) a leader
+                w.proc.kill()
         w.proc.join(timeout=10)
         w.conn.close()
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -92,6 +93,9 @@ class FaultySim(SimEngine):
         first = not flag.exists()
         flag.touch()
         if fault == "stuck" and first:  # deaf to the in-worker alarm: only the driver's kill stops it
+            # and a process of its own, as DataLoader workers or vLLM's engine are
+            child = subprocess.Popen(["sleep", "60"])
+            (self.marker / "stuck-child.pid").write_text(str(child.pid))
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
             progress("learning", 1e11, b, {})
             time.sleep(60)  # a backend that cannot stop it would see it time out by itself, late
@@ -144,6 +148,7 @@ class Faulted:
     res: ExecutionResult
     stuck_data: Path  # the store of stuck alone
     stuck_res: ExecutionResult
+    backend: str = ""
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +170,7 @@ def faulted(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Faulted:
             stuck_res = stuck.result()
     finally:
         mp.undo()
-    return Faulted(root / "data", res, root / "stuck", stuck_res)
+    return Faulted(root / "data", res, root / "stuck", stuck_res, backend)
 
 
 def _options(name: str, root: Path) -> dict[str, Any]:
@@ -248,6 +253,20 @@ def test_a_run_deaf_to_its_limit_is_stopped_through_the_backend(faulted: Faulted
     assert (res.ok, res.failed, res.attempts) == ([rid], [], 2)  # then retried, in a fresh worker
     assert [(r.run_id, r.attempt) for r in store.records()] == [(rid, 2)]
     assert not list((faulted.stuck_data / ".progress").glob("*.json"))
+    if faulted.backend == "local":  # the local pool kills the run's whole process group
+        pid = int((faulted.stuck_data.parent / "stuck-child.pid").read_text())
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.1)
+        assert not _alive(pid), "the stuck run's own process outlived the kill"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie is dead, only not yet reaped
 
 
 def test_a_dead_worker_is_worker_lost_with_one_line(backend: str, tmp_path: Path) -> None:
