@@ -359,6 +359,19 @@ class PilotStore:
                 best = max(best, int(m["attempt"]))
         return best
 
+    def failed_by(self, run_id: str, task: str) -> bool:
+        """Whether a failed record of ``run_id`` written for the attempt ``task`` (its
+        ``provenance["task"]`` nonce) is in the store, whatever attempt number it took."""
+        for path in self._files(self.failed_dir):
+            m = _FAILED_NAME.match(path.name)
+            if m and m["run"] == run_id:
+                try:
+                    if any((r.provenance or {}).get("task") == task for r in _read_one(path)):
+                        return True
+                except Exception:
+                    continue  # unreadable: listed as corrupt elsewhere
+        return False
+
     def corrupt(self) -> list[CorruptRecord]:
         """Unreadable files in runs/ and failed/, plus those already moved to corrupt/."""
         found = list(self.scan(status=None).corrupt)

@@ -68,6 +68,12 @@ class RunFailed(Exception):
         self.metrics = metrics
 
 
+def new_nonce() -> str:
+    import uuid
+
+    return uuid.uuid4().hex
+
+
 @dataclass(frozen=True)
 class Task:
     """One attempt of one run. Plain data, so it pickles to any worker."""
@@ -79,6 +85,9 @@ class Task:
     data: str
     engine_options: Mapping[str, Any] = field(default_factory=dict)
     timeout_s: float | None = None
+    # Which attempt this is, whatever its number: two drivers on one store can plan the same
+    # attempt number, and a failed record says whose it is by this (``provenance["task"]``).
+    nonce: str = field(default_factory=new_nonce)
 
     @property
     def run_id(self) -> str:
@@ -178,7 +187,7 @@ def failed_record(
         # The engine's source (the sim's world file and hash) too: where the world caused
         # the failure, the record must say which world it was.
         provenance={**dict(getattr(engine, "source", None) or {}), "engine": task.engine,
-                    "failure_kind": kind, "host": socket.gethostname(),
+                    "failure_kind": kind, "host": socket.gethostname(), "task": task.nonce,
                     "phase": (last_progress or {}).get("phase", "")},
     )
 

@@ -16,7 +16,7 @@ from runners.backends import Backend, Handle
 from runners.backends.progress import ProgressFile, RunView, read_progress, render
 from runners.execution import ExecutionResult
 from runners.store import PilotStore
-from runners.task import Outcome, Task, failed_record, make_engine
+from runners.task import Outcome, Task, failed_record, make_engine, new_nonce
 
 __all__ = ["Driver"]
 
@@ -128,7 +128,7 @@ class Driver:
             v.state = "retrying"
             nxt = max(self.store.failed_attempts(task.run_id), task.attempt) + 1
             v.attempt = nxt
-            return replace(task, attempt=nxt)
+            return replace(task, attempt=nxt, nonce=new_nonce())
         self.result.failed.append(out)
         return None
 
@@ -138,9 +138,10 @@ class Driver:
         task = h.task
         if self.store.has_ok(task.run_id):
             return Outcome(task.run_id, "ok", task.attempt)
-        if self.store.failed_attempts(task.run_id) >= task.attempt:
+        if self.store.failed_by(task.run_id, task.nonce):
             # It wrote this attempt's failed record, then died before replying: a second
-            # record would count one failure twice.
+            # record would count one failure twice. (By the attempt's nonce, not its number:
+            # another driver's failure under the same number is not this one's.)
             ProgressFile(task.data, task.run_id, task.attempt).clear()
             return Outcome(task.run_id, "failed", task.attempt, f"{exc or type(exc).__name__} (after recording "
                            "the attempt as failed)", "crash")

@@ -314,3 +314,23 @@ def test_a_worker_that_dies_after_recording_its_failure_is_counted_once(tmp_path
     out = drv._lost(Handle(task), WorkerLost("worker process died (exit code 1)"))
     assert out.status == "failed" and "after recording" in (out.error or "")
     assert [(r.run_id, r.attempt) for r in store.records(status="failed")] == [(task.run_id, 1)]
+
+
+def test_a_lost_attempt_is_recorded_though_another_driver_failed_under_its_number(tmp_path: Path) -> None:
+    """Two drivers on one store plan the same attempt number; the other's failure recorded
+    first was taken for this one's, and this crash went unrecorded (attempts undercounted)."""
+    from runners.backends import Handle
+    from runners.backends.driver import Driver
+    from runners.task import failed_record
+
+    store = PilotStore(tmp_path / "data")
+    theirs = Task(BY_FAULT["raise"], 0, 1, "sim", str(store.root), {}, None)
+    mine = Task(BY_FAULT["raise"], 0, 1, "sim", str(store.root), {}, None)
+    assert theirs.nonce != mine.nonce
+    store.add(failed_record(theirs, "RuntimeError: boom", "error"))
+    drv = Driver(make_backend("local", workers=1, data=store.root), store, retries=0, timeout_s=None,
+                 result=ExecutionResult(), show_progress=False)
+    out = drv._lost(Handle(mine), WorkerLost("worker process died (killed by signal 9)"))
+    assert out.status == "failed" and out.kind == "crash" and "after recording" not in (out.error or "")
+    recs = sorted(store.records(status="failed"), key=lambda r: r.attempt)
+    assert [(r.attempt, r.provenance["task"]) for r in recs] == [(1, theirs.nonce), (2, mine.nonce)]
