@@ -220,8 +220,11 @@ class RaceStrategy:
             return _first([x for x in anchors if x.id not in waiting], n)
         calls = self.decide()
         # A pending validation run is in flight already: not proposed, nor conditioned on, twice.
-        checks = [x for x in self._validation(calls) if x.id not in waiting]
+        every_check = self._validation(calls)
+        checks = [x for x in every_check if x.id not in waiting]
         open_ = [s for s in p.settings if not self._would_decide(calls[s])]
+        if not open_ and every_check and not checks and self.min_batch <= 1:
+            return []  # the round is the validation in flight: its runs decide the calls
         if not open_ and not checks:
             open_ = list(p.settings)
         q = n if n is not None else (self.batch_size or max(self.min_batch, min(8, len(open_))))

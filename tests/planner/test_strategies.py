@@ -385,3 +385,17 @@ def test_baselines_never_run_above_the_decision_budget(name: str) -> None:
     st = make_strategy(name, one, 0) if name == "grid" else make_strategy(name, one, 0, budget=5e14)
     props = st.ask(4)
     assert props and all(p.budget <= one.budget for p in props)
+
+
+def test_ours_with_only_its_validation_pending_proposes_nothing_new() -> None:
+    """The validation round in flight decides the calls: with min_batch 1 (suggest) the
+    next round waits for it, as the initial design and the anchors do, rather than
+    proposing an acquisition batch over settings about to be decided."""
+    one = RaceProblem((S,), budget=1e16, pilot_budget=1e15)
+    peak = {S: 0.72}
+    st = make_strategy("ours", one, 0)
+    for _ in range(2):
+        st.tell([run(p, peak) for p in st.ask()])
+    (check,) = st.ask()
+    assert "validation" in check.reason
+    assert st.ask(pending=[check]) == []
