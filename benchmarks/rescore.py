@@ -18,16 +18,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_scoring import Truth
-from paired_regret import BASELINES, compare, pairs
 
-from planner.frontier import Setting
-from planner.strategies import RaceProblem
+BENCH = Path(__file__).resolve().parent
+if str(BENCH) not in sys.path:  # sibling modules, when this file is loaded by path
+    sys.path.insert(0, str(BENCH))
+
+from bench_scoring import Truth  # noqa: E402
+from paired_regret import BASELINES, compare, pairs  # noqa: E402
+
+from planner.frontier import Setting  # noqa: E402
+from planner.strategies import RaceProblem  # noqa: E402
 
 RULES = ("frontier", "snapped")
 

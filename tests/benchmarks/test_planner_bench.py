@@ -144,3 +144,40 @@ def test_from_json_prints_a_stored_file_without_racing(bench: ModuleType, tmp_pa
 
     with pytest.raises(ConfigError, match=r"from-json: .*bad\.json: not a planner_bench\.py results file"):
         bench.main(["--from-json", str(bad)])
+
+
+def test_the_truths_own_call_scores_zero_regret_and_ties_count_as_right(bench: ModuleType) -> None:
+    """Under the old rule (the recommendation compiled as a requested rho) the truth's own
+    rho* lost 0.008 in contrast 3b prm: a plan's achieved rho, requested, compiled to
+    another plan. Regret is read on the truth frontier's achieved-rho axis instead."""
+    import dataclasses
+
+    s = Setting("qwen2.5-3b", "prm")
+    truth = bench.Truth("contrast", RaceProblem((s,), budget=1e16, pilot_budget=1e15))
+    f = truth.f[s]
+    assert truth.score(s, f.rho_star, f.regime) == (True, 0.0, 0.0)
+    assert truth.score(s, f.rho_star, f.regime, "snapped")[2] > 0.005
+    far = float(f.rho[np.argmin(f.value)])
+    assert truth.score(s, far, f.regime)[2] == pytest.approx(f.value_star - f.value.min())
+    with pytest.raises(ValueError, match="rule: unknown scoring rule"):
+        truth.score(s, f.rho_star, f.regime, "nearest")
+    other = next(r for r in ("search-heavy", "update-heavy", "reward-heavy") if r != f.regime)
+    assert truth.score(s, f.rho_star, other)[0] is False
+    # A frontier flat at the top: every regime tied there is a right call.
+    flat = dataclasses.replace(f, value=np.full_like(f.value, f.value_star))
+    truth.f[s] = flat
+    assert all(truth.score(s, f.rho_star, r)[0] for r in flat.tied_regimes) and len(flat.tied_regimes) > 1
+
+
+def test_rescore_scores_a_stored_file_under_both_rules(load_script: Callable[..., ModuleType]) -> None:
+    rescore = load_script("rescore", "rescore_t")
+    path = Path(__file__).resolve().parents[2] / "benchmarks/results/planner_bench_scoring_rules_reps0-2.json"
+    import json
+
+    doc = json.loads(path.read_text())
+    scored = rescore.rescore(doc)
+    for rule, want in (("frontier", 0.0014), ("snapped", 0.0014)):
+        ours = [r for o in scored[rule] if o["strategy"] == "ours" for r in o["regret"]]
+        assert float(np.median(ours)) == pytest.approx(want, abs=5e-5)
+    # The file's own scores were made under the new rule when it was written.
+    assert [o["regret"] for o in scored["frontier"]] == [o["regret"] for o in doc["outcomes"]]
