@@ -186,9 +186,13 @@ def _iso_search(setting: Setting, rhos: Sequence[float], budget: float, opts: Co
 ISO_POINTS = 33
 
 
-def iso_range_budget(setting: Setting, budget: float, opts: CompileOptions | None = None) -> float:
+def iso_range_budget(setting: Setting, budget: float, opts: CompileOptions | None = None,
+                     ceiling: float | None = None) -> float:
     """:func:`iso_pilot_budget` over :data:`ISO_POINTS` stratified rho values of the whole
     reachable range: the budget for strategies whose rho values are drawn as they go
-    (random search, Optuna), so that their runs of a setting stay one IsoFLOP set."""
+    (random search, Optuna), so that their runs of a setting stay one IsoFLOP set. Never
+    above ``ceiling`` (the decision budget): a run dearer than the decision it informs
+    would be scored as if it were at it."""
     lo, hi = achievable_rho_range(setting.model, setting.reward, opts)
-    return iso_pilot_budget(setting, [float(r) for r in space_filling_rho(lo, hi, ISO_POINTS)], budget, opts)
+    found = iso_pilot_budget(setting, [float(r) for r in space_filling_rho(lo, hi, ISO_POINTS)], budget, opts)
+    return found if ceiling is None else min(found, ceiling)

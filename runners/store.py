@@ -350,26 +350,28 @@ class PilotStore:
         except Exception:
             return False
 
-    def failed_attempts(self, run_id: str) -> int:
-        """Highest failed attempt number recorded for ``run_id`` (0 if none), from file names."""
-        best = 0
+    def _failed_files(self, run_id: str) -> dict[Path, int]:
+        """``failed/`` files of ``run_id`` and the attempt number each one's name says."""
+        out = {}
         for path in self._files(self.failed_dir):
             m = _FAILED_NAME.match(path.name)
             if m and m["run"] == run_id:
-                best = max(best, int(m["attempt"]))
-        return best
+                out[path] = int(m["attempt"])
+        return out
+
+    def failed_attempts(self, run_id: str) -> int:
+        """Highest failed attempt number recorded for ``run_id`` (0 if none), from file names."""
+        return max(self._failed_files(run_id).values(), default=0)
 
     def failed_by(self, run_id: str, task: str) -> bool:
         """Whether a failed record of ``run_id`` written for the attempt ``task`` (its
         ``provenance["task"]`` nonce) is in the store, whatever attempt number it took."""
-        for path in self._files(self.failed_dir):
-            m = _FAILED_NAME.match(path.name)
-            if m and m["run"] == run_id:
-                try:
-                    if any((r.provenance or {}).get("task") == task for r in _read_one(path)):
-                        return True
-                except Exception:
-                    continue  # unreadable: listed as corrupt elsewhere
+        for path in self._failed_files(run_id):
+            try:
+                if any((r.provenance or {}).get("task") == task for r in _read_one(path)):
+                    return True
+            except Exception:
+                continue  # unreadable: listed as corrupt elsewhere
         return False
 
     def corrupt(self) -> list[CorruptRecord]:

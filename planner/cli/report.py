@@ -52,9 +52,8 @@ def report(
 def _check_out(out: Path, data: Path) -> None:
     """A one-line :class:`ConfigError` unless ``out`` can take the report's files without
     replacing anything that is not an earlier report."""
-    import json
-
     from planner.errors import ConfigError
+    from planner.report.build import is_earlier_report
 
     check_output_file(out / "report.md", "out")  # names, lengths, writable
     if out.exists() and not out.is_dir():
@@ -67,14 +66,9 @@ def _check_out(out: Path, data: Path) -> None:
         raise ConfigError(f"out: {str(out)!r} is a pilot store; its report's regimes.json would pass for its "
                           f"race's, so give another directory (e.g. {str(out / 'report')!r})")
     summary = out / "regimes.json"
-    if summary.is_file():
-        try:
-            mine = json.loads(summary.read_text()).get("generated_by") == "planner report"
-        except Exception:
-            mine = False
-        if not mine:
-            raise ConfigError(f"out: {str(summary)!r} is not an earlier report's (a race's summary?); the report "
-                              "would replace it, so give another directory")
+    if summary.is_file() and not is_earlier_report(out):
+        raise ConfigError(f"out: {str(summary)!r} is not an earlier report's (a race's summary?); the report "
+                          "would replace it, so give another directory")
     for name in ("report.md", "report.html", "regimes.json"):
         if (out / name).is_dir():
             raise ConfigError(f"out: {str(out / name)!r} is a directory where the report writes a file; "

@@ -16,7 +16,7 @@ from typing import Any
 from planner.files import atomic_write_text, dumps_json
 from planner.schema import TARGETS
 
-__all__ = ["ReportResult", "build_report"]
+__all__ = ["ReportResult", "build_report", "is_earlier_report"]
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def build_report(
         specs = all_figures(data, tick=lambda: prog.update(ftask, advance=1))
         prog.update(ftask, description="saving figures")
         fig_dir = out / "figures"
-        rewrite = _earlier_report(out)
+        rewrite = is_earlier_report(out)
         out.mkdir(parents=True, exist_ok=True)
         figs: dict[str, list[FigureRef]] = {}
         paths: list[Path] = []
@@ -131,7 +131,7 @@ def build_report(
     return ReportResult(out, md, page, reg, paths, status_of(data), status_line(data), warnings)
 
 
-def _earlier_report(out: Path) -> bool:
+def is_earlier_report(out: Path) -> bool:
     """Whether ``out`` holds an earlier report (its regimes.json says so): only then are
     figures in ``out/figures`` the report's own to replace."""
     import json

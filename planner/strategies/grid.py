@@ -46,9 +46,7 @@ class _PilotBaseline:
         unless a design set it); otherwise the pilots would scatter over budgets and the
         IsoFLOP fit would drop them."""
         if s not in self._budgets:
-            # Never above the decision budget: a run dearer than the decision it informs
-            # would be scored as if it were at it (a raised budget is at most 100x).
-            self._budgets[s] = min(iso_range_budget(s, self.budget, self.problem.opts), self.problem.budget)
+            self._budgets[s] = iso_range_budget(s, self.budget, self.problem.opts, ceiling=self.problem.budget)
         return self._budgets[s]
 
     def tell(self, records: Sequence[RunRecord]) -> None:
@@ -104,6 +102,7 @@ class GridStrategy(_PilotBaseline):
             self._rhos[s] = [float(r) for r in space_filling_rho(lo, hi, n_points)]
             # The grid's own points set its IsoFLOP budget (budget_for's denser set is for
             # designs not known up front), from the start: a resumed race calls before it asks.
+            # Never above the decision budget, as iso_range_budget's ceiling.
             self._budgets[s] = min(iso_pilot_budget(s, self._rhos[s], self.budget, problem.opts), problem.budget)
 
     def tell(self, records: Sequence[RunRecord]) -> None:

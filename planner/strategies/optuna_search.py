@@ -102,8 +102,7 @@ class OptunaStrategy:
     def _budget(self, s: Setting) -> float:
         """The setting's one IsoFLOP budget (``iso_range_budget``), computed once."""
         if s not in self._budgets:
-            # Never above the decision budget (as grid): the runs are to inform that decision.
-            self._budgets[s] = min(iso_range_budget(s, self.budget, self.problem.opts), self.problem.budget)
+            self._budgets[s] = iso_range_budget(s, self.budget, self.problem.opts, ceiling=self.problem.budget)
         return self._budgets[s]
 
     def _at_budget(self, s: Setting, budget: float) -> bool:

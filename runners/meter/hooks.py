@@ -212,10 +212,7 @@ class FlopMeter:
         """Meter every forward of a reward model ``module`` (input ``(batch, seq)``) as reward."""
 
         def pre(_m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            x = kwargs.get("input_ids", args[0] if args else None)
-            if x is None:
-                x = kwargs["inputs_embeds"]
-            self.add_scorer_forward(int(x.shape[0]), int(x.shape[1]))
+            self.add_scorer_forward(*_batch_seq(args, kwargs))
 
         self._handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
 
@@ -225,16 +222,8 @@ class FlopMeter:
         with LoRA the reference is the policy with its adapters off, seen by :meth:`attach`)."""
 
         def pre(_m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            x = kwargs.get("input_ids", args[0] if args else None)
-            if x is None:
-                x = kwargs["inputs_embeds"]
-            batch, seq = int(x.shape[0]), int(x.shape[1])
-            if kwargs.get("fused_lm_head"):
-                positions = self._fused_positions(kwargs, batch, seq)
-            else:
-                keep = kwargs.get("logits_to_keep", 0)
-                positions = batch * (seq if not keep else min(int(keep), seq))
-            self.add_logprob_forward(batch, seq, positions, lora_active=False)
+            batch, seq = _batch_seq(args, kwargs)
+            self.add_logprob_forward(batch, seq, self._head_positions(kwargs, batch, seq), lora_active=False)
 
         self._handles.append(unwrap(module).register_forward_pre_hook(pre, with_kwargs=True))
 
@@ -259,10 +248,7 @@ class FlopMeter:
     def _pre(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         import torch
 
-        x = kwargs.get("input_ids", args[0] if args else None)
-        if x is None:
-            x = kwargs.get("inputs_embeds")
-        batch, seq = int(x.shape[0]), int(x.shape[1])
+        batch, seq = _batch_seq(args, kwargs)
         # transformers 5 names the KV cache `cache` (older releases: `past_key_values`).
         past = kwargs.get("cache", kwargs.get("past_key_values"))
         now = time.perf_counter()
@@ -275,15 +261,19 @@ class FlopMeter:
             self._stack.append(_Call(now, batch, seq, "generate", past_len + seq, batch * per_seq, self._lora_active(), False))
             return
         grad = torch.is_grad_enabled()
-        if kwargs.get("fused_lm_head"):
-            positions = self._fused_positions(kwargs, batch, seq)
-        else:
-            keep = kwargs.get("logits_to_keep", 0)
-            positions = batch * (seq if not keep else min(int(keep), seq))
+        positions = self._head_positions(kwargs, batch, seq)
         kind = "train" if grad and module.training else "logprob" if kwargs.get("fused_lm_head") else "forward"
         ckpt = kind == "train" and _checkpointing(module)
         self._stack.append(_Call(now, batch, seq, kind, seq, positions, self._lora_active(), ckpt,
                                  bool(kwargs.get("fused_lm_head"))))
+
+    def _head_positions(self, kwargs: dict[str, Any], batch: int, seq: int) -> int:
+        """LM-head positions of a forward that is not a decode step: the fused log-prob
+        head's, else ``logits_to_keep`` per sequence (0: all)."""
+        if kwargs.get("fused_lm_head"):
+            return self._fused_positions(kwargs, batch, seq)
+        keep = kwargs.get("logits_to_keep", 0)
+        return batch * (seq if not keep else min(int(keep), seq))
 
     @staticmethod
     def _fused_positions(kwargs: dict[str, Any], batch: int, seq: int) -> int:
@@ -320,6 +310,14 @@ class FlopMeter:
             )
         elif c.kind == "logprob":
             self.add_logprob_forward(c.batch, c.seq, c.positions, lora_active=c.lora_active)
+
+
+def _batch_seq(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int]:
+    """(batch, seq) of a forward's input, given as ``input_ids`` or ``inputs_embeds``."""
+    x = kwargs.get("input_ids", args[0] if args else None)
+    if x is None:
+        x = kwargs["inputs_embeds"]
+    return int(x.shape[0]), int(x.shape[1])
 
 
 def _checkpointing(module: Any) -> bool:
