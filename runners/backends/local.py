@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -29,6 +30,9 @@ from runners.backends import Handle, WorkerLost
 from runners.task import Outcome, Task
 
 __all__ = ["LocalBackend", "visible_gpus"]
+
+# How long a worker past its last run may take to exit by itself before it is killed.
+RETIRE_GRACE_S = 30.0
 
 
 def visible_gpus() -> list[str]:
@@ -93,6 +97,8 @@ class _Worker:
     device: str | None
     handle: Handle | None = None
     runs: int = 0
+    # When a worker that exits by itself after its last run must be gone by; past it, killed.
+    retire_by: float | None = None
 
 
 class LocalBackend:
@@ -165,6 +171,9 @@ class LocalBackend:
 
     # -- internals -------------------------------------------------------------------------
 
+    def _retiring(self, w: _Worker) -> bool:
+        return self._max_tasks is not None and w.runs >= self._max_tasks
+
     def _spawn(self, device: str | None) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(
@@ -199,11 +208,15 @@ class LocalBackend:
                     self._done[id(w.handle)] = out
                     w.handle = None
                     w.runs += 1
-            retiring = self._max_tasks is not None and w.runs >= self._max_tasks
-            if retiring and w.handle is None:
+            if self._retiring(w) and w.handle is None:
                 # It exits by itself after this many runs: never hand it another task (it
-                # would die holding it), wait for it to go and start a fresh one.
-                w.proc.join(timeout=30)
+                # would die holding it); start a fresh one once it is gone. Not waited for
+                # here: a worker slow to exit (CUDA or vLLM teardown) would stall the driver
+                # loop, and with it every other slot's results and time limits.
+                if w.retire_by is None:
+                    w.retire_by = time.monotonic() + RETIRE_GRACE_S
+                if w.proc.is_alive() and time.monotonic() < w.retire_by:
+                    continue
                 self._kill(w)
                 self._slots[i] = None
                 continue
@@ -221,7 +234,7 @@ class LocalBackend:
                 break
             if w is None:
                 w = self._slots[i] = self._spawn(self._devices[i])
-            if w.handle is None:
+            if w.handle is None and not self._retiring(w):
                 h = self._queue.popleft()
                 try:
                     w.conn.send(h.task)

@@ -302,3 +302,47 @@ def test_a_backend_that_cannot_start_is_refused_before_the_engine_is_prepared(
     with pytest.raises(ConfigError, match="no SLURM here"):
         execute(PROPS, data=tmp_path / "d", engine="sim", backend="slurm", show_progress=False)
     assert prepared == []
+
+
+class _SlowExit:
+    """A sim engine whose run leaves a thread that holds its worker's exit for 3 s (as CUDA
+    or vLLM teardown can)."""
+
+    name = "slow-exit"
+    simulated = True
+
+    def __init__(self) -> None:
+        from runners.engines.sim import SimEngine
+
+        self._sim = SimEngine()
+
+    def run(self, proposal, seed, progress=None):  # type: ignore[no-untyped-def]
+        import threading
+
+        threading.Thread(target=time.sleep, args=(3.0,), daemon=False).start()
+        return self._sim.run(proposal, seed, progress)
+
+
+def test_a_worker_slow_to_retire_does_not_stall_the_driver_loop(tmp_path: Path) -> None:
+    # A worker recycled after its run once got a 30 s join inside poll(): meanwhile no other
+    # slot's result was collected and no time limit enforced.
+    from runners.backends.local import LocalBackend
+    from runners.task import Task
+
+    be = LocalBackend(2, max_tasks_per_worker=1)
+    try:
+        tasks = [Task(p, 0, 1, "test_backends:_SlowExit", str(tmp_path)) for p in PROPS[:3]]
+        handles = be.submit(tasks)
+        slowest = 0.0
+        deadline = time.monotonic() + 60
+        while not all(id(h) in be._done for h in handles) and time.monotonic() < deadline:
+            t0 = time.monotonic()
+            for h in handles:
+                be.poll(h)
+            slowest = max(slowest, time.monotonic() - t0)
+            time.sleep(0.05)
+        outs = [be.result(h) for h in handles]
+    finally:
+        be.close()
+    assert [o.status for o in outs] == ["ok"] * 3
+    assert slowest < 1.5, slowest  # each poll returns at once; the retiring workers exit meanwhile
