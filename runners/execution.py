@@ -67,6 +67,8 @@ def execute(
     """
     from runners.backends import make_backend
     from runners.backends.driver import Driver
+    from runners.backends.progress import sweep_progress
+    from runners.lease import sweep_leases
 
     props = list(proposals.proposals if isinstance(proposals, ProposalSet) else proposals)
     n_seeds = seeds if isinstance(seeds, int) else len(seeds)
@@ -88,6 +90,9 @@ def execute(
     # Checked without creating anything: a refusal must leave no empty store behind.
     store.check_writable("data")
     store.sweep_temporaries()
+    # What workers killed outright left: never read again (keyed by their attempt's nonce).
+    sweep_progress(store.root)
+    sweep_leases(store.root)
     scan = store.scan(status="ok")
     check_same_source(scan.records, eng, store.root)
     done = {r.run_id: r for r in scan.records}

@@ -37,7 +37,7 @@ from planner.errors import ConfigError
 from planner.files import default_file_mode
 from planner.schema import RunRecord
 
-__all__ = ["ROW_SCHEMA", "CorruptRecord", "PilotStore", "Scan"]
+__all__ = ["ROW_SCHEMA", "CorruptRecord", "PilotStore", "Scan", "remove_idle"]
 
 _F, _I, _S = pl.Float64, pl.Int64, pl.String
 
@@ -89,6 +89,22 @@ class CorruptRecord:
 class Scan:
     records: list[RunRecord]
     corrupt: list[CorruptRecord]
+
+
+def remove_idle(folder: Path, older_than_s: float, pattern: str = "*") -> int:
+    """Delete the files matching ``pattern`` in ``folder`` not modified for ``older_than_s``
+    seconds (what killed writers leave behind); how many went."""
+    if not folder.is_dir():
+        return 0
+    removed, cutoff = 0, time.time() - older_than_s
+    for p in folder.glob(pattern):
+        try:
+            if p.stat().st_mtime < cutoff:
+                p.unlink()
+                removed += 1
+        except OSError:  # gone meanwhile, or not ours to delete
+            continue
+    return removed
 
 
 def _frame(record: RunRecord) -> pl.DataFrame:
@@ -279,19 +295,7 @@ class PilotStore:
     def sweep_temporaries(self, older_than_s: float = 3600.0) -> int:
         """Delete hidden temporaries a killed writer left behind. Only old ones: a young one
         may belong to a writer that is still running. They are invisible to readers anyway."""
-        removed = 0
-        cutoff = time.time() - older_than_s
-        for folder in (self.runs_dir, self.failed_dir):
-            if not folder.is_dir():
-                continue
-            for p in folder.glob(".tmp-*.part"):
-                try:
-                    if p.stat().st_mtime < cutoff:
-                        p.unlink()
-                        removed += 1
-                except FileNotFoundError:
-                    continue
-        return removed
+        return sum(remove_idle(folder, older_than_s, ".tmp-*.part") for folder in (self.runs_dir, self.failed_dir))
 
     # -- reading ---------------------------------------------------------------------------
 

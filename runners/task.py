@@ -32,6 +32,7 @@ from planner.schema import (
     run_id_for,
 )
 from runners.backends.progress import ProgressFile
+from runners.lease import RunLease
 from runners.store import PilotStore
 
 __all__ = [
@@ -43,6 +44,9 @@ __all__ = [
     "placed_options",
     "run_task",
 ]
+
+# How often a worker waiting on another attempt's lease looks again.
+LEASE_POLL_S = 1.0
 
 FailureKind = Literal["error", "oom", "nan", "timeout", "crash"]
 
@@ -221,12 +225,36 @@ def run_task(task: Task) -> Outcome:
     """Worker entry point: run one attempt and write its record into the store.
 
     Never raises for a failed run: exceptions, out-of-memory, NaN losses and timeouts become
-    ``failed`` records with their error and partial compute card.
+    ``failed`` records with their error and partial compute card. Holds the run's lease
+    (:mod:`runners.lease`) while it runs, and waits while another attempt holds it.
     """
     store = PilotStore(Path(task.data))
     if store.has_ok(task.run_id):
         return Outcome(task.run_id, "skipped", task.attempt)  # finished by an earlier driver
-    prog = ProgressFile(task.data, task.run_id, task.attempt)
+    prog = ProgressFile(task.data, task.run_id, task.attempt, task.nonce)
+    lease = RunLease(task.data, task.run_id, task.nonce)
+    try:
+        if not _take_lease(lease, store, prog, task.proposal.budget):
+            return Outcome(task.run_id, "skipped", task.attempt)  # the holder finished it
+        return _run_held(task, store, prog)
+    finally:
+        prog.clear()
+        lease.release()
+
+
+def _take_lease(lease: RunLease, store: PilotStore, prog: ProgressFile, budget: float) -> bool:
+    """Take the run's lease, waiting while another attempt holds it (shown as the phase
+    ``waiting``; no time limit runs meanwhile). False when the run got its ok record
+    meanwhile: the holder finished it, or did just before this worker looked."""
+    while (holder := lease.try_acquire()) is not None:
+        prog.update("waiting", 0.0, budget, {"holder": str(holder)})
+        time.sleep(LEASE_POLL_S)
+        if store.has_ok(prog.run_id):
+            return False
+    return not store.has_ok(prog.run_id)
+
+
+def _run_held(task: Task, store: PilotStore, prog: ProgressFile) -> Outcome:
     last: dict[str, Any] = {}
     t0 = time.monotonic()
 
@@ -242,36 +270,34 @@ def run_task(task: Task) -> Outcome:
         prog.update(phase, flops, budget, info)
 
     engine: Engine | None = None
+    prog.started = time.time()  # the driver's backstop counts from here, not from any wait
     prog.update("starting", 0.0, task.proposal.budget, {}, force=True)
     try:
-        try:
-            engine = make_engine(task.engine, task.engine_options)
-            warm_up = getattr(engine, "warm_up", None)
-            if callable(warm_up):
-                # Imports (seconds, once per worker) are not the run's: the limit and
-                # the wall time start after them.
-                warm_up()
-                t0 = time.monotonic()
-                prog.started = time.time()  # the driver's backstop counts from here too
-                prog.update("starting", 0.0, task.proposal.budget, {}, force=True)
-            with _alarm(task.timeout_s):
-                record = engine.run(task.proposal, task.seed, progress)
-            record = record.model_copy(update={"attempt": task.attempt, "run_id": task.run_id})
-            bad = _nonfinite(record) if record.status == "ok" else None
-            if bad:
-                raise RunFailed(f"non-finite values in {bad}", kind="nan", card=record.card)
-        except RunFailed as exc:
-            record = failed_record(task, str(exc), exc.kind, card=exc.card, metrics=exc.metrics,
-                                   engine=engine, wall_s=time.monotonic() - t0, last_progress=last)
-        except Exception as exc:
-            kind = failure_kind(exc)
-            record = failed_record(task, f"{type(exc).__name__}: {exc}", kind, engine=engine,
-                                   wall_s=time.monotonic() - t0, last_progress=last)
-        _, created = store.add(record)
-        if record.status == "ok" and not created:  # another driver recorded this run first
-            return Outcome(task.run_id, "skipped", task.attempt)
-    finally:
-        prog.clear()
+        engine = make_engine(task.engine, task.engine_options)
+        warm_up = getattr(engine, "warm_up", None)
+        if callable(warm_up):
+            # Imports (seconds, once per worker) are not the run's: the limit and
+            # the wall time start after them.
+            warm_up()
+            t0 = time.monotonic()
+            prog.started = time.time()
+            prog.update("starting", 0.0, task.proposal.budget, {}, force=True)
+        with _alarm(task.timeout_s):
+            record = engine.run(task.proposal, task.seed, progress)
+        record = record.model_copy(update={"attempt": task.attempt, "run_id": task.run_id})
+        bad = _nonfinite(record) if record.status == "ok" else None
+        if bad:
+            raise RunFailed(f"non-finite values in {bad}", kind="nan", card=record.card)
+    except RunFailed as exc:
+        record = failed_record(task, str(exc), exc.kind, card=exc.card, metrics=exc.metrics,
+                               engine=engine, wall_s=time.monotonic() - t0, last_progress=last)
+    except Exception as exc:
+        kind = failure_kind(exc)
+        record = failed_record(task, f"{type(exc).__name__}: {exc}", kind, engine=engine,
+                               wall_s=time.monotonic() - t0, last_progress=last)
+    _, created = store.add(record)
+    if record.status == "ok" and not created:  # another driver recorded this run first
+        return Outcome(task.run_id, "skipped", task.attempt)
     kind = (record.provenance or {}).get("failure_kind") if record.status == "failed" else None
     reward = getattr(record.metrics, task.proposal.target, None)
     return Outcome(task.run_id, record.status, task.attempt, record.error, kind,

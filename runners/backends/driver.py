@@ -15,6 +15,7 @@ from typing import Any
 from runners.backends import Backend, Handle
 from runners.backends.progress import ProgressFile, RunView, read_progress, render
 from runners.execution import ExecutionResult
+from runners.lease import RunLease
 from runners.store import PilotStore
 from runners.task import Outcome, Task, failed_record, make_engine, new_nonce
 
@@ -51,7 +52,6 @@ class Driver:
         for t in tasks:
             self.views[t.run_id] = RunView(t.run_id, t.attempt, budget=t.proposal.budget)
             self.tries[t.run_id] = 0
-            ProgressFile(t.data, t.run_id, t.attempt).clear()  # stale, from a killed worker
         pending: list[Handle] = list(self.backend.submit(tasks)) if tasks else []
         self.result.attempts += len(pending)
         live = self._live()
@@ -84,15 +84,19 @@ class Driver:
     def _watch(self, h: Handle) -> None:
         """Refresh the view from the progress file; enforce the hard time limit."""
         v = self.views[h.task.run_id]
-        p = read_progress(self.store.root, h.task.run_id)
-        if p is None or p.get("attempt") != h.task.attempt:
+        p = read_progress(self.store.root, h.task.run_id, h.task.nonce)
+        if p is None:
+            return
+        info = p.get("info") or {}
+        if p.get("phase") == "waiting":
+            # Another attempt (another driver's) holds the run's lease: no time limit runs.
+            v.state, v.phase = "waiting", f"on {info.get('holder', 'another driver')}"
             return
         v.state = "running"
         v.phase = str(p.get("phase", ""))
         v.flops = float(p.get("flops") or 0.0)
         v.started = float(p.get("started") or time.time())
         v.wall_s = time.time() - v.started
-        info = p.get("info") or {}
         for key in ("reward", h.task.proposal.target):
             if isinstance(info.get(key), int | float):
                 v.reward = float(info[key])
@@ -142,19 +146,26 @@ class Driver:
             # It wrote this attempt's failed record, then died before replying: a second
             # record would count one failure twice. (By the attempt's nonce, not its number:
             # another driver's failure under the same number is not this one's.)
-            ProgressFile(task.data, task.run_id, task.attempt).clear()
+            self._forget(task)
             return Outcome(task.run_id, "failed", task.attempt, f"{exc or type(exc).__name__} (after recording "
                            "the attempt as failed)", "crash")
-        last = read_progress(self.store.root, task.run_id)
-        if last is not None and last.get("attempt") != task.attempt:
-            last = None
+        last = read_progress(self.store.root, task.run_id, task.nonce)
+        if last is not None and last.get("phase") == "waiting":
+            last = None  # it died waiting for another attempt's lease: it ran nothing
         kind = "timeout" if h.timed_out else "crash"
         wall = time.time() - float(last["started"]) if last and last.get("started") else 0.0
         rec = failed_record(task, str(exc) or type(exc).__name__, kind, engine=_engine_of(task), wall_s=wall,
                             last_progress=last)
         self.store.add(rec)
-        ProgressFile(task.data, task.run_id, task.attempt).clear()
+        self._forget(task)
         return Outcome(task.run_id, "failed", task.attempt, rec.error, kind, wall)
+
+    @staticmethod
+    def _forget(task: Task) -> None:
+        """Remove what a dead worker left of its attempt: its progress file and its lease
+        (which, held on another node, would keep the run from everyone for the lease's TTL)."""
+        ProgressFile(task.data, task.run_id, task.attempt, task.nonce).clear()
+        RunLease(task.data, task.run_id, task.nonce).release()
 
     # -- display ---------------------------------------------------------------------------
 

@@ -3,8 +3,10 @@
 Workers may be local processes, Ray tasks or SLURM jobs; the one channel they all share
 with the driver is the data directory (which must be on a shared filesystem for Ray
 clusters and SLURM anyway, since workers write their records there). Each running attempt
-keeps ``DIR/.progress/<run_id>.json`` up to date (atomic replace, throttled); the driver
-reads the files of the runs it has in flight and draws a rich table from them.
+keeps ``DIR/.progress/<run_id>.<task nonce>.json`` up to date (atomic replace, throttled);
+the driver reads the files of the attempts it has in flight and draws a rich table from
+them. Keyed by the attempt's nonce, not the run alone: another driver's attempt at the same
+run (a rerun while a killed driver's workers finish) has a file of its own.
 """
 
 from __future__ import annotations
@@ -18,13 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ProgressFile", "RunView", "read_progress"]
+__all__ = ["ProgressFile", "RunView", "read_progress", "sweep_progress"]
 
 _MIN_INTERVAL_S = 0.5
 
 
 def progress_dir(data: str | Path) -> Path:
     return Path(data) / ".progress"
+
+
+def progress_path(data: str | Path, run_id: str, task: str) -> Path:
+    return progress_dir(data) / f"{run_id}.{task}.json"
 
 
 def _clean(info: dict[str, Any]) -> dict[str, Any]:
@@ -46,18 +52,19 @@ def _clean(info: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class ProgressFile:
-    """The worker side: one run attempt's progress file."""
+    """The worker side: one run attempt's progress file (``task``: the attempt's nonce)."""
 
     data: str | Path
     run_id: str
     attempt: int
+    task: str
     started: float = field(default_factory=time.time)
     _last: float = 0.0
     _phase: str = ""
 
     @property
     def path(self) -> Path:
-        return progress_dir(self.data) / f"{self.run_id}.json"
+        return progress_path(self.data, self.run_id, self.task)
 
     def update(self, phase: str, flops: float, budget: float, info: dict[str, Any], *, force: bool = False) -> None:
         now = time.time()
@@ -99,7 +106,7 @@ class RunView:
 
     run_id: str
     attempt: int
-    state: str = "queued"  # queued, running, ok, failed, retrying, skipped
+    state: str = "queued"  # queued, waiting, running, ok, failed, retrying, skipped
     phase: str = ""
     flops: float = 0.0
     budget: float = 0.0
@@ -109,12 +116,20 @@ class RunView:
     error: str | None = None
 
 
-def read_progress(data: str | Path, run_id: str) -> dict[str, Any] | None:
-    path = progress_dir(data) / f"{run_id}.json"
+def read_progress(data: str | Path, run_id: str, task: str) -> dict[str, Any] | None:
+    """The last report of the attempt ``task`` (its nonce) at ``run_id``, if any."""
     try:
-        return json.loads(path.read_text())
+        return json.loads(progress_path(data, run_id, task).read_text())
     except (OSError, ValueError):
         return None  # not started yet, or being replaced right now
+
+
+def sweep_progress(data: str | Path, older_than_s: float = 3600.0) -> int:
+    """Delete progress files no attempt has updated for ``older_than_s``: those of workers
+    killed outright (a live run rewrites its own at every phase and step)."""
+    from runners.store import remove_idle
+
+    return remove_idle(progress_dir(data), older_than_s)
 
 
 def render(views: list[RunView], counts: dict[str, int], total: int, width: int = 120) -> Any:
@@ -123,7 +138,7 @@ def render(views: list[RunView], counts: dict[str, int], total: int, width: int 
     from rich.table import Table
     from rich.text import Text
 
-    order = {"running": 0, "retrying": 1, "queued": 3, "failed": 2, "ok": 2, "skipped": 4}
+    order = {"running": 0, "retrying": 1, "waiting": 1, "queued": 3, "failed": 2, "ok": 2, "skipped": 4}
     shown = sorted(views, key=lambda v: order.get(v.state, 5))[:12]
     t = Table(expand=False, box=None, pad_edge=False)
     # The other columns need ~70 characters; the run id takes what is left (ids are long).
@@ -133,7 +148,7 @@ def render(views: list[RunView], counts: dict[str, int], total: int, width: int 
         ("of budget", "right"), ("reward", "right"), ("wall", "right"),
     ):
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
-    style = {"ok": "green", "failed": "red", "running": "cyan", "retrying": "yellow"}
+    style = {"ok": "green", "failed": "red", "running": "cyan", "retrying": "yellow", "waiting": "yellow"}
     for v in shown:
         pct = f"{v.flops / v.budget:.0%}" if v.budget else ""
         reward = "" if v.reward is None else f"{v.reward:.3f}"
@@ -144,7 +159,9 @@ def render(views: list[RunView], counts: dict[str, int], total: int, width: int 
         )
     head = Text(
         f"{counts.get('ok', 0)} ok, {counts.get('failed', 0)} failed, "
-        f"{counts.get('running', 0)} running, {counts.get('queued', 0)} queued, "
+        f"{counts.get('running', 0)} running, "
+        + (f"{counts['waiting']} waiting on another driver, " if counts.get("waiting") else "")
+        + f"{counts.get('queued', 0)} queued, "
         f"{counts.get('skipped', 0)} already done, of {total}"
     )
     return Group(head, t)

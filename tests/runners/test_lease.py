@@ -1,0 +1,295 @@
+"""One run, one runner: the run lease, alone and as run_task and the driver use it."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from planner.compiler import compile_plan
+from planner.engine import ProgressFn
+from planner.proposals import make_proposal
+from planner.schema import Proposal, RunRecord, run_id_for
+from runners import task as task_mod
+from runners.engines.sim import SimEngine
+from runners.lease import RunLease, lease_dir, sweep_leases
+from runners.store import PilotStore
+from runners.task import Task, run_task
+
+PROP = make_proposal(compile_plan("tiny-s", "sparse", 0.7, 1e12))
+RUN = run_id_for(PROP.id, 0)
+
+
+def _plant(data: Path, *, host: str, pid: int, task: str, age_s: float = 0.0) -> Path:
+    """A lease file as another holder would have left it."""
+    path = lease_dir(data) / f"{RUN}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"host": host, "pid": pid, "task": task}))
+    if age_s:
+        t = time.time() - age_s
+        os.utime(path, (t, t))
+    return path
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_one_holder_at_a_time_and_release_frees_the_run(tmp_path: Path) -> None:
+    a, b = RunLease(tmp_path, RUN, "a"), RunLease(tmp_path, RUN, "b")
+    assert a.try_acquire() is None and a.held
+    holder = b.try_acquire()
+    assert holder is not None and (holder.host, holder.pid, holder.task) == (socket.gethostname(), os.getpid(), "a")
+    assert a.try_acquire() is None  # held already: no second file, no error
+    b.release()  # not b's lease: nothing happens
+    assert b.try_acquire() is not None
+    a.release()
+    assert b.try_acquire() is None
+    b.release()
+    assert list(lease_dir(tmp_path).iterdir()) == []  # no temporaries left either
+
+
+def test_a_dead_holder_on_this_host_frees_the_run_at_once(tmp_path: Path) -> None:
+    _plant(tmp_path, host=socket.gethostname(), pid=_dead_pid(), task="killed")
+    lease = RunLease(tmp_path, RUN, "mine")
+    assert lease.try_acquire() is None
+    assert json.loads((lease_dir(tmp_path) / f"{RUN}.json").read_text())["task"] == "mine"
+    lease.release()
+
+
+def test_a_holder_on_another_host_is_live_until_its_heartbeat_is_older_than_the_ttl(tmp_path: Path) -> None:
+    path = _plant(tmp_path, host="node-17", pid=1, task="remote", age_s=30)
+    lease = RunLease(tmp_path, RUN, "mine", ttl_s=60)
+    holder = lease.try_acquire()
+    assert holder is not None and holder.host == "node-17" and 29 < holder.age_s < 40
+    t = time.time() - 61
+    os.utime(path, (t, t))
+    assert lease.try_acquire() is None  # stale: broken and taken
+    lease.release()
+
+
+def test_the_heartbeat_keeps_a_held_lease_fresh(tmp_path: Path) -> None:
+    lease = RunLease(tmp_path, RUN, "mine", heartbeat_s=0.05)
+    assert lease.try_acquire() is None
+    path = lease_dir(tmp_path) / f"{RUN}.json"
+    t = time.time() - 1000
+    os.utime(path, (t, t))
+    time.sleep(0.3)
+    assert time.time() - path.stat().st_mtime < 1.0
+    lease.release()
+    assert not path.exists()
+
+
+def test_a_breaker_that_moved_a_fresh_lease_puts_it_back(tmp_path: Path) -> None:
+    # Two breakers saw the same stale lease; the first broke it and took the run. The second
+    # then renames the *first one's* lease aside: it must restore it, not take the run too.
+    path = _plant(tmp_path, host="node-17", pid=1, task="winner")
+    late = RunLease(tmp_path, RUN, "late")
+    from runners.lease import Holder
+
+    late._break(Holder("node-17", 1, "stale-one", 999.0))
+    assert json.loads(path.read_text())["task"] == "winner"
+    assert [p.name for p in lease_dir(tmp_path).iterdir()] == [path.name]
+
+
+def test_a_foreign_file_in_the_lease_slot_waits_while_young_and_goes_when_old(tmp_path: Path) -> None:
+    path = lease_dir(tmp_path) / f"{RUN}.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("not json")
+    lease = RunLease(tmp_path, RUN, "mine", ttl_s=60)
+    assert lease.try_acquire() is not None
+    t = time.time() - 120
+    os.utime(path, (t, t))
+    assert lease.try_acquire() is None
+    lease.release()
+
+
+def test_racing_takers_get_exactly_one_lease(tmp_path: Path) -> None:
+    leases = [RunLease(tmp_path, RUN, f"t{i}") for i in range(16)]
+    results: list[Any] = [None] * len(leases)
+    start = threading.Barrier(len(leases))
+
+    def take(i: int) -> None:
+        start.wait()
+        results[i] = leases[i].try_acquire()
+
+    threads = [threading.Thread(target=take, args=(i,)) for i in range(len(leases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [i for i, r in enumerate(results) if r is None]
+    assert len(winners) == 1
+    assert {r.task for r in results if r is not None} == {f"t{winners[0]}"}
+    leases[winners[0]].release()
+
+
+def test_sweep_removes_only_idle_leases(tmp_path: Path) -> None:
+    _plant(tmp_path, host="node-17", pid=1, task="old", age_s=7200)
+    fresh = lease_dir(tmp_path) / "other-run.json"
+    fresh.write_text("{}")
+    assert sweep_leases(tmp_path) == 1
+    assert [p.name for p in lease_dir(tmp_path).iterdir()] == ["other-run.json"]
+
+
+class CountingSim(SimEngine):
+    """The sim engine, slowed to ``pause`` seconds a run, logging each run it starts."""
+
+    def __init__(self, log: str, pause: float = 1.0, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.log, self.pause = Path(log), float(pause)
+
+    def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
+        with self.log.open("a") as f:
+            f.write(f"{run_id_for(proposal.id, seed)} {os.getpid()}\n")
+        for i in range(10):
+            time.sleep(self.pause / 10)
+            if progress is not None:
+                progress("search", proposal.budget * i / 10, proposal.budget, {})
+        return super().run(proposal, seed, progress)
+
+
+def test_two_attempts_at_one_run_run_it_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two drivers' attempts at the same run: the second waits for the first's lease, then
+    # finds its record and skips. Without the lease both ran it (the store kept one record).
+    monkeypatch.setattr(task_mod, "LEASE_POLL_S", 0.05)
+    log = tmp_path / "runs.log"
+    opts = {"log": str(log), "pause": 0.6}
+    tasks = [Task(PROP, 0, 1, "test_lease:CountingSim", str(tmp_path / "data"), opts) for _ in range(2)]
+    outs: list[Any] = [None, None]
+
+    def go(i: int) -> None:
+        outs[i] = run_task(tasks[i])
+
+    first = threading.Thread(target=go, args=(0,))
+    first.start()
+    while not log.exists():
+        time.sleep(0.01)
+    go(1)
+    first.join()
+    assert sorted(o.status for o in outs) == ["ok", "skipped"]
+    assert len(log.read_text().splitlines()) == 1
+    assert PilotStore(tmp_path / "data").run_ids() == {RUN}
+    assert not any(lease_dir(tmp_path / "data").iterdir())
+    assert not any((tmp_path / "data" / ".progress").iterdir())
+
+
+def test_an_attempt_whose_holder_failed_runs_the_run_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(task_mod, "LEASE_POLL_S", 0.05)
+    data = tmp_path / "data"
+    held = RunLease(data, RUN, "the-other-driver")
+    assert held.try_acquire() is None
+    log = tmp_path / "runs.log"
+    t = Task(PROP, 0, 1, "test_lease:CountingSim", str(data), {"log": str(log), "pause": 0.0})
+    threading.Timer(0.4, held.release).start()  # it failed: no record, lease given up
+    t0 = time.monotonic()
+    out = run_task(t)
+    assert out.status == "ok" and time.monotonic() - t0 >= 0.35
+    assert len(log.read_text().splitlines()) == 1
+
+
+HERE = Path(__file__).parent
+
+
+def test_a_rerun_after_sigkill_waits_for_the_orphan_instead_of_running_its_run_again(tmp_path: Path) -> None:
+    # SIGKILL the driver while its worker is inside a run; rerun at once. The orphaned
+    # worker finishes that run; the rerun's worker waits on its lease and skips it.
+    from planner.proposals import write_proposals
+
+    props = [make_proposal(compile_plan("tiny-s", "sparse", 0.66 + 0.03 * i, 1e12)) for i in range(2)]
+    path = write_proposals(tmp_path / "proposals.json", props)
+    data, log = tmp_path / "data", tmp_path / "runs.log"
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    args = [sys.executable, "-c", "from runners.cli import main; main()", "execute", str(path), "--data", str(data),
+            "--engine", "test_lease:CountingSim", "-o", f"log={log}", "-o", "pause=3",
+            "--workers", "1", "--json"]
+    first = subprocess.Popen(args, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not log.exists():
+        time.sleep(0.02)
+    assert log.exists(), first.communicate()
+    first.kill()
+    first.wait()
+    second = subprocess.run(args, env=env, text=True, capture_output=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    summary = json.loads(second.stdout)
+    assert (summary["ok"], summary["skipped"]) == (1, 1), summary
+    started = [line.split()[0] for line in log.read_text().splitlines()]
+    assert sorted(started) == sorted(run_id_for(p.id, 0) for p in props)  # each run ran once
+    assert PilotStore(data).scan(status=None).corrupt == []
+    assert not any(lease_dir(data).iterdir())
+
+
+class _Backend:
+    """What the driver's per-handle steps use of a backend: a cancel log and one result."""
+
+    name = "fake"
+
+    def __init__(self, result: BaseException | None = None) -> None:
+        self.cancelled: list[Any] = []
+        self._result = result
+
+    def cancel(self, handle: Any) -> None:
+        self.cancelled.append(handle)
+
+    def result(self, handle: Any) -> Any:
+        assert self._result is not None
+        raise self._result
+
+
+def _driver(data: Path, backend: _Backend, timeout_s: float | None = None) -> Any:
+    from runners.backends.driver import Driver
+    from runners.backends.progress import RunView
+    from runners.execution import ExecutionResult
+
+    d = Driver(backend, PilotStore(data), retries=0, timeout_s=timeout_s,  # type: ignore[arg-type]
+               result=ExecutionResult(), show_progress=False)
+    d.views[RUN], d.tries[RUN] = RunView(RUN, 1, budget=PROP.budget), 0
+    return d
+
+
+def test_the_driver_shows_a_waiting_attempt_and_does_not_time_it_out(tmp_path: Path) -> None:
+    from runners.backends import Handle
+    from runners.backends.progress import ProgressFile, render
+
+    t = Task(PROP, 0, 1, "sim", str(tmp_path))
+    prog = ProgressFile(tmp_path, RUN, 1, t.nonce, started=time.time() - 3600)
+    prog.update("waiting", 0.0, PROP.budget, {"holder": "node-17 pid 4242"})
+    backend = _Backend()
+    d = _driver(tmp_path, backend, timeout_s=1.0)
+    h = Handle(t)
+    d._watch(h)
+    assert not backend.cancelled and not h.timed_out
+    assert (d.views[RUN].state, d.views[RUN].phase) == ("waiting", "on node-17 pid 4242")
+    prog.update("search", 1e11, PROP.budget, {}, force=True)  # its own run, started an hour ago
+    d._watch(h)
+    assert backend.cancelled == [h] and h.timed_out
+    from rich.console import Console
+
+    console = Console(width=160, record=True)
+    console.print(render([d.views[RUN]], {"waiting": 1}, 1))
+    assert "1 waiting on another driver" in console.export_text()
+
+
+def test_a_lost_worker_gives_up_its_lease_for_the_retry(tmp_path: Path) -> None:
+    # On another node a dead worker's lease would hold the run for the lease's TTL; the
+    # driver, which knows it is dead, releases it (by the attempt's nonce).
+    from runners.backends import Handle, WorkerLost
+
+    t = Task(PROP, 0, 1, "sim", str(tmp_path))
+    _plant(tmp_path, host="node-17", pid=4242, task=t.nonce)
+    d = _driver(tmp_path, _Backend(WorkerLost("slurm ended job 7 as NODE_FAIL")))
+    assert d._finish(Handle(t)) is None
+    assert not (lease_dir(tmp_path) / f"{RUN}.json").exists()
+    [failed] = PilotStore(tmp_path).records(status="failed")
+    assert failed.provenance["task"] == t.nonce
