@@ -143,17 +143,19 @@ def test_sweep_removes_only_idle_leases(tmp_path: Path) -> None:
 
 
 class CountingSim(SimEngine):
-    """The sim engine, slowed to ``pause`` seconds a run, logging each run it starts."""
+    """The sim engine, logging each run it starts; the first run logged takes ``pause``
+    seconds, later ones 0.1 s (long enough to be caught running, no longer)."""
 
     def __init__(self, log: str, pause: float = 1.0, **kw: Any) -> None:
         super().__init__(**kw)
         self.log, self.pause = Path(log), float(pause)
 
     def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
+        pause = self.pause if not self.log.exists() else 0.1
         with self.log.open("a") as f:
             f.write(f"{run_id_for(proposal.id, seed)} {os.getpid()}\n")
         for i in range(10):
-            time.sleep(self.pause / 10)
+            time.sleep(pause / 10)
             if progress is not None:
                 progress("search", proposal.budget * i / 10, proposal.budget, {})
         return super().run(proposal, seed, progress)
@@ -203,7 +205,8 @@ HERE = Path(__file__).parent
 
 def test_a_rerun_after_sigkill_waits_for_the_orphan_instead_of_running_its_run_again(tmp_path: Path) -> None:
     # SIGKILL the driver while its worker is inside a run; rerun at once. The orphaned
-    # worker finishes that run; the rerun's worker waits on its lease and skips it.
+    # worker finishes that run (6 s: longer than the rerun takes to start its worker, even
+    # on a loaded box); the rerun's worker waits on its lease and skips it.
     from planner.proposals import write_proposals
 
     props = [make_proposal(compile_plan("tiny-s", "sparse", 0.66 + 0.03 * i, 1e12)) for i in range(2)]
@@ -211,7 +214,7 @@ def test_a_rerun_after_sigkill_waits_for_the_orphan_instead_of_running_its_run_a
     data, log = tmp_path / "data", tmp_path / "runs.log"
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     args = [sys.executable, "-c", "from runners.cli import main; main()", "execute", str(path), "--data", str(data),
-            "--engine", "test_lease:CountingSim", "-o", f"log={log}", "-o", "pause=3",
+            "--engine", "test_lease:CountingSim", "-o", f"log={log}", "-o", "pause=6",
             "--workers", "1", "--json"]
     first = subprocess.Popen(args, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
@@ -220,6 +223,7 @@ def test_a_rerun_after_sigkill_waits_for_the_orphan_instead_of_running_its_run_a
     assert log.exists(), first.communicate()
     first.kill()
     first.wait()
+    assert PilotStore(data).run_ids() == set()  # the orphan's run is still in flight
     second = subprocess.run(args, env=env, text=True, capture_output=True, timeout=120)
     assert second.returncode == 0, second.stderr
     summary = json.loads(second.stdout)
