@@ -6,10 +6,14 @@ import json
 import math
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write_text", "check_creatable", "default_file_mode", "dumps_json", "nearest_existing", "umask"]
+__all__ = [
+    "atomic_write_text", "check_creatable", "default_file_mode", "dumps_json", "nearest_existing", "remove_idle",
+    "umask",
+]
 
 
 def umask() -> int:
@@ -75,6 +79,22 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def remove_idle(folder: Path, older_than_s: float, pattern: str = "*") -> int:
+    """Delete the files matching ``pattern`` in ``folder`` not modified for ``older_than_s``
+    seconds (what killed writers leave behind); how many went."""
+    if not folder.is_dir():
+        return 0
+    removed, cutoff = 0, time.time() - older_than_s
+    for p in folder.glob(pattern):
+        try:
+            if p.stat().st_mtime < cutoff:
+                p.unlink()
+                removed += 1
+        except OSError:  # gone meanwhile, or not ours to delete
+            continue
+    return removed
 
 
 def _finite_or_none(obj: Any) -> Any:

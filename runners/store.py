@@ -34,10 +34,10 @@ from typing import Any
 import polars as pl
 
 from planner.errors import ConfigError
-from planner.files import default_file_mode
+from planner.files import default_file_mode, remove_idle
 from planner.schema import RunRecord
 
-__all__ = ["ROW_SCHEMA", "CorruptRecord", "PilotStore", "Scan", "remove_idle"]
+__all__ = ["ROW_SCHEMA", "CorruptRecord", "PilotStore", "Scan"]
 
 _F, _I, _S = pl.Float64, pl.Int64, pl.String
 
@@ -89,22 +89,6 @@ class CorruptRecord:
 class Scan:
     records: list[RunRecord]
     corrupt: list[CorruptRecord]
-
-
-def remove_idle(folder: Path, older_than_s: float, pattern: str = "*") -> int:
-    """Delete the files matching ``pattern`` in ``folder`` not modified for ``older_than_s``
-    seconds (what killed writers leave behind); how many went."""
-    if not folder.is_dir():
-        return 0
-    removed, cutoff = 0, time.time() - older_than_s
-    for p in folder.glob(pattern):
-        try:
-            if p.stat().st_mtime < cutoff:
-                p.unlink()
-                removed += 1
-        except OSError:  # gone meanwhile, or not ours to delete
-            continue
-    return removed
 
 
 def _frame(record: RunRecord) -> pl.DataFrame:

@@ -232,7 +232,7 @@ def run_task(task: Task) -> Outcome:
     if store.has_ok(task.run_id):
         return Outcome(task.run_id, "skipped", task.attempt)  # finished by an earlier driver
     prog = ProgressFile(task.data, task.run_id, task.attempt, task.nonce)
-    lease = RunLease(task.data, task.run_id, task.nonce)
+    lease = RunLease(task.data, task.run_id, task.nonce, limit_s=task.timeout_s)
     try:
         if not _take_lease(lease, store, prog, task.proposal.budget):
             return Outcome(task.run_id, "skipped", task.attempt)  # the holder finished it

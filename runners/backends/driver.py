@@ -85,22 +85,23 @@ class Driver:
         """Refresh the view from the progress file; enforce the hard time limit."""
         v = self.views[h.task.run_id]
         p = read_progress(self.store.root, h.task.run_id, h.task.nonce)
-        if p is None:
-            return
-        info = p.get("info") or {}
-        if p.get("phase") == "waiting":
-            # Another attempt (another driver's) holds the run's lease: no time limit runs.
-            v.state, v.phase = "waiting", f"on {info.get('holder', 'another driver')}"
-            return
-        v.state = "running"
-        v.phase = str(p.get("phase", ""))
-        v.flops = float(p.get("flops") or 0.0)
-        v.started = float(p.get("started") or time.time())
+        if p is not None:
+            info = p.get("info") or {}
+            if p.get("phase") == "waiting":
+                # Another attempt (another driver's) holds the run's lease: no time limit runs.
+                v.state, v.phase = "waiting", f"on {info.get('holder', 'another driver')}"
+                return
+            v.state = "running"
+            v.phase = str(p.get("phase", ""))
+            v.flops = float(p.get("flops") or 0.0)
+            v.started = float(p.get("started") or time.time())
+            for key in ("reward", h.task.proposal.target):
+                if isinstance(info.get(key), int | float):
+                    v.reward = float(info[key])
+                    break
+        if v.state != "running" or v.started is None:
+            return  # not started: a file gone since (swept by another driver) keeps the last start
         v.wall_s = time.time() - v.started
-        for key in ("reward", h.task.proposal.target):
-            if isinstance(info.get(key), int | float):
-                v.reward = float(info[key])
-                break
         # The worker stops itself at the limit (and records a partial card); this is the
         # backstop for a run stuck where no Python code runs (a hung CUDA kernel, a deadlock).
         if self.timeout_s and not h.timed_out and v.wall_s > self.timeout_s + max(HARD_KILL_GRACE_S, 0.1 * self.timeout_s):
@@ -141,6 +142,7 @@ class Driver:
         already written its ok record just before dying)."""
         task = h.task
         if self.store.has_ok(task.run_id):
+            self._forget(task)
             return Outcome(task.run_id, "ok", task.attempt)
         if self.store.failed_by(task.run_id, task.nonce):
             # It wrote this attempt's failed record, then died before replying: a second

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from planner.files import remove_idle
+
 __all__ = ["ProgressFile", "RunView", "read_progress", "sweep_progress"]
 
 _MIN_INTERVAL_S = 0.5
@@ -127,8 +129,6 @@ def read_progress(data: str | Path, run_id: str, task: str) -> dict[str, Any] | 
 def sweep_progress(data: str | Path, older_than_s: float = 3600.0) -> int:
     """Delete progress files no attempt has updated for ``older_than_s``: those of workers
     killed outright (a live run rewrites its own at every phase and step)."""
-    from runners.store import remove_idle
-
     return remove_idle(progress_dir(data), older_than_s)
 
 

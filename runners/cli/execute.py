@@ -29,7 +29,7 @@ def execute(
     data: DataOpt = DEFAULT_DATA,
     engine: Annotated[str, typer.Option(help="trl (real GRPO/LoRA), sim (simulator) or module:Class.")] = "trl",
     world: Annotated[str | None, typer.Option(help="Simulator world (file or name in configs/worlds; sim engine).")] = None,
-    device: Annotated[str | None, typer.Option(help="cpu or cuda (trl engine; default: the engine's).")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu, cuda or cuda:N (trl engine; default: the engine's).")] = None,
     seeds: Annotated[int, typer.Option(help="Seeds per proposal: 0..N-1.")] = 1,
     backend: Annotated[str, typer.Option(help="local, ray or slurm.")] = "local",
     workers: Annotated[int, typer.Option(help="Runs at once (local: processes; ray/slurm: tasks in flight).")] = 1,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from planner.compiler import compile_plan
 from planner.engine import ProgressFn
 from planner.proposals import make_proposal
 from planner.schema import Proposal, RunRecord, run_id_for
+from runners import lease as lease_mod
 from runners import task as task_mod
 from runners.engines.sim import SimEngine
 from runners.lease import RunLease, lease_dir, sweep_leases
@@ -28,15 +30,21 @@ PROP = make_proposal(compile_plan("tiny-s", "sparse", 0.7, 1e12))
 RUN = run_id_for(PROP.id, 0)
 
 
-def _plant(data: Path, *, host: str, pid: int, task: str, age_s: float = 0.0) -> Path:
-    """A lease file as another holder would have left it."""
+def _plant(data: Path, *, host: str, pid: int, task: str, age_s: float = 0.0, pidns: str | None = None,
+           limit_s: float | None = None) -> Path:
+    """A lease file as another holder would have left it (on this machine by default)."""
     path = lease_dir(data) / f"{RUN}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"host": host, "pid": pid, "task": task}))
+    path.write_text(json.dumps({"host": host, "pid": pid, "task": task, "limit_s": limit_s,
+                                "pidns": lease_mod._pidns() if pidns is None else pidns}))
     if age_s:
-        t = time.time() - age_s
-        os.utime(path, (t, t))
+        _age(path, age_s)
     return path
+
+
+def _age(path: Path, age_s: float) -> None:
+    t = time.time() - age_s
+    os.utime(path, (t, t))
 
 
 def _dead_pid() -> int:
@@ -67,23 +75,107 @@ def test_a_dead_holder_on_this_host_frees_the_run_at_once(tmp_path: Path) -> Non
     lease.release()
 
 
-def test_a_holder_on_another_host_is_live_until_its_heartbeat_is_older_than_the_ttl(tmp_path: Path) -> None:
-    path = _plant(tmp_path, host="node-17", pid=1, task="remote", age_s=30)
-    lease = RunLease(tmp_path, RUN, "mine", ttl_s=60)
+def test_a_remote_holder_is_dead_once_its_heartbeat_stops_for_the_ttl_on_the_waiters_clock(tmp_path: Path) -> None:
+    # Its mtime is 1000 s behind this clock (skew between nodes): what counts is whether it
+    # moves while this waiter watches.
+    path = _plant(tmp_path, host="node-17", pid=1, task="remote", age_s=1000)
+    lease = RunLease(tmp_path, RUN, "mine", ttl_s=0.3)
     holder = lease.try_acquire()
-    assert holder is not None and holder.host == "node-17" and 29 < holder.age_s < 40
-    t = time.time() - 61
-    os.utime(path, (t, t))
-    assert lease.try_acquire() is None  # stale: broken and taken
+    assert holder is not None and (holder.host, holder.task) == ("node-17", "remote")
+    for _ in range(3):  # heartbeats keep it live past the TTL
+        time.sleep(0.2)
+        _age(path, 1000 - (time.time() % 100))
+        assert lease.try_acquire() is not None
+    time.sleep(0.4)  # no heartbeat for longer than the TTL
+    assert lease.try_acquire() is None
+    assert json.loads(path.read_text())["task"] == "mine"
     lease.release()
 
 
-def test_the_heartbeat_keeps_a_held_lease_fresh(tmp_path: Path) -> None:
+def test_an_hour_old_lease_is_dead_at_first_sight(tmp_path: Path) -> None:
+    _plant(tmp_path, host="node-17", pid=1, task="remote", age_s=7200)
+    lease = RunLease(tmp_path, RUN, "mine")
+    assert lease.try_acquire() is None
+    lease.release()
+
+
+def test_a_dead_pid_in_another_pid_namespace_is_not_taken_for_dead(tmp_path: Path) -> None:
+    # A container that shares the host name but not the pids: its pid means nothing here.
+    _plant(tmp_path, host=socket.gethostname(), pid=_dead_pid(), task="container", pidns="pid:[1]")
+    holder = RunLease(tmp_path, RUN, "mine").try_acquire()
+    assert holder is not None and holder.task == "container"
+
+
+def test_a_requeued_attempt_retakes_its_own_lease_under_its_new_pid(tmp_path: Path) -> None:
+    # A preempted SLURM job comes back with the same nonce: its lease must name the new
+    # process, or a waiter would find the old pid dead and run the run beside it.
+    path = _plant(tmp_path, host=socket.gethostname(), pid=_dead_pid(), task="requeued")
+    lease = RunLease(tmp_path, RUN, "requeued")
+    assert lease.try_acquire() is None
+    assert json.loads(path.read_text())["pid"] == os.getpid()
+    assert RunLease(tmp_path, RUN, "other").try_acquire() is not None
+    lease.release()
+
+
+def test_an_overdue_holder_here_is_killed_and_one_elsewhere_is_broken(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # A holder past its time limit that its (dead) driver can no longer kill: a hung CUDA
+    # kernel deaf to its own alarm would otherwise keep every rerun waiting for ever.
+    monkeypatch.setattr(lease_mod, "overdue_after_s", lambda limit_s: 0.3)
+    hung = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        _plant(tmp_path, host=socket.gethostname(), pid=hung.pid, task="hung", limit_s=1.0)
+        lease = RunLease(tmp_path, RUN, "mine")
+        assert lease.try_acquire() is not None  # within its limit: live
+        time.sleep(0.4)
+        assert lease.try_acquire() is None
+        assert hung.wait(timeout=10) == -signal.SIGKILL
+        lease.release()
+    finally:
+        hung.kill()
+    _plant(tmp_path, host="node-17", pid=1, task="hung-remote", limit_s=1.0)
+    unlimited = _plant(tmp_path / "b", host="node-17", pid=1, task="no-limit")
+    lease, patient = RunLease(tmp_path, RUN, "mine"), RunLease(tmp_path / "b", RUN, "mine")
+    assert lease.try_acquire() is not None and patient.try_acquire() is not None
+    for _ in range(3):
+        time.sleep(0.2)
+        _age(unlimited, 0)  # its heartbeat goes on; it has no limit to overrun
+        patient.try_acquire()
+    assert lease.try_acquire() is None
+    assert patient.try_acquire() is not None
+    lease.release()
+
+
+def test_a_waiter_never_removes_a_lease_that_replaced_the_one_it_looked_at(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # The holder releases between the waiter's failed link and its read, and a second waiter
+    # takes the run in that gap: the first must wait for the second, not delete its lease.
+    path = _plant(tmp_path, host="node-17", pid=1, task="holder")
+    real_read, raced = lease_mod._read, []
+
+    def racing_read(p: Path) -> Any:
+        if p == path and not raced:
+            raced.append(1)
+            path.unlink()  # released...
+            path.write_text(json.dumps({"host": "node-18", "pid": 2, "task": "second"}))  # ...and taken
+            return None
+        return real_read(p)
+
+    monkeypatch.setattr(lease_mod, "_read", racing_read)
+    holder = RunLease(tmp_path, RUN, "first").try_acquire()
+    assert holder is not None and holder.task == "second"
+    assert json.loads(path.read_text())["task"] == "second"
+
+
+def test_the_heartbeat_keeps_a_held_lease_fresh_through_a_missed_beat(tmp_path: Path) -> None:
     lease = RunLease(tmp_path, RUN, "mine", heartbeat_s=0.05)
     assert lease.try_acquire() is None
     path = lease_dir(tmp_path) / f"{RUN}.json"
-    t = time.time() - 1000
-    os.utime(path, (t, t))
+    aside = path.with_name("aside")
+    os.rename(path, aside)  # a racing breaker's check of it: beats meanwhile fail
+    time.sleep(0.15)
+    os.rename(aside, path)
+    _age(path, 1000)
     time.sleep(0.3)
     assert time.time() - path.stat().st_mtime < 1.0
     lease.release()
@@ -92,12 +184,9 @@ def test_the_heartbeat_keeps_a_held_lease_fresh(tmp_path: Path) -> None:
 
 def test_a_breaker_that_moved_a_fresh_lease_puts_it_back(tmp_path: Path) -> None:
     # Two breakers saw the same stale lease; the first broke it and took the run. The second
-    # then renames the *first one's* lease aside: it must restore it, not take the run too.
+    # then moves the *first one's* lease aside: it must restore it, not take the run too.
     path = _plant(tmp_path, host="node-17", pid=1, task="winner")
-    late = RunLease(tmp_path, RUN, "late")
-    from runners.lease import Holder
-
-    late._break(Holder("node-17", 1, "stale-one", 999.0))
+    assert RunLease(tmp_path, RUN, "late")._move_aside("stale-one") is False
     assert json.loads(path.read_text())["task"] == "winner"
     assert [p.name for p in lease_dir(tmp_path).iterdir()] == [path.name]
 
@@ -108,8 +197,7 @@ def test_a_foreign_file_in_the_lease_slot_waits_while_young_and_goes_when_old(tm
     path.write_text("not json")
     lease = RunLease(tmp_path, RUN, "mine", ttl_s=60)
     assert lease.try_acquire() is not None
-    t = time.time() - 120
-    os.utime(path, (t, t))
+    _age(path, 120)
     assert lease.try_acquire() is None
     lease.release()
 
@@ -276,7 +364,12 @@ def test_the_driver_shows_a_waiting_attempt_and_does_not_time_it_out(tmp_path: P
     assert not backend.cancelled and not h.timed_out
     assert (d.views[RUN].state, d.views[RUN].phase) == ("waiting", "on node-17 pid 4242")
     prog.update("search", 1e11, PROP.budget, {}, force=True)  # its own run, started an hour ago
+    d.timeout_s = 7200.0
     d._watch(h)
+    assert d.views[RUN].state == "running" and not backend.cancelled
+    prog.clear()  # swept by another driver's execute (an hour without a report)
+    d.timeout_s = 1.0
+    d._watch(h)  # the backstop still counts from the start it saw
     assert backend.cancelled == [h] and h.timed_out
     from rich.console import Console
 
