@@ -218,7 +218,13 @@ def race(
     backend: Annotated[str | None, typer.Option(help="Where the workers run: local, ray or slurm, as in `runners execute` (default local when --workers > 1).")] = None,
 ) -> None:
     from planner.cli.race_display import RaceDisplay
-    from planner.engine import load_engine, open_batches, open_store, prepare_engine
+    from planner.engine import (
+        check_same_source,
+        load_engine,
+        open_batches,
+        open_store,
+        prepare_engine,
+    )
     from planner.errors import ConfigError
     from planner.loop import regimes_document, run_race, write_regimes
     from planner.schema import check_seed_count
@@ -257,7 +263,9 @@ def race(
                                 engine_options=opts)
     try:
         store = open_store(data)
-        store.records(status=None)  # the race reads them again; here to say what it must skip
+        # The race reads them again; here to say what it must skip, and to refuse another
+        # engine's or world's store before the engine's preparation (minutes of pretraining).
+        check_same_source(store.records(status=None), eng, store.root)
         said = _warn_corrupt(store)
         prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
         display = RaceDisplay(problem, quiet, posterior=strat.stops_on_confidence)
@@ -281,21 +289,20 @@ def race(
     doc = regimes_document(result, engine=engine, simulated=engine == "sim", world=world_name)
     path = write_regimes(data / "regimes.json", doc)
     display.final(result, path)
-    _say_raised_pilots(problem, store.records())
+    _say_raised_pilots(problem, strat)
     _warn_corrupt(store, said)
 
 
-def _say_raised_pilots(problem: Any, records: list[Any]) -> None:
-    """Where a setting's pilots ran above --pilot-budget (the design raises it when that
-    budget buys too few prompt groups), as ``planner suggest`` says when it proposes them."""
+def _say_raised_pilots(problem: Any, strategy: Any) -> None:
+    """Where a setting's initial design ran above --pilot-budget (the design raises it when
+    that budget buys too few prompt groups), as ``planner suggest`` says when it proposes
+    those pilots. Strategies without an initial design (random, Optuna) say nothing."""
     from planner.design import ISO_RAISED
-    from planner.frontier import Setting
 
-    raised: dict[str, float] = {}
-    for r in records:
-        s = Setting(r.model, r.reward)
-        if s in problem.settings and problem.pilot_budget * 1.01 < r.budget < problem.budget / 1.5:
-            raised[s.key] = max(raised.get(s.key, 0.0), r.budget)
+    budgets = getattr(strategy, "pilot_budgets", None)
+    if not callable(budgets):
+        return
+    raised = {s.key: b for s, b in budgets().items() if b > problem.pilot_budget * 1.01}
     if raised:
         typer.echo(f"{ISO_RAISED} for " + ", ".join(f"{k} (to {b:.2g})" for k, b in sorted(raised.items()))
                    + f" from {problem.pilot_budget:.2g}: the requested one buys too few prompt groups "

@@ -65,6 +65,40 @@ def test_suggest_says_when_a_settings_pilot_budget_was_raised(tmp_path: Path) ->
     assert 1e13 < b < 1e16 and "pilot budget raised for qwen2.5-1.5b/sparse" in res.output
 
 
+def test_race_says_which_settings_pilots_were_raised_and_to_what(tmp_path: Path) -> None:
+    # The note once took the dearest run of each setting below the decision budget: a
+    # single acquisition run at 1e15 read as "prm raised to 1e15", and sparse, whose pilots
+    # ran at the requested 1e14, as raised too.
+    data = tmp_path / "d"
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse,prm", "--max-runs", "10", "--data", str(data), "--quiet"],
+                        env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    pilots: dict[str, set[float]] = {}
+    for r in PilotStore(data).records():
+        if r.budget < 1e16 / 1.5:
+            pilots.setdefault(r.reward, set()).add(r.budget)
+    assert pilots["sparse"] == {1e14}
+    (prm,) = pilots["prm"]
+    assert 1.01e14 < prm < 1e15
+    [line] = [ln for ln in res.stdout.splitlines() if ln.startswith("pilot budget raised")]
+    assert f"qwen2.5-1.5b/prm (to {prm:.2g})" in line and "sparse" not in line
+
+
+def test_race_refuses_another_worlds_store_before_preparing_the_engine(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # With the trl engine the preparation is minutes of pretraining, then the refusal.
+    import planner.engine
+
+    args = ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+            "--max-runs", "2", "--data", str(tmp_path / "d")]
+    assert runner.invoke(app, args).exit_code == 0
+    prepared: list[object] = []
+    monkeypatch.setattr(planner.engine, "prepare_engine", lambda *a, **k: prepared.append(a))
+    res = runner.invoke(app, [*args, "--world", "flat"])
+    assert res.exit_code == 2 and res.stderr.startswith("error: data:") and prepared == []
+
+
 def test_suggest_lists_and_n(tmp_path: Path) -> None:
     out = tmp_path / "p.json"
     res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b,qwen2.5-7b",
