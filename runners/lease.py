@@ -6,20 +6,23 @@ two people racing on one shared directory. The store keeps one record either way
 exclusive link), but the other run's compute (GPU-hours at the sizes this tool plans) is
 spent for nothing.
 
-A lease is ``DIR/.leases/<run_id>.json``: the holder's host, pid namespace, pid, task nonce
-and time limit. It is taken by ``os.link`` of a complete temporary file (atomic and
-exclusive on local filesystems and NFS; never seen half-written) and touched every
-``HEARTBEAT_S`` seconds. A waiter judges it stale when
+A lease is ``DIR/.leases/<run_id>.json``: the holder's host, machine (boot id and pid
+namespace), pid, task nonce, time limit and when that limit started. It is taken by
+``os.link`` of a complete temporary file (atomic and exclusive on local filesystems and
+NFS; never seen half-written) and touched every ``HEARTBEAT_S`` seconds. A waiter judges
+it dead when
 
-* the holder is on this machine (same host *and* pid namespace) and its process is gone;
-* its heartbeat has not moved for ``TTL_S`` seconds of the *waiter's* clock (so clock skew
-  between nodes cannot make a live lease look old), or the file is hours old by any clock;
-* the holder has a time limit and the waiter has seen it hold the run for well past it: a
-  run its own driver would have killed (on this machine the waiter kills it, standing in
-  for a driver that may be dead).
+* the holder is on this machine and its process is gone;
+* its heartbeat has not moved for ``TTL_S`` seconds of the *waiter's* clock (clock skew
+  between nodes cannot make a live lease look old), or its mtime is over an hour behind
+  this machine's clock;
+* the holder has a time limit and the waiter has watched it hold the run, since its limit
+  started, for well past it (:func:`overdue_after_s`): a hung run its own driver would
+  have killed, and that driver may be dead. The waiter does not kill it (it may not be
+  its to kill); it runs the run beside it, as it would have without leases.
 
-A lease is only ever removed by moving it aside and checking that what moved is the one
-meant (a stale one to break, or one's own to release); anything else is put back.
+A lease is removed only by moving it aside and checking that what moved is exactly the
+lease meant (same holder, pid and start); anything else is put back.
 
 Leases are taken by :func:`runners.task.run_task`, so every backend's workers hold them.
 """
@@ -28,22 +31,20 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from planner.files import remove_idle
-
-__all__ = ["HEARTBEAT_S", "TTL_S", "Holder", "RunLease", "lease_dir", "sweep_leases"]
+__all__ = ["HEARTBEAT_S", "TTL_S", "Holder", "RunLease", "lease_dir", "release_dead", "sweep_leases"]
 
 HEARTBEAT_S = 30.0
 # Several heartbeats, and past an NFS client's attribute cache (acregmax defaults to 60 s).
 TTL_S = 180.0
-# A lease this old by the file's own mtime is dead whatever the clocks' skew.
+# A lease whose mtime is this far behind this machine's clock is dead, skew or not.
 ANCIENT_S = 3600.0
 
 
@@ -53,14 +54,22 @@ def lease_dir(data: str | Path) -> Path:
 
 @dataclass(frozen=True)
 class Holder:
-    """Who holds a run's lease (``task``: the attempt's nonce) and its last heartbeat."""
+    """Who holds a run's lease (``task``: the attempt's nonce; ``since``: when its time
+    limit started) and the lease file's last heartbeat (``mtime``)."""
 
     host: str
     pid: int
     task: str
-    mtime: float = 0.0
-    pidns: str = ""
+    since: float = 0.0
+    machine: str = ""
     limit_s: float | None = None
+    mtime: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, str, int, str, float]:
+        """What makes one lease this lease: a requeued attempt (same nonce) or a restarted
+        limit is another one."""
+        return (self.host, self.machine, self.pid, self.task, self.since)
 
     def __str__(self) -> str:
         return f"{self.host} pid {self.pid}" if self.pid > 0 else "an unreadable lease file"
@@ -70,12 +79,20 @@ class Holder:
 UNKNOWN = Holder("?", -1, "?")
 
 
-def _pidns() -> str:
-    """This process's pid namespace: two containers may share a host name, not their pids."""
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return ""
+def _machine() -> str:
+    """This boot of this machine and this pid namespace: two containers may share a host
+    name (and two hosts a namespace id) but not both, so a pid means the same process."""
+    parts = []
+    for path in ("/proc/sys/kernel/random/boot_id", "/proc/self/ns/pid"):
+        try:
+            parts.append(os.readlink(path) if path.endswith("/pid") else Path(path).read_text().strip())
+        except OSError:
+            parts.append("")
+    return "/".join(parts)
+
+
+def _same_machine(h: Holder) -> bool:
+    return h.host == socket.gethostname() and h.machine == _machine()
 
 
 def _pid_alive(pid: int) -> bool:
@@ -88,21 +105,45 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _holder(body: dict[str, Any], mtime: float) -> Holder:
+    limit = body.get("limit_s")
+    return Holder(str(body["host"]), int(body["pid"]), str(body["task"]), float(body.get("since", 0.0)),
+                  str(body.get("machine", "")), float(limit) if limit is not None else None, mtime)
+
+
 def _read(path: Path) -> Holder | None:
     try:
         body = json.loads(path.read_text())
-        limit = body.get("limit_s")
-        return Holder(str(body["host"]), int(body["pid"]), str(body["task"]), path.stat().st_mtime,
-                      str(body.get("pidns", "")), float(limit) if limit is not None else None)
+        return _holder(body, path.stat().st_mtime)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # gone, or not a lease
 
 
 def overdue_after_s(limit_s: float) -> float:
-    """How long a waiter lets a holder with time limit ``limit_s`` hold a run: past the
-    driver's backstop (limit + max(30 s, 10%)) by as much again, for the holder's warm-up
-    and for the waiter having started watching late, never early."""
+    """How long past the start of its limit a waiter lets a holder with time limit
+    ``limit_s`` hold a run: past the driver's backstop (limit + max(30 s, 10%)) by as much
+    again, so never before the holder's own driver would have stopped it."""
     return limit_s + 2 * max(30.0, 0.1 * limit_s)
+
+
+def _move_aside(path: Path, expected: Holder | None) -> bool:
+    """Remove the lease at ``path`` if it is exactly ``expected`` (None: an unreadable
+    file); put back whatever else a racing taker has put there meanwhile."""
+    aside = path.with_name(f".{path.name}.{uuid.uuid4().hex}.aside")
+    try:
+        os.rename(path, aside)
+    except OSError:
+        return False  # gone already
+    moved = _read(aside)
+    if (moved.key if moved is not None else None) != (expected.key if expected is not None else None):
+        try:
+            os.link(aside, path)
+        except OSError:
+            pass  # a third taker got in meanwhile (a window of microseconds)
+        _unlink(aside)
+        return False
+    _unlink(aside)
+    return True
 
 
 class RunLease:
@@ -110,76 +151,113 @@ class RunLease:
     ``run_id`` in the store ``data``.
 
     ``try_acquire()`` returns None once this attempt holds the lease (kept fresh by a daemon
-    thread), else the live :class:`Holder` to wait for; ``release()`` gives it up.
+    thread) or when no lease can be written there (the run goes unguarded), else the live
+    :class:`Holder` to wait for. ``limit_starts()`` says the time limit starts now (after
+    warm-up); ``release()`` gives the lease up.
     """
 
     def __init__(self, data: str | Path, run_id: str, task: str, *, limit_s: float | None = None,
                  ttl_s: float = TTL_S, heartbeat_s: float = HEARTBEAT_S) -> None:
         self.path = lease_dir(data) / f"{run_id}.json"
         self.task, self.limit_s, self.ttl_s, self.heartbeat_s = task, limit_s, ttl_s, heartbeat_s
+        self._mine: Holder | None = None
         self._stop: threading.Event | None = None
-        # Per holder seen: (its last mtime, when that mtime was first seen, when the holder
-        # was first seen), all on this process's monotonic clock.
-        self._seen: dict[str, tuple[float, float, float]] = {}
+        # Per lease seen (by key): its last mtime, when that mtime was first seen and when
+        # the lease was first seen, on this process's monotonic clock.
+        self._seen: dict[tuple[str, str, int, str, float], tuple[float, float, float]] = {}
 
     @property
     def held(self) -> bool:
-        return self._stop is not None
+        return self._mine is not None
 
     def try_acquire(self) -> Holder | None:
         if self.held:
             return None
+        tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
-            tmp.write_text(json.dumps({"host": socket.gethostname(), "pidns": _pidns(), "pid": os.getpid(),
-                                       "task": self.task, "limit_s": self.limit_s, "since": time.time()}))
+            mine = self._write(tmp)
         except OSError:
-            return None  # no lease can be written here: run unguarded (the store still keeps one record)
+            return self._unguarded()
         try:
-            if not self._take(tmp):
-                return _read(self.path) or UNKNOWN
+            for _ in range(8):  # each pass takes the lease, meets a live holder, or clears a dead one
+                try:
+                    os.link(tmp, self.path)
+                except FileExistsError:
+                    pass
+                except OSError:
+                    return self._unguarded()
+                else:
+                    self._hold(mine)
+                    return None
+                holder = _read(self.path)
+                if holder is None:
+                    mtime = _mtime(self.path)
+                    if mtime is None:
+                        continue  # released meanwhile
+                    if time.time() - mtime < self.ttl_s:
+                        return UNKNOWN  # unreadable but young: a foreign file; let it age like a lease
+                    _move_aside(self.path, None)
+                    continue
+                # Ours from an earlier incarnation (a requeued SLURM job: it was killed, and
+                # its nonce is only ever this attempt's), or a dead holder: cleared.
+                if holder.task != self.task and self._judge(holder) == "live":
+                    return holder
+                _move_aside(self.path, holder)
+            return UNKNOWN
         finally:
             _unlink(tmp)
-        self._start_heartbeat()
-        return None
 
-    def _take(self, tmp: Path) -> bool:
-        for _ in range(8):  # each pass takes the lease, meets a live holder, or clears a dead one
-            try:
-                os.link(tmp, self.path)
-                return True
-            except FileExistsError:
-                pass
-            holder = _read(self.path)
-            if holder is None:
-                mtime = _mtime(self.path)
-                if mtime is None:
-                    continue  # released meanwhile
-                if time.time() - mtime < self.ttl_s:
-                    return False  # unreadable but young: a foreign file; let it age like a lease
-                self._move_aside(None)
-                continue
-            if holder.task == self.task:
-                # Ours, from an earlier incarnation of this attempt (a requeued SLURM job):
-                # name this process, or a waiter would find the old pid dead and break it.
+    def limit_starts(self) -> None:
+        """The holder's time limit starts now (after its warm-up): a waiter times it from here."""
+        if self._mine is None:
+            return
+        tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            mine = self._write(tmp)
+            current = _read(self.path)
+            if current is not None and current.key == self._mine.key:
                 os.replace(tmp, self.path)
-                return True
-            state = self._judge(holder)
-            if state == "live":
-                return False
-            if state == "overdue":
-                _stop_locally(holder)
-            self._move_aside(holder.task)
-        return False
+                self._mine = mine
+        except OSError:
+            pass  # the old start stands: a waiter judges it overdue earlier, never later
+        finally:
+            _unlink(tmp)
+
+    def release(self) -> None:
+        """Give up the lease if this attempt holds it; anyone else's is left alone."""
+        if self._stop is not None:
+            self._stop.set()
+            self._stop = None
+        mine, self._mine = self._mine, None
+        if mine is not None:
+            current = _read(self.path)
+            if current is not None and current.key == mine.key:
+                _move_aside(self.path, current)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _write(self, tmp: Path) -> Holder:
+        body = {"host": socket.gethostname(), "machine": _machine(), "pid": os.getpid(), "task": self.task,
+                "limit_s": self.limit_s, "since": time.time()}
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(body))
+        return _holder(body, 0.0)
+
+    def _unguarded(self) -> Holder | None:
+        """No lease can be written here (a read-only ``.leases``, a filesystem without
+        links): still wait for a live holder's; otherwise run unguarded."""
+        holder = _read(self.path)
+        if holder is not None and holder.task != self.task and self._judge(holder) == "live":
+            return holder
+        return None
 
     def _judge(self, h: Holder) -> str:
         """``live``, ``dead`` (gone, or no heartbeat), or ``overdue`` (past its limit)."""
         now = time.monotonic()
-        mtime, moved, first = self._seen.get(h.task, (h.mtime, now, now))
+        mtime, moved, first = self._seen.get(h.key, (h.mtime, now, now))
         if h.mtime != mtime:
             moved = now
-        self._seen[h.task] = (h.mtime, moved, first)
+        self._seen[h.key] = (h.mtime, moved, first)
         if _same_machine(h) and not _pid_alive(h.pid):
             return "dead"
         if now - moved > self.ttl_s or time.time() - h.mtime > ANCIENT_S:
@@ -188,67 +266,49 @@ class RunLease:
             return "overdue"
         return "live"
 
-    def release(self) -> None:
-        """Give up the lease if this attempt holds it (by nonce: never another's)."""
-        if self._stop is not None:
-            self._stop.set()
-            self._stop = None
-        self._move_aside(self.task)
-
-    def _move_aside(self, task: str | None) -> bool:
-        """Remove the lease if it is attempt ``task``'s (None: an unreadable file); put
-        back whatever else a racing taker has put there meanwhile."""
-        aside = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.aside")
-        try:
-            os.rename(self.path, aside)
-        except OSError:
-            return False  # gone already
-        moved = _read(aside)
-        if (moved.task if moved is not None else None) != task:
-            try:
-                os.link(aside, self.path)
-            except OSError:
-                pass  # a third taker got in meanwhile (a window of microseconds)
-            _unlink(aside)
-            return False
-        _unlink(aside)
-        return True
-
-    def _start_heartbeat(self) -> None:
+    def _hold(self, mine: Holder) -> None:
+        self._mine = mine
         stop = self._stop = threading.Event()
-        path, every = self.path, self.heartbeat_s
 
         def beat() -> None:
-            while not stop.wait(every):
+            while not stop.wait(self.heartbeat_s):
+                # Only this lease (by content: inode numbers are reused at once): one broken
+                # and retaken must age as its new holder's, not be kept fresh by this one.
+                current, mine = _read(self.path), self._mine
+                if current is None or mine is None or current.key != mine.key:
+                    continue  # moved aside for a moment, an NFS hiccup, or not ours now
                 try:
-                    os.utime(path)
+                    os.utime(self.path)
                 except OSError:
-                    continue  # an NFS hiccup, or moved aside for a moment: the next beat counts
+                    continue
 
-        threading.Thread(target=beat, name=f"lease-{path.stem}", daemon=True).start()
-
-
-def _same_machine(h: Holder) -> bool:
-    return h.host == socket.gethostname() and h.pidns == _pidns()
+        threading.Thread(target=beat, name=f"lease-{self.path.stem}", daemon=True).start()
 
 
-def _stop_locally(h: Holder) -> None:
-    """Kill an overdue holder on this machine with what it started (a local worker leads its
-    process group), as its driver's backstop would. One on another node cannot be reached."""
-    if not _same_machine(h) or h.pid <= 0:
-        return
-    try:
-        os.killpg(h.pid, signal.SIGKILL)
-    except OSError:
-        try:
-            os.kill(h.pid, signal.SIGKILL)
-        except OSError:
-            pass
+def release_dead(data: str | Path, run_id: str, task: str) -> bool:
+    """Remove the lease of attempt ``task`` (a worker the driver knows is dead), if it is
+    that attempt's: on another node it would keep the run from everyone for ``TTL_S``."""
+    path = lease_dir(data) / f"{run_id}.json"
+    holder = _read(path)
+    return holder is not None and holder.task == task and _move_aside(path, holder)
 
 
 def sweep_leases(data: str | Path, older_than_s: float = ANCIENT_S) -> int:
-    """Delete leases and leftovers no live holder keeps fresh (``older_than_s`` idle)."""
-    return remove_idle(lease_dir(data), older_than_s)
+    """Remove leases no live holder keeps fresh (``older_than_s`` idle), and leftovers."""
+    folder = lease_dir(data)
+    if not folder.is_dir():
+        return 0
+    removed, cutoff = 0, time.time() - older_than_s
+    for p in folder.iterdir():
+        mtime = _mtime(p)
+        if mtime is None or mtime >= cutoff:
+            continue
+        if p.name.startswith("."):  # a killed taker's temporary: nobody else has its name
+            _unlink(p)
+            removed += 1
+        elif _move_aside(p, _read(p)):
+            removed += 1
+    return removed
 
 
 def _mtime(path: Path) -> float | None:

@@ -236,7 +236,7 @@ def run_task(task: Task) -> Outcome:
     try:
         if not _take_lease(lease, store, prog, task.proposal.budget):
             return Outcome(task.run_id, "skipped", task.attempt)  # the holder finished it
-        return _run_held(task, store, prog)
+        return _run_held(task, store, prog, lease)
     finally:
         prog.clear()
         lease.release()
@@ -254,7 +254,7 @@ def _take_lease(lease: RunLease, store: PilotStore, prog: ProgressFile, budget: 
     return not store.has_ok(prog.run_id)
 
 
-def _run_held(task: Task, store: PilotStore, prog: ProgressFile) -> Outcome:
+def _run_held(task: Task, store: PilotStore, prog: ProgressFile, lease: RunLease) -> Outcome:
     last: dict[str, Any] = {}
     t0 = time.monotonic()
 
@@ -281,6 +281,7 @@ def _run_held(task: Task, store: PilotStore, prog: ProgressFile) -> Outcome:
             warm_up()
             t0 = time.monotonic()
             prog.started = time.time()
+            lease.limit_starts()  # a waiter times this run's limit from here, as it runs
             prog.update("starting", 0.0, task.proposal.budget, {}, force=True)
         with _alarm(task.timeout_s):
             record = engine.run(task.proposal, task.seed, progress)

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from planner.frontier import Setting
     from planner.regime import RegimeCall
 
-__all__ = ["RaceDisplay", "calls_table"]
+__all__ = ["RaceDisplay", "calls_table", "round_line"]
 
 
 class RaceDisplay:
@@ -21,24 +21,34 @@ class RaceDisplay:
         self.quiet = quiet
         self.posterior = posterior  # baselines make point calls: their "P" is 100 or 0
         self.live: Any = None
+        # Not a terminal (a log file, nohup, SLURM, CI): rich's live table would show only
+        # at the end, so each round gets a line here instead.
+        self.log: Any = None
+        self._said: tuple[int, int] | None = None
 
     def __enter__(self) -> RaceDisplay:
         if not self.quiet:
+            from rich.console import Console
             from rich.live import Live
 
-            self.live = Live(self._table(None), refresh_per_second=4, transient=False)
+            console = Console()
+            if not console.is_terminal:
+                self.log = console
+                return self
+            self.live = Live(self._table(None), console=console, refresh_per_second=4, transient=False)
             self.live.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.live is not None:
             self.live.__exit__(*exc)
-            if not self.live.console.is_terminal:  # rich ends a terminal's render with a newline only
-                self.live.console.line()
 
     def update(self, progress: Any) -> None:
         if self.live is not None:
             self.live.update(self._table(progress))
+        elif self.log is not None and (progress.round, progress.runs) != self._said:
+            self._said = (progress.round, progress.runs)
+            self.log.print(round_line(progress, self.problem), highlight=False, soft_wrap=True)
 
     def _table(self, progress: Any) -> Any:
         title = "race: starting" if progress is None else (
@@ -54,6 +64,20 @@ class RaceDisplay:
                              self.problem, result.calls, result, posterior=self.posterior))
         c.print(f"stopped: {result.stop_reason} after {result.total_runs} runs, "
                 f"{result.total_flops:.3g} FLOPs; wrote {path}")
+
+
+def round_line(progress: Any, problem: Any) -> str:
+    """One line for a log: the round, the spend, and each setting's call so far."""
+    from planner.strategies import decision_state
+
+    calls = []
+    for s in problem.settings:
+        c = progress.calls.get(s)
+        if c is not None:
+            mark = {"confident": "", "indifferent": "~", "open": "?"}[decision_state(c, problem)]
+            calls.append(f"{s.key} {c.regime}{mark} P {c.probabilities[c.regime]:.2f}")
+    return (f"race round {progress.round}: {progress.runs} runs, {progress.flops:.3g} FLOPs"
+            + (f"; {', '.join(calls)}" if calls else ""))
 
 
 def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], result: Any = None,

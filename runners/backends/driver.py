@@ -15,7 +15,7 @@ from typing import Any
 from runners.backends import Backend, Handle
 from runners.backends.progress import ProgressFile, RunView, read_progress, render
 from runners.execution import ExecutionResult
-from runners.lease import RunLease
+from runners.lease import release_dead
 from runners.store import PilotStore
 from runners.task import Outcome, Task, failed_record, make_engine, new_nonce
 
@@ -46,6 +46,9 @@ class Driver:
         self.tries: dict[str, int] = {}
         self._already_done = 0
         self._width = 120
+        # Not a terminal (a log file, nohup, SLURM, CI): rich's live table would show only
+        # at the end, so each finished attempt gets a line here instead.
+        self._log: Any = None
 
     def run(self, tasks: Sequence[Task]) -> None:
         self._already_done = len(self.result.skipped)  # skipped before any task ran
@@ -76,8 +79,8 @@ class Driver:
             if live is not None:
                 live.update(self._render())
                 live.stop()
-                if not live.console.is_terminal:  # rich ends a terminal's render with a newline only
-                    live.console.line()
+            elif self._log is not None:
+                self._log.print(self._render())
 
     # -- per-handle steps ------------------------------------------------------------------
 
@@ -122,6 +125,7 @@ class Driver:
         if out.flops:
             v.flops = out.flops
         v.phase = "done" if out.status == "ok" else v.phase
+        self._say(v, out)
         if out.status == "ok":
             self.result.ok.append(task.run_id)
             return None
@@ -167,9 +171,19 @@ class Driver:
         """Remove what a dead worker left of its attempt: its progress file and its lease
         (which, held on another node, would keep the run from everyone for the lease's TTL)."""
         ProgressFile(task.data, task.run_id, task.attempt, task.nonce).clear()
-        RunLease(task.data, task.run_id, task.nonce).release()
+        release_dead(task.data, task.run_id, task.nonce)
 
     # -- display ---------------------------------------------------------------------------
+
+    def _say(self, v: RunView, out: Outcome) -> None:
+        """One line per finished attempt, where there is no live table."""
+        if self._log is None:
+            return
+        finished = sum(1 for w in self.views.values() if w.state in ("ok", "failed", "skipped"))
+        what = out.status if out.status != "failed" else f"failed ({(out.error or '')[:80]})"
+        reward = "" if v.reward is None else f", reward {v.reward:.3f}"
+        self._log.print(f"[{finished}/{len(self.views)}] {v.run_id} try {v.attempt}: {what}{reward}, "
+                        f"{v.flops:.3g} FLOPs, {v.wall_s:.0f} s", highlight=False, soft_wrap=True)
 
     def _live(self) -> Any:
         if not self.show_progress or not self.views:
@@ -181,6 +195,9 @@ class Driver:
         if self.console is None and not console.is_terminal:
             console = Console(stderr=True, width=160)  # logs and CI: no terminal to fit
         self._width = console.width
+        if not console.is_terminal:
+            self._log = console
+            return None
         live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
         live.start()
         return live

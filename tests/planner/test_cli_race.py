@@ -85,6 +85,16 @@ def test_race_says_which_settings_pilots_were_raised_and_to_what(tmp_path: Path)
     assert f"qwen2.5-1.5b/prm (to {prm:.2g})" in line and "sparse" not in line
 
 
+def test_race_in_a_log_prints_a_line_per_round(tmp_path: Path) -> None:
+    # Not a terminal (nohup, SLURM, CI): rich's live table would show only when it ends.
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse", "--max-runs", "6", "--data", str(tmp_path / "d")])
+    assert res.exit_code == 0, res.output
+    rounds = [ln for ln in res.stdout.splitlines() if ln.startswith("race round ")]
+    assert rounds[0].startswith("race round 1: 4 runs, ") and "qwen2.5-1.5b/sparse " in rounds[0]
+    assert len(rounds) >= 2 and rounds[-1].startswith(f"race round {len(rounds)}: 6 runs")
+
+
 def test_race_refuses_another_worlds_store_before_preparing_the_engine(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     # With the trl engine the preparation is minutes of pretraining, then the refusal.

@@ -41,7 +41,10 @@ def test_execute_rerun_and_status(proposals: Path, tmp_path: Path) -> None:
     res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim", "--seeds", "2"])
     assert res.exit_code == 0, res.stderr
     assert res.stdout.startswith("2 ok, 0 failed, 0 already done")
-    assert "of budget" in res.stderr and "100%" in res.stderr  # the live table's last frame
+    assert "of budget" in res.stderr and "100%" in res.stderr  # the table, once, at the end
+    # Not a terminal (a log): a line per finished run as it finishes, not just the end.
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("[")]
+    assert [ln[:6] for ln in lines] == ["[1/2] ", "[2/2] "] and all("try 1: ok, reward" in ln for ln in lines)
     before = PilotStore(data).fingerprint()
 
     again = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim",
@@ -137,6 +140,22 @@ def test_a_store_of_one_engine_and_world_refuses_anothers_runs(proposals: Path, 
     assert ("world 'paper'" in err) == ("world=flat" in other)
     assert "separate --data directory" in err
     assert PilotStore(data).fingerprint() == before
+
+
+def test_an_edited_world_file_is_named_as_the_difference(proposals: Path, tmp_path: Path) -> None:
+    # Same world name, other contents: the refusal once read "holds runs of world 'paper'
+    # ..., not world 'paper'", naming no difference at all.
+    from runners.sim.world import resolve_world_path
+
+    edited = tmp_path / "paper-edited.toml"
+    edited.write_text(resolve_world_path("paper").read_text().replace("stages = 8", "stages = 9", 1))
+    data = tmp_path / "data"
+    assert RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim"]).exit_code == 0
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim",
+                              "--world", str(edited)])
+    assert res.exit_code == 2
+    err = res.stderr.strip()
+    assert "(the world file changed since those runs)" in err and err.count("world file sha256") == 2
 
 
 def test_world_by_name_as_in_race(proposals: Path, tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -30,13 +29,13 @@ PROP = make_proposal(compile_plan("tiny-s", "sparse", 0.7, 1e12))
 RUN = run_id_for(PROP.id, 0)
 
 
-def _plant(data: Path, *, host: str, pid: int, task: str, age_s: float = 0.0, pidns: str | None = None,
-           limit_s: float | None = None) -> Path:
+def _plant(data: Path, *, host: str, pid: int, task: str, age_s: float = 0.0, machine: str | None = None,
+           limit_s: float | None = None, since: float = 1.0) -> Path:
     """A lease file as another holder would have left it (on this machine by default)."""
     path = lease_dir(data) / f"{RUN}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"host": host, "pid": pid, "task": task, "limit_s": limit_s,
-                                "pidns": lease_mod._pidns() if pidns is None else pidns}))
+    path.write_text(json.dumps({"host": host, "pid": pid, "task": task, "limit_s": limit_s, "since": since,
+                                "machine": lease_mod._machine() if machine is None else machine}))
     if age_s:
         _age(path, age_s)
     return path
@@ -45,6 +44,10 @@ def _plant(data: Path, *, host: str, pid: int, task: str, age_s: float = 0.0, pi
 def _age(path: Path, age_s: float) -> None:
     t = time.time() - age_s
     os.utime(path, (t, t))
+
+
+def _task_in(path: Path) -> str:
+    return str(json.loads(path.read_text())["task"])
 
 
 def _dead_pid() -> int:
@@ -59,7 +62,7 @@ def test_one_holder_at_a_time_and_release_frees_the_run(tmp_path: Path) -> None:
     holder = b.try_acquire()
     assert holder is not None and (holder.host, holder.pid, holder.task) == (socket.gethostname(), os.getpid(), "a")
     assert a.try_acquire() is None  # held already: no second file, no error
-    b.release()  # not b's lease: nothing happens
+    b.release()  # b holds nothing: a's lease stays
     assert b.try_acquire() is not None
     a.release()
     assert b.try_acquire() is None
@@ -67,12 +70,31 @@ def test_one_holder_at_a_time_and_release_frees_the_run(tmp_path: Path) -> None:
     assert list(lease_dir(tmp_path).iterdir()) == []  # no temporaries left either
 
 
-def test_a_dead_holder_on_this_host_frees_the_run_at_once(tmp_path: Path) -> None:
-    _plant(tmp_path, host=socket.gethostname(), pid=_dead_pid(), task="killed")
-    lease = RunLease(tmp_path, RUN, "mine")
+def test_the_limit_restarts_in_the_holders_own_lease(tmp_path: Path) -> None:
+    lease = RunLease(tmp_path, RUN, "mine", limit_s=60.0)
     assert lease.try_acquire() is None
-    assert json.loads((lease_dir(tmp_path) / f"{RUN}.json").read_text())["task"] == "mine"
+    path = lease_dir(tmp_path) / f"{RUN}.json"
+    before = json.loads(path.read_text())["since"]
+    time.sleep(0.01)
+    lease.limit_starts()  # after warm-up
+    body = json.loads(path.read_text())
+    assert body["since"] > before and body["limit_s"] == 60.0 and body["task"] == "mine"
     lease.release()
+    assert not path.exists()
+
+
+def test_a_dead_holder_on_this_machine_frees_the_run_at_once(tmp_path: Path) -> None:
+    path = _plant(tmp_path, host=socket.gethostname(), pid=_dead_pid(), task="killed")
+    lease = RunLease(tmp_path, RUN, "mine")
+    assert lease.try_acquire() is None and _task_in(path) == "mine"
+    lease.release()
+
+
+def test_a_dead_pid_on_another_machine_of_the_same_name_is_not_taken_for_dead(tmp_path: Path) -> None:
+    # Containers (or a rebooted node) sharing the host name: their pids mean nothing here.
+    _plant(tmp_path, host=socket.gethostname(), pid=_dead_pid(), task="container", machine="other-boot/pid:[1]")
+    holder = RunLease(tmp_path, RUN, "mine").try_acquire()
+    assert holder is not None and holder.task == "container"
 
 
 def test_a_remote_holder_is_dead_once_its_heartbeat_stops_for_the_ttl_on_the_waiters_clock(tmp_path: Path) -> None:
@@ -82,13 +104,12 @@ def test_a_remote_holder_is_dead_once_its_heartbeat_stops_for_the_ttl_on_the_wai
     lease = RunLease(tmp_path, RUN, "mine", ttl_s=0.3)
     holder = lease.try_acquire()
     assert holder is not None and (holder.host, holder.task) == ("node-17", "remote")
-    for _ in range(3):  # heartbeats keep it live past the TTL
+    for i in range(3):  # heartbeats keep it live past the TTL
         time.sleep(0.2)
-        _age(path, 1000 - (time.time() % 100))
+        _age(path, 1000 - i - 1)
         assert lease.try_acquire() is not None
     time.sleep(0.4)  # no heartbeat for longer than the TTL
-    assert lease.try_acquire() is None
-    assert json.loads(path.read_text())["task"] == "mine"
+    assert lease.try_acquire() is None and _task_in(path) == "mine"
     lease.release()
 
 
@@ -99,49 +120,57 @@ def test_an_hour_old_lease_is_dead_at_first_sight(tmp_path: Path) -> None:
     lease.release()
 
 
-def test_a_dead_pid_in_another_pid_namespace_is_not_taken_for_dead(tmp_path: Path) -> None:
-    # A container that shares the host name but not the pids: its pid means nothing here.
-    _plant(tmp_path, host=socket.gethostname(), pid=_dead_pid(), task="container", pidns="pid:[1]")
-    holder = RunLease(tmp_path, RUN, "mine").try_acquire()
-    assert holder is not None and holder.task == "container"
-
-
 def test_a_requeued_attempt_retakes_its_own_lease_under_its_new_pid(tmp_path: Path) -> None:
     # A preempted SLURM job comes back with the same nonce: its lease must name the new
     # process, or a waiter would find the old pid dead and run the run beside it.
-    path = _plant(tmp_path, host=socket.gethostname(), pid=_dead_pid(), task="requeued")
+    path = _plant(tmp_path, host="node-17", pid=4242, task="requeued")
     lease = RunLease(tmp_path, RUN, "requeued")
     assert lease.try_acquire() is None
     assert json.loads(path.read_text())["pid"] == os.getpid()
     assert RunLease(tmp_path, RUN, "other").try_acquire() is not None
     lease.release()
+    assert not path.exists()
 
 
-def test_an_overdue_holder_here_is_killed_and_one_elsewhere_is_broken(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    # A holder past its time limit that its (dead) driver can no longer kill: a hung CUDA
-    # kernel deaf to its own alarm would otherwise keep every rerun waiting for ever.
+def test_an_overdue_holder_is_run_beside_and_not_killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A holder past its time limit whose driver may be dead (a hung CUDA kernel deaf to its
+    # own alarm) would otherwise keep every rerun waiting for ever. It is not the waiter's
+    # to kill: the run goes ahead beside it, as it would have without leases.
     monkeypatch.setattr(lease_mod, "overdue_after_s", lambda limit_s: 0.3)
     hung = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     try:
-        _plant(tmp_path, host=socket.gethostname(), pid=hung.pid, task="hung", limit_s=1.0)
+        path = _plant(tmp_path, host=socket.gethostname(), pid=hung.pid, task="hung", limit_s=1.0)
         lease = RunLease(tmp_path, RUN, "mine")
         assert lease.try_acquire() is not None  # within its limit: live
         time.sleep(0.4)
-        assert lease.try_acquire() is None
-        assert hung.wait(timeout=10) == -signal.SIGKILL
+        assert lease.try_acquire() is None and _task_in(path) == "mine"
+        assert hung.poll() is None
         lease.release()
     finally:
         hung.kill()
-    _plant(tmp_path, host="node-17", pid=1, task="hung-remote", limit_s=1.0)
+
+
+def test_the_overdue_clock_starts_with_the_holders_limit_and_a_holder_without_one_is_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its limit starts after warm-up (or anew for a requeued job): the waiter's clock
+    # restarts with it. A holder without a limit may legitimately run for days.
+    monkeypatch.setattr(lease_mod, "overdue_after_s", lambda limit_s: 0.5)
+    path = _plant(tmp_path, host="node-17", pid=1, task="warming", limit_s=1.0, since=1.0)
     unlimited = _plant(tmp_path / "b", host="node-17", pid=1, task="no-limit")
     lease, patient = RunLease(tmp_path, RUN, "mine"), RunLease(tmp_path / "b", RUN, "mine")
     assert lease.try_acquire() is not None and patient.try_acquire() is not None
-    for _ in range(3):
-        time.sleep(0.2)
-        _age(unlimited, 0)  # its heartbeat goes on; it has no limit to overrun
-        patient.try_acquire()
-    assert lease.try_acquire() is None
+    time.sleep(0.35)
+    _plant(tmp_path, host="node-17", pid=1, task="warming", limit_s=1.0, since=2.0)  # its limit starts now
+    for _ in range(3):  # 0.8 s after the holder was first seen, 0.45 s after its limit started
+        time.sleep(0.15)
+        _age(path, 0)
+        _age(unlimited, 0)
+        assert lease.try_acquire() is not None and patient.try_acquire() is not None
+    time.sleep(0.35)
+    _age(path, 0)
+    _age(unlimited, 0)
+    assert lease.try_acquire() is None  # past 0.5 s since its limit started
     assert patient.try_acquire() is not None
     lease.release()
 
@@ -157,17 +186,27 @@ def test_a_waiter_never_removes_a_lease_that_replaced_the_one_it_looked_at(tmp_p
         if p == path and not raced:
             raced.append(1)
             path.unlink()  # released...
-            path.write_text(json.dumps({"host": "node-18", "pid": 2, "task": "second"}))  # ...and taken
+            _plant(tmp_path, host="node-18", pid=2, task="second")  # ...and taken
             return None
         return real_read(p)
 
     monkeypatch.setattr(lease_mod, "_read", racing_read)
     holder = RunLease(tmp_path, RUN, "first").try_acquire()
-    assert holder is not None and holder.task == "second"
-    assert json.loads(path.read_text())["task"] == "second"
+    assert holder is not None and _task_in(path) == "second"
 
 
-def test_the_heartbeat_keeps_a_held_lease_fresh_through_a_missed_beat(tmp_path: Path) -> None:
+def test_a_breaker_puts_back_a_lease_that_is_not_exactly_the_one_it_judged(tmp_path: Path) -> None:
+    # Two breakers saw the same dead lease; the first broke it and took the run. The second
+    # then moves the first one's lease aside, or a requeued incarnation's (same nonce,
+    # another pid): it must restore it, not take the run too.
+    path = _plant(tmp_path, host="node-17", pid=1, task="winner")
+    assert lease_mod._move_aside(path, lease_mod.Holder("node-17", 1, "stale-one", 1.0)) is False
+    assert lease_mod._move_aside(path, lease_mod.Holder("node-17", 2, "winner", 1.0)) is False
+    assert _task_in(path) == "winner"
+    assert [p.name for p in lease_dir(tmp_path).iterdir()] == [path.name]
+
+
+def test_the_heartbeat_survives_a_missed_beat_and_never_touches_anothers_lease(tmp_path: Path) -> None:
     lease = RunLease(tmp_path, RUN, "mine", heartbeat_s=0.05)
     assert lease.try_acquire() is None
     path = lease_dir(tmp_path) / f"{RUN}.json"
@@ -178,17 +217,12 @@ def test_the_heartbeat_keeps_a_held_lease_fresh_through_a_missed_beat(tmp_path: 
     _age(path, 1000)
     time.sleep(0.3)
     assert time.time() - path.stat().st_mtime < 1.0
+    path.unlink()  # broken (it stalled past the TTL) and taken by another
+    other = _plant(tmp_path, host="node-17", pid=1, task="other", age_s=1000)
+    time.sleep(0.3)
+    assert time.time() - other.stat().st_mtime > 900  # its own heartbeat, not ours, keeps it
     lease.release()
-    assert not path.exists()
-
-
-def test_a_breaker_that_moved_a_fresh_lease_puts_it_back(tmp_path: Path) -> None:
-    # Two breakers saw the same stale lease; the first broke it and took the run. The second
-    # then moves the *first one's* lease aside: it must restore it, not take the run too.
-    path = _plant(tmp_path, host="node-17", pid=1, task="winner")
-    assert RunLease(tmp_path, RUN, "late")._move_aside("stale-one") is False
-    assert json.loads(path.read_text())["task"] == "winner"
-    assert [p.name for p in lease_dir(tmp_path).iterdir()] == [path.name]
+    assert _task_in(other) == "other"
 
 
 def test_a_foreign_file_in_the_lease_slot_waits_while_young_and_goes_when_old(tmp_path: Path) -> None:
@@ -200,6 +234,20 @@ def test_a_foreign_file_in_the_lease_slot_waits_while_young_and_goes_when_old(tm
     _age(path, 120)
     assert lease.try_acquire() is None
     lease.release()
+
+
+def test_no_lease_written_still_waits_for_a_live_one_and_otherwise_runs_unguarded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: Any, tmp: Path) -> Any:
+        raise PermissionError(13, "Permission denied", str(tmp))
+
+    monkeypatch.setattr(RunLease, "_write", refuse)
+    lease = RunLease(tmp_path, RUN, "mine")
+    assert lease.try_acquire() is None and not lease.held  # nobody holds it: unguarded
+    _plant(tmp_path, host="node-17", pid=1, task="theirs")
+    holder = lease.try_acquire()
+    assert holder is not None and holder.task == "theirs"
 
 
 def test_racing_takers_get_exactly_one_lease(tmp_path: Path) -> None:
@@ -222,11 +270,14 @@ def test_racing_takers_get_exactly_one_lease(tmp_path: Path) -> None:
     leases[winners[0]].release()
 
 
-def test_sweep_removes_only_idle_leases(tmp_path: Path) -> None:
+def test_sweep_removes_only_idle_leases_and_leftovers(tmp_path: Path) -> None:
     _plant(tmp_path, host="node-17", pid=1, task="old", age_s=7200)
     fresh = lease_dir(tmp_path) / "other-run.json"
     fresh.write_text("{}")
-    assert sweep_leases(tmp_path) == 1
+    leftover = lease_dir(tmp_path) / ".x.json.0123.tmp"
+    leftover.write_text("{}")
+    _age(leftover, 7200)
+    assert sweep_leases(tmp_path) == 2
     assert [p.name for p in lease_dir(tmp_path).iterdir()] == ["other-run.json"]
 
 
