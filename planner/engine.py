@@ -118,9 +118,14 @@ def engine_source(engine: Engine) -> dict[str, Any]:
     return {"engine": engine.name, **dict(getattr(engine, "source", None) or {})}
 
 
-def _describe(source: dict[str, Any]) -> str:
-    # The hash is for the comparison; a person reads the name.
-    return ", ".join(f"{k} {str(v)[:12]!r}" for k, v in source.items() if k != "world_sha256" and v is not None)
+def _describe(source: dict[str, Any], other: dict[str, Any]) -> str:
+    # The hash is for the comparison; a person reads the name, and the hash only where the
+    # names agree (a world file edited since its runs: same name, other contents).
+    same_names = all(source.get(k) == other.get(k) for k in source if k != "world_sha256")
+    return ", ".join(
+        f"world file sha256 {str(v)[:12]}" if k == "world_sha256" else f"{k} {str(v)[:12]!r}"
+        for k, v in source.items() if v is not None and (k != "world_sha256" or same_names)
+    )
 
 
 def check_same_source(records: Iterable[RunRecord], engine: Engine, data: str | Path) -> None:
@@ -133,9 +138,11 @@ def check_same_source(records: Iterable[RunRecord], engine: Engine, data: str | 
     for r in records:
         got = {k: r.engine if k == "engine" else r.provenance.get(k) for k in want}
         if got != want:
+            edited = " (the world file changed since those runs)" if got.get("world") == want.get("world") \
+                and got.get("world_sha256") != want.get("world_sha256") and "world_sha256" in want else ""
             raise ConfigError(
-                f"data: {str(data)!r} holds runs of {_describe(got)} (e.g. {r.run_id}), not "
-                f"{_describe(want)}; use a separate --data directory per engine and world"
+                f"data: {str(data)!r} holds runs of {_describe(got, want)} (e.g. {r.run_id}), not "
+                f"{_describe(want, got)}{edited}; use a separate --data directory per engine and world"
             )
 
 

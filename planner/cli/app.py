@@ -6,7 +6,10 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +164,33 @@ def check_output_dir(path: str | Path, field: str) -> Path:
         raise ConfigError(f"{field}: {str(path)!r} is a file; give a directory")
     check_creatable(path / "probe", field)
     return path
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, ``scancel``, ``kill``) where Ctrl-C would be: the same clean-up,
+    so no worker is left running (and writing records) after the command has ended."""
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Within: SIGTERM raises :class:`Terminated` in the main thread (elsewhere: no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    old = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def interrupted_code(exc: KeyboardInterrupt) -> int:
+    """The shell's code for a command ended by SIGTERM (143) or Ctrl-C (130)."""
+    return 143 if isinstance(exc, Terminated) else 130
 
 
 def emit_json(obj: Any) -> None:

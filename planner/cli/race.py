@@ -15,8 +15,10 @@ from planner.cli.app import (
     command,
     emit_json,
     engine_options,
+    interrupted_code,
     parse_budget,
     parse_list,
+    terminate_as_interrupt,
 )
 
 BudgetOpt = Annotated[str, typer.Option(help="Target FLOP budget of the decision, e.g. 1e18.")]
@@ -269,14 +271,14 @@ def race(
         said = _warn_corrupt(store)
         prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
         display = RaceDisplay(problem, quiet, posterior=strat.stops_on_confidence)
-        with display:
+        with terminate_as_interrupt(), display:
             result = run_race(problem, strat, eng, store, max_runs=runs_cap, max_flops=flops_cap,
                               seeds=seeds, batch_size=batch, progress=display.update, run_batch=parallel)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         # Every finished run is already in the store; say so, and how to go on.
         typer.echo(f"interrupted: the finished runs are kept in {data}; rerun the same command to resume "
                    "(regimes.json is written when a race ends)", err=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(interrupted_code(exc)) from None
     finally:
         if parallel is not None:
             parallel.close()

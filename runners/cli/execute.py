@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.app import engine_options
+from planner.cli.app import engine_options, interrupted_code, terminate_as_interrupt
 from runners.cli.app import command
 
 DataOpt = Annotated[Path, typer.Option("--data", "-d", help="Pilot store directory.")]
@@ -85,16 +85,17 @@ def execute(
     from runners.execution import execute as run_proposals
 
     try:
-        res = run_proposals(
-            pset, data=data, engine=engine, engine_options=options, seeds=seeds, backend=backend,
-            workers=workers, retries=retries, timeout_s=None if timeout_min is None else timeout_min * 60,
-            backend_options=backend_opts, show_progress=progress and not as_json,
-        )
-    except KeyboardInterrupt:
+        with terminate_as_interrupt():
+            res = run_proposals(
+                pset, data=data, engine=engine, engine_options=options, seeds=seeds, backend=backend,
+                workers=workers, retries=retries, timeout_s=None if timeout_min is None else timeout_min * 60,
+                backend_options=backend_opts, show_progress=progress and not as_json,
+            )
+    except KeyboardInterrupt as exc:
         # Finished runs are in the store (each written atomically); rerunning skips them.
         typer.echo(f"interrupted: the finished runs are kept in {data}; rerun the same command to run "
                    "the rest", err=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(interrupted_code(exc)) from None
     summary = res.summary()
     if as_json:
         typer.echo(json.dumps(summary, indent=2))

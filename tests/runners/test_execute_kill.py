@@ -98,3 +98,34 @@ def test_ctrl_c_says_what_is_kept_and_exits_130(tmp_path: Path) -> None:
     assert first.returncode == 130, err
     assert err.strip().splitlines()[-1].startswith(f"interrupted: the finished runs are kept in {data}")
     assert PilotStore(data).scan(status=None).corrupt == []
+
+
+class SlowSim(SimEngine):
+    """The sim engine at 3 s a run: long enough to be inside one when the driver is stopped."""
+
+    def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
+        for i in range(30):
+            time.sleep(0.1)
+            if progress is not None:
+                progress("search", proposal.budget * i / 30, proposal.budget, {})
+        return super().run(proposal, seed, progress)
+
+
+def test_sigterm_stops_the_workers_too_and_exits_143(tmp_path: Path) -> None:
+    # `timeout`, `scancel` and `kill` send SIGTERM: the driver used to die at once and leave
+    # its workers to finish (and record) the runs in hand after the command had ended.
+    path, _ = proposals(tmp_path)
+    data = tmp_path / "data"
+    first = runners(["execute", str(path), "--data", str(data), "--engine", "test_execute_kill:SlowSim",
+                     "--workers", "2", "--json"])
+    progress = data / ".progress"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (progress.is_dir() and any(progress.glob("*.json"))):
+        time.sleep(0.02)
+    time.sleep(0.3)  # inside the runs
+    os.kill(first.pid, signal.SIGTERM)
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 143, err
+    assert err.strip().splitlines()[-1].startswith(f"interrupted: the finished runs are kept in {data}")
+    time.sleep(3.5)  # an orphaned worker would have finished and recorded its run by now
+    assert PilotStore(data).scan(status=None).records == []
