@@ -145,7 +145,29 @@ def check_output_file(path: str | Path, field: str) -> Path:
         raise ConfigError(f"{field}: {str(path)!r} is inside a pilot store's {folder.name}/ folder, where it "
                           f"would replace or pose as a run record; write it beside the store, e.g. "
                           f"{str(folder.parent / path.name)!r}")
+    kind = _summary_kind(path)
+    if kind:
+        raise ConfigError(f"{field}: {str(path)!r} holds {kind}, which this would replace; write it elsewhere, "
+                          f"e.g. {str(path.with_name('proposals.json'))!r}")
     return path
+
+
+def _summary_kind(path: Path) -> str | None:
+    """What a race's or a report's summary file at ``path`` is (None for anything else):
+    the results of runs, which a proposals or plan file written over it would lose."""
+    try:
+        if not path.is_file() or path.suffix != ".json" or path.stat().st_size > 50_000_000:
+            return None
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    if doc.get("generated_by") == "planner report":
+        return "a report's regime calls"
+    if "stop_reason" in doc and "settings" in doc:
+        return "a race's results"
+    return None
 
 
 def check_output_dir(path: str | Path, field: str) -> Path:

@@ -533,6 +533,29 @@ def test_an_output_file_inside_a_stores_record_folder_is_refused(tmp_path: Path)
     res = runner.invoke(app, ["plan", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--rho", "0.5",
                               "--budget", "1e15", "--out", str(tmp_path / "runs" / "p.json")])
     assert res.exit_code == 0, res.output
+    # The race's results (and a report's) are not overwritten by a proposals or plan file.
+    summary = data / "regimes.json"
+    before = summary.read_bytes()
+    for cmd in (["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                 "--data", str(data)],
+                ["plan", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--rho", "0.5", "--budget", "1e15"]):
+        res = runner.invoke(app, [*cmd, "--out", str(summary)])
+        assert res.exit_code == 2, res.output
+        assert res.stderr.strip() == (f"error: out: {str(summary)!r} holds a race's results, which this would "
+                                      f"replace; write it elsewhere, e.g. {str(data / 'proposals.json')!r}")
+    assert summary.read_bytes() == before
+    report = tmp_path / "r" / "regimes.json"
+    report.parent.mkdir()
+    report.write_text(json.dumps({"generated_by": "planner report", "settings": []}))
+    res = runner.invoke(app, ["plan", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--rho", "0.5",
+                              "--budget", "1e15", "--out", str(report)])
+    assert res.exit_code == 2 and "holds a report's regime calls" in res.stderr
+    # A proposals file is rewritten as before.
+    again = tmp_path / "p.json"
+    for _ in range(2):
+        res = runner.invoke(app, ["plan", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--rho", "0.5",
+                                  "--budget", "1e15", "--out", str(again)])
+        assert res.exit_code == 0, res.output
 
 
 def test_race_refuses_a_seed_count_past_the_cap_before_anything_runs(tmp_path: Path) -> None:
