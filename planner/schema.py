@@ -195,12 +195,16 @@ class ProposalSet(BaseModel):
     def load_json(cls, text: str | bytes, field: str = "proposals") -> ProposalSet:
         """Parse and validate; raise :class:`ConfigError` with a one-line message naming the
         option that gave the file (``field``) and the field inside it."""
+        # A byte-order mark (Windows editors save one) is no content.
+        text = text.removeprefix(b"\xef\xbb\xbf") if isinstance(text, bytes) else text.removeprefix("\ufeff")
         try:
             # strict: a number written as a string or "yes" for a bool is a hand edit gone
             # wrong, not something to coerce.
             return cls.model_validate_json(text, strict=True)
         except Exception as exc:  # pydantic.ValidationError, or not JSON at all
-            raise ConfigError(f"{field}: {first_error(exc)}; fix that field, or write the file anew with "
+            msg = first_error(exc)
+            fix = "" if msg.startswith("not valid JSON") else "; fix that field"
+            raise ConfigError(f"{field}: {msg}{fix}, or write the file anew with "
                               "`planner suggest` (or `planner plan`)") from None
 
 

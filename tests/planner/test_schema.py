@@ -121,3 +121,15 @@ def test_nan_budget_and_duplicates_and_garbage() -> None:
         ProposalSet.load_json(json.dumps(body))
     with pytest.raises(ConfigError, match="JSON"):
         ProposalSet.load_json(b"\x00\x01 not json")
+
+
+def test_a_byte_order_mark_is_no_content_and_a_syntax_error_says_one_fix() -> None:
+    # Windows editors save a BOM: it once read as invalid JSON at line 1 column 1.
+    text = _set_json()
+    assert ProposalSet.load_json("\ufeff" + text) == ProposalSet.load_json(text)
+    assert ProposalSet.load_json(b"\xef\xbb\xbf" + text.encode()) == ProposalSet.load_json(text)
+    with pytest.raises(ConfigError) as info:
+        ProposalSet.load_json(text[:-3])
+    msg = str(info.value)
+    assert msg.startswith("proposals: not valid JSON (") and "fix that field" not in msg
+    assert msg.endswith("; fix the file's syntax, or write the file anew with `planner suggest` (or `planner plan`)")
