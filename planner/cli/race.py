@@ -291,6 +291,11 @@ def race(
     doc = regimes_document(result, engine=engine, simulated=engine == "sim", world=world_name)
     path = write_regimes(data / "regimes.json", doc)
     display.final(result, path)
+    unrun = [s.key for s in problem.settings if result.runs[s] == 0]
+    if unrun:
+        typer.echo(f"note: no runs for {', '.join(unrun)} ({result.stop_reason} came first): their entries in "
+                   "regimes.json (runs 0) are the surrogate's predictions from the other settings' runs; "
+                   "raise the cap, or race them on their own", err=True)
     _say_raised_pilots(problem, strat)
     _warn_corrupt(store, said)
 
