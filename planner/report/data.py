@@ -228,10 +228,24 @@ def _race_field_problem(doc: dict[str, Any], pairs: list[tuple[Any, Any]]) -> st
     if "target" in doc and doc["target"] not in TARGETS:
         return f"target {doc['target']!r} is not one of {', '.join(TARGETS)}"
     pb = doc.get("pilot_budget")
-    if pb is not None and not (isinstance(pb, (int, float)) and not isinstance(pb, bool)
-                               and math.isfinite(pb) and pb > 0):
+    if pb is not None and not (_is_num(pb) and pb > 0):
         return f"pilot_budget {pb!r} is not a positive number"
+    from planner.regime import LABELS
+
+    for e in doc.get("settings", []):
+        where = f"{e['model']}/{e['reward']}"
+        rho, regime, probs = e.get("rho_star"), e.get("regime"), e.get("probabilities")
+        if rho is not None and not (_is_num(rho) and 0 <= rho <= 1):
+            return f"{where}: rho_star {rho!r} is not a number in [0, 1]"
+        if regime is not None and regime not in LABELS:
+            return f"{where}: regime {regime!r} is not one of {', '.join(LABELS)}"
+        if probs is not None and not (isinstance(probs, dict) and all(_is_num(v) for v in probs.values())):
+            return f"{where}: probabilities is not a table of numbers"
     return ""
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _fallback_grid(runs: Sequence[RunRecord]) -> NDArray[np.float64]:

@@ -338,6 +338,10 @@ def test_out_that_is_another_campaign_or_would_clash_is_refused_before_any_fit(t
     ({"model": 5}, "a setting's model or reward is not a name"),
     ({"target": "bogus"}, "target 'bogus' is not one of"),
     ({"pilot_budget": "abc"}, "pilot_budget 'abc' is not a positive number"),
+    # Hand edits of a setting's call once showed as nan in the report, without a word.
+    ({"rho_star": "abc"}, "rho_star 'abc' is not a number in [0, 1]"),
+    ({"regime": "balanced"}, "regime 'balanced' is not one of search-heavy"),
+    ({"probabilities": {"update-heavy": "high"}}, "probabilities is not a table of numbers"),
 ])
 def test_a_race_summary_with_a_field_of_the_wrong_kind_is_ignored_with_a_note(
         tmp_path: Path, edit: dict, why: str) -> None:
@@ -348,7 +352,7 @@ def test_a_race_summary_with_a_field_of_the_wrong_kind_is_ignored_with_a_note(
     data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=3, seeds=(0,),
                          n_failed=0)
     doc = write_race_summary(data)
-    if "model" in edit:
+    if edit.keys() & {"model", "rho_star", "regime", "probabilities"}:
         doc["settings"][0].update(edit)
     else:
         doc.update(edit)
