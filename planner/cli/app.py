@@ -201,6 +201,9 @@ def terminate_as_interrupt() -> Iterator[None]:
         return
 
     def _raise(signum: int, frame: Any) -> None:
+        # A second one must not cut the clean-up short (workers left running): ignored
+        # until the block is left.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise Terminated()
 
     old = signal.signal(signal.SIGTERM, _raise)

@@ -296,20 +296,20 @@ def race(
         typer.echo(f"note: no runs for {', '.join(unrun)} ({result.stop_reason} came first): their entries in "
                    "regimes.json (runs 0) are the surrogate's predictions from the other settings' runs; "
                    "raise the cap, or race them on their own", err=True)
-    _say_raised_pilots(problem, strat)
+    _say_raised_pilots(problem, strat, [s for s in problem.settings if result.runs[s] > 0])
     _warn_corrupt(store, said)
 
 
-def _say_raised_pilots(problem: Any, strategy: Any) -> None:
-    """Where a setting's initial design ran above --pilot-budget (the design raises it when
-    that budget buys too few prompt groups), as ``planner suggest`` says when it proposes
-    those pilots. Strategies without an initial design (random, Optuna) say nothing."""
+def _say_raised_pilots(problem: Any, strategy: Any, ran: list[Any]) -> None:
+    """Where the initial design of a setting that ran (``ran``) was above --pilot-budget (the
+    design raises it when that budget buys too few prompt groups), as ``planner suggest``
+    says when it proposes those pilots. Strategies without an initial design say nothing."""
     from planner.design import ISO_RAISED
 
     budgets = getattr(strategy, "pilot_budgets", None)
-    if not callable(budgets):
+    if not callable(budgets) or not ran:
         return
-    raised = {s.key: b for s, b in budgets().items() if b > problem.pilot_budget * 1.01}
+    raised = {s.key: b for s, b in budgets(ran).items() if b > problem.pilot_budget * 1.01}
     if raised:
         typer.echo(f"{ISO_RAISED} for " + ", ".join(f"{k} (to {b:.2g})" for k, b in sorted(raised.items()))
                    + f" from {problem.pilot_budget:.2g}: the requested one buys too few prompt groups "

@@ -48,7 +48,7 @@ class RaceDisplay:
             self.live.update(self._table(progress))
         elif self.log is not None and (progress.round, progress.runs) != self._said:
             self._said = (progress.round, progress.runs)
-            self.log.print(round_line(progress, self.problem), highlight=False, soft_wrap=True)
+            self.log.print(round_line(progress, self.problem), highlight=False, soft_wrap=True, markup=False)
 
     def _table(self, progress: Any) -> Any:
         title = "race: starting" if progress is None else (

@@ -365,14 +365,15 @@ class RaceStrategy:
         return any((r.model, r.reward) == s and r.budget >= b / 1.5 and abs(r.card.rho - rho) <= tol
                    for r in self.records_)
 
-    def pilot_budgets(self) -> dict[Setting, float]:
-        """Each setting's initial-design budget: ``--pilot-budget``, or where that buys about
-        a prompt group (every point would land on a budget of its own) the smallest above it
-        at which all the setting's design points compile (:func:`iso_pilot_budget`)."""
+    def pilot_budgets(self, settings: Sequence[Setting] | None = None) -> dict[Setting, float]:
+        """Each setting's initial-design budget (of ``settings``, default all): ``--pilot-budget``,
+        or where that buys about a prompt group (every point would land on a budget of its
+        own) the smallest above it at which all the setting's design points compile
+        (:func:`iso_pilot_budget`)."""
         p = self.problem
         design = initial_design(p.settings, p.pilot_budget, self.n_init, p.opts)
         return {s: iso_pilot_budget(s, [pt.rho for pt in design if pt.setting == s], p.pilot_budget,
-                                    p.opts, target_budget=p.budget) for s in p.settings}
+                                    p.opts, target_budget=p.budget) for s in (settings or p.settings)}
 
     def _initial(self, todo: list[Setting], counts: dict[Setting, int]) -> list[Proposal]:
         p = self.problem
@@ -384,7 +385,7 @@ class RaceStrategy:
         # whole design of a half-done setting (new ids: more pilots, the failed point never
         # retried).
         design = [pt for pt in initial_design(p.settings, p.pilot_budget, self.n_init, p.opts) if pt.setting in todo]
-        iso = self.pilot_budgets()
+        iso = self.pilot_budgets(todo)
         for pt in design:
             budget = iso[pt.setting]
             plan, note = compile_feasible(pt.setting, pt.rho, budget, p.opts, target_budget=p.budget)

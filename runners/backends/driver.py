@@ -183,7 +183,7 @@ class Driver:
         what = out.status if out.status != "failed" else f"failed ({(out.error or '')[:80]})"
         reward = "" if v.reward is None else f", reward {v.reward:.3f}"
         self._log.print(f"[{finished}/{len(self.views)}] {v.run_id} try {v.attempt}: {what}{reward}, "
-                        f"{v.flops:.3g} FLOPs, {v.wall_s:.0f} s", highlight=False, soft_wrap=True)
+                        f"{v.flops:.3g} FLOPs, {v.wall_s:.0f} s", highlight=False, soft_wrap=True, markup=False)
 
     def _live(self) -> Any:
         if not self.show_progress or not self.views:

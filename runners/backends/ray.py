@@ -8,6 +8,10 @@ there themselves.
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from planner.errors import ConfigError
@@ -38,7 +42,8 @@ class RayBackend(ThrottledQueue):
             if address:
                 kwargs["address"] = address
             try:
-                ray.init(**kwargs)
+                with _keep_sigterm_handler():
+                    ray.init(**kwargs)
             except Exception as exc:  # ConnectionError, ValueError (address format), RuntimeError
                 why = " ".join(str(exc).split())[:200] or type(exc).__name__
                 if address:
@@ -89,3 +94,16 @@ class RayBackend(ThrottledQueue):
         self._running.clear()
         if self._started:
             self._ray.shutdown()
+
+
+@contextmanager
+def _keep_sigterm_handler() -> Iterator[None]:
+    """``ray.init`` installs its own SIGTERM handler (``sys.exit``): the CLI's, which stops
+    the workers and exits 143 with what is kept, must stay in place."""
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if main and old is not None:
+            signal.signal(signal.SIGTERM, old)

@@ -39,3 +39,26 @@ def test_an_os_error_mid_command_is_one_line_naming_the_file(tmp_path, monkeypat
     assert res.exit_code == 2
     assert res.stderr.count("\n") == 1 and "Traceback" not in res.output
     assert res.stderr.startswith(f"error: {tmp_path / 'o' / 'report.md'}: No space left on device;")
+
+
+def test_sigterm_is_an_interrupt_inside_the_block_and_a_second_one_cannot_cut_the_clean_up() -> None:
+    import os
+    import signal
+    import time
+
+    from planner.cli.app import Terminated, interrupted_code, terminate_as_interrupt
+
+    before = signal.getsignal(signal.SIGTERM)
+    cleaned = False
+    with pytest.raises(Terminated) as info:
+        with terminate_as_interrupt():
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # cut short by the handler
+            finally:
+                os.kill(os.getpid(), signal.SIGTERM)  # during the clean-up: ignored
+                time.sleep(0.05)
+                cleaned = True
+    assert cleaned
+    assert interrupted_code(info.value) == 143 and interrupted_code(KeyboardInterrupt()) == 130
+    assert signal.getsignal(signal.SIGTERM) == before

@@ -83,6 +83,13 @@ def test_race_says_which_settings_pilots_were_raised_and_to_what(tmp_path: Path)
     assert 1.01e14 < prm < 1e15
     [line] = [ln for ln in res.stdout.splitlines() if ln.startswith("pilot budget raised")]
     assert f"qwen2.5-1.5b/prm (to {prm:.2g})" in line and "sparse" not in line
+    # A setting a cap left without runs has no pilots to speak of.
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e18", "--pilot-budget", "1e14", "--models",
+                              "qwen2.5-7b", "--rewards", "sparse,dense", "--max-runs", "4", "--data",
+                              str(tmp_path / "e"), "--quiet"], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    [line] = [ln for ln in res.stdout.splitlines() if ln.startswith("pilot budget raised")]
+    assert "qwen2.5-7b/sparse" in line and "dense" not in line and "no runs for qwen2.5-7b/dense" in res.stderr
 
 
 def test_race_in_a_log_prints_a_line_per_round(tmp_path: Path) -> None:

@@ -441,3 +441,20 @@ def test_a_lost_worker_gives_up_its_lease_for_the_retry(tmp_path: Path) -> None:
     assert not (lease_dir(tmp_path) / f"{RUN}.json").exists()
     [failed] = PilotStore(tmp_path).records(status="failed")
     assert failed.provenance["task"] == t.nonce
+
+
+def test_a_log_line_prints_an_error_with_brackets_as_it_is(tmp_path: Path) -> None:
+    # Rich read "[/scratch/...]" in an error as closing markup and crashed the driver loop.
+    import io
+
+    from rich.console import Console
+
+    from runners.task import Outcome
+
+    d = _driver(tmp_path, _Backend())
+    buf = io.StringIO()
+    d._log = Console(file=buf, width=200)
+    err = "error: RuntimeError: cannot read [/scratch/ckpt/m.safetensors] [enforce fail]"
+    d.views[RUN].state = "failed"
+    d._say(d.views[RUN], Outcome(RUN, "failed", 1, err, "error"))
+    assert "[/scratch/ckpt/m.safetensors] [enforce fail]" in buf.getvalue()
