@@ -215,7 +215,8 @@ def read_race(data_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
     bad = _race_field_problem(doc, pairs)
     if bad:
         return None, f"{path} is not a readable race summary ({bad}); ignored"
-    return doc, None
+    odd = _race_value_problem(doc)
+    return doc, (f"{path}: {odd}; shown as missing" if odd else None)
 
 
 def _race_field_problem(doc: dict[str, Any], pairs: list[tuple[Any, Any]]) -> str:
@@ -230,6 +231,12 @@ def _race_field_problem(doc: dict[str, Any], pairs: list[tuple[Any, Any]]) -> st
     pb = doc.get("pilot_budget")
     if pb is not None and not (_is_num(pb) and pb > 0):
         return f"pilot_budget {pb!r} is not a positive number"
+    return ""
+
+
+def _race_value_problem(doc: dict[str, Any]) -> str:
+    """The first setting value in a race summary that is not what ``planner race`` writes
+    ("" if none): the report shows it as missing, and says so."""
     from planner.regime import LABELS
 
     for e in doc.get("settings", []):

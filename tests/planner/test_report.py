@@ -275,6 +275,7 @@ def test_a_dollar_in_the_data_path_is_text_and_a_hand_edited_summary_does_not_si
     (data / "regimes.json").write_text(json.dumps(race))
     res = build_report(data, tmp_path / "out2")
     assert "## Race" in res.markdown.read_text() and "[nan, nan]" in res.markdown.read_text()
+    assert any("probabilities is not a table of numbers; shown as missing" in w for w in res.warnings)
 
 
 def test_a_model_outside_the_registry_is_called_as_any_other(tmp_path: Path) -> None:
@@ -338,10 +339,6 @@ def test_out_that_is_another_campaign_or_would_clash_is_refused_before_any_fit(t
     ({"model": 5}, "a setting's model or reward is not a name"),
     ({"target": "bogus"}, "target 'bogus' is not one of"),
     ({"pilot_budget": "abc"}, "pilot_budget 'abc' is not a positive number"),
-    # Hand edits of a setting's call once showed as nan in the report, without a word.
-    ({"rho_star": "abc"}, "rho_star 'abc' is not a number in [0, 1]"),
-    ({"regime": "balanced"}, "regime 'balanced' is not one of search-heavy"),
-    ({"probabilities": {"update-heavy": "high"}}, "probabilities is not a table of numbers"),
 ])
 def test_a_race_summary_with_a_field_of_the_wrong_kind_is_ignored_with_a_note(
         tmp_path: Path, edit: dict, why: str) -> None:
@@ -352,7 +349,7 @@ def test_a_race_summary_with_a_field_of_the_wrong_kind_is_ignored_with_a_note(
     data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=3, seeds=(0,),
                          n_failed=0)
     doc = write_race_summary(data)
-    if edit.keys() & {"model", "rho_star", "regime", "probabilities"}:
+    if "model" in edit:
         doc["settings"][0].update(edit)
     else:
         doc.update(edit)
@@ -363,6 +360,29 @@ def test_a_race_summary_with_a_field_of_the_wrong_kind_is_ignored_with_a_note(
     assert res.exit_code == 0, res.output
     assert any(why in ln for ln in res.stderr.splitlines() if ln.startswith("warning: "))
     assert json.loads((tmp_path / "o" / "regimes.json").read_text())["status"] == "ok"
+
+
+@pytest.mark.parametrize(("edit", "why"), [
+    ({"rho_star": "abc"}, "rho_star 'abc' is not a number in [0, 1]"),
+    ({"regime": "balanced"}, "regime 'balanced' is not one of search-heavy"),
+    ({"probabilities": {"update-heavy": "high"}}, "probabilities is not a table of numbers"),
+])
+def test_a_hand_edited_call_in_a_race_summary_is_shown_as_missing_with_a_note(
+        tmp_path: Path, edit: dict, why: str) -> None:
+    """These showed as nan in the report without a word."""
+    from test_report_support import write_race_summary
+
+    data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=3, seeds=(0,),
+                         n_failed=0)
+    doc = write_race_summary(data)
+    doc["settings"][0].update(edit)
+    (data / "regimes.json").write_text(json.dumps(doc))
+    race, note = read_race(data)
+    assert race is not None and note is not None and why in note and note.endswith("; shown as missing")
+    res = CliRunner().invoke(app, ["report", "--data", str(data), "--out", str(tmp_path / "o"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert any(why in ln for ln in res.stderr.splitlines() if ln.startswith("warning: "))
+    assert "## Race" in (tmp_path / "o" / "report.md").read_text()
 
 
 def test_status_line_counts_failed_attempts_on_runs_that_later_succeeded(tmp_path: Path) -> None:
