@@ -19,7 +19,8 @@ it dead when
 * the holder has a time limit and the waiter has watched it hold the run, since its limit
   started, for well past it (:func:`overdue_after_s`): a hung run its own driver would
   have killed, and that driver may be dead. The waiter does not kill it (it may not be
-  its to kill); it runs the run beside it, as it would have without leases.
+  its to kill); it takes the lease and runs the run beside it, as it would have without
+  leases.
 
 A lease is removed only by moving it aside and checking that what moved is exactly the
 lease meant (same holder, pid and start); anything else is put back.
@@ -92,7 +93,11 @@ def _machine() -> str:
 
 
 def _same_machine(h: Holder) -> bool:
-    return h.host == socket.gethostname() and h.machine == _machine()
+    """Whether a holder's pid can be checked here. Only where the boot and pid namespace are
+    known (Linux's /proc): elsewhere a pid proves nothing (and Windows' ``os.kill(pid, 0)``
+    would send Ctrl-C), so the holder is judged by its heartbeat alone."""
+    here = _machine()
+    return "" not in here.split("/") and h.host == socket.gethostname() and h.machine == here
 
 
 def _pid_alive(pid: int) -> bool:
@@ -214,10 +219,17 @@ class RunLease:
         tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
         try:
             mine = self._write(tmp)
-            current = _read(self.path)
-            if current is not None and current.key == self._mine.key:
-                os.replace(tmp, self.path)
-                self._mine = mine
+            # Moved aside only if still exactly ours, then linked anew: never written over a
+            # lease another taker linked meanwhile.
+            if _move_aside(self.path, self._mine):
+                try:
+                    os.link(tmp, self.path)
+                    self._mine = mine
+                except FileExistsError:
+                    self._mine = None  # taken in the gap: this run goes on unguarded
+                    if self._stop is not None:
+                        self._stop.set()
+                        self._stop = None
         except OSError:
             pass  # the old start stands: a waiter judges it overdue earlier, never later
         finally:
@@ -254,6 +266,8 @@ class RunLease:
     def _judge(self, h: Holder) -> str:
         """``live``, ``dead`` (gone, or no heartbeat), or ``overdue`` (past its limit)."""
         now = time.monotonic()
+        if h.key not in self._seen:
+            self._seen.clear()  # only the lease in front of this waiter matters
         mtime, moved, first = self._seen.get(h.key, (h.mtime, now, now))
         if h.mtime != mtime:
             moved = now

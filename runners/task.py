@@ -10,6 +10,7 @@ card; :class:`RunFailed` is how an engine (or the meter) says a run cannot finis
 from __future__ import annotations
 
 import math
+import os
 import signal
 import socket
 import threading
@@ -246,10 +247,13 @@ def _take_lease(lease: RunLease, store: PilotStore, prog: ProgressFile, budget: 
     """Take the run's lease, waiting while another attempt holds it (shown as the phase
     ``waiting``; no time limit runs meanwhile). False when the run got its ok record
     meanwhile: the holder finished it, or did just before this worker looked."""
+    parent = os.getppid()
     while (holder := lease.try_acquire()) is not None:
         prog.update("waiting", 0.0, budget, {"holder": str(holder)})
         time.sleep(LEASE_POLL_S)
-        if store.has_ok(prog.run_id):
+        if store.has_ok(prog.run_id) or os.getppid() != parent:
+            # Done by the holder, or this worker's driver is gone (a local worker's parent):
+            # nobody wants the run from it any more.
             return False
     return not store.has_ok(prog.run_id)
 

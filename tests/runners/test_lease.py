@@ -83,6 +83,48 @@ def test_the_limit_restarts_in_the_holders_own_lease(tmp_path: Path) -> None:
     assert not path.exists()
 
 
+def test_a_limit_restart_never_writes_over_a_lease_taken_in_the_gap(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    lease = RunLease(tmp_path, RUN, "mine", limit_s=60.0)
+    assert lease.try_acquire() is None
+    path = lease_dir(tmp_path) / f"{RUN}.json"
+    real = lease_mod._move_aside
+
+    def broken_then_taken(p: Path, expected: Any) -> bool:
+        moved = real(p, expected)
+        _plant(tmp_path, host="node-17", pid=1, task="newcomer")  # links its own in the gap
+        return moved
+
+    monkeypatch.setattr(lease_mod, "_move_aside", broken_then_taken)
+    lease.limit_starts()
+    monkeypatch.undo()
+    assert _task_in(path) == "newcomer" and not lease.held
+    lease.release()  # holds nothing now: the newcomer's lease stays
+    assert _task_in(path) == "newcomer"
+
+
+def test_without_proc_a_pid_proves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Elsewhere than Linux (no boot id or pid namespace to compare), the same host name and
+    # a dead pid must not free a run that a holder in another container still runs.
+    monkeypatch.setattr(lease_mod, "_machine", lambda: "/")
+    _plant(tmp_path, host=socket.gethostname(), pid=_dead_pid(), task="elsewhere", machine="/")
+    assert RunLease(tmp_path, RUN, "mine").try_acquire() is not None
+
+
+def test_a_waiter_whose_driver_died_stops_waiting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A local worker's parent is its driver: gone, nobody wants the run from this worker.
+    monkeypatch.setattr(task_mod, "LEASE_POLL_S", 0.05)
+    data = tmp_path / "data"
+    held = RunLease(data, RUN, "the-other-driver")
+    assert held.try_acquire() is None
+    parents = iter([4242, 4242, 1])
+    monkeypatch.setattr(task_mod.os, "getppid", lambda: next(parents, 1))
+    log = tmp_path / "runs.log"
+    out = run_task(Task(PROP, 0, 1, "test_lease:CountingSim", str(data), {"log": str(log), "pause": 0.0}))
+    assert out.status == "skipped" and not log.exists()
+    held.release()
+
+
 def test_a_dead_holder_on_this_machine_frees_the_run_at_once(tmp_path: Path) -> None:
     path = _plant(tmp_path, host=socket.gethostname(), pid=_dead_pid(), task="killed")
     lease = RunLease(tmp_path, RUN, "mine")
