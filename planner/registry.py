@@ -125,38 +125,47 @@ def scorer_for(reward: RewardSystem, policy: Architecture) -> Architecture | Non
     return get_model(table[policy.family])
 
 
+_CONFIG_INTS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                "intermediate_size", "vocab_size", "max_position_embeddings")
+
+
 def architecture_from_hf_config(config: dict, name: str, role: str = "policy") -> Architecture:
     """An :class:`Architecture` from the fields of a Hugging Face ``config.json`` (Qwen2-style).
 
     An explicit ``head_dim`` other than ``hidden_size / num_attention_heads`` (Qwen3-style)
-    is refused: the accountant derives the head size, and would miscount the attention."""
+    is refused: the accountant derives the head size, and would miscount the attention.
+    Every size must be a positive whole number: a hand-edited config is refused, one line
+    naming the key, not truncated or divided by."""
+    if not isinstance(config, dict):
+        raise ConfigError(f"{name}: config.json is not a JSON object; pass a Qwen2-style config")
+    missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                           "vocab_size") if k not in config]
+    if missing:
+        raise ConfigError(f"{name}: config.json lacks {missing[0]!r}; pass a Qwen2-style config")
+    fields = {"num_key_value_heads": config["num_attention_heads"], "max_position_embeddings": 32768}
+    fields |= {k: config[k] for k in _CONFIG_INTS if k in config}
+    for k, v in fields.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ConfigError(f"{name}: config.json {k} is {v!r}; it must be a positive whole number")
     head_dim = config.get("head_dim")
-    if head_dim is not None and "hidden_size" in config and "num_attention_heads" in config:
-        derived = int(config["hidden_size"]) // int(config["num_attention_heads"])
-        if int(head_dim) != derived:
+    if head_dim is not None:
+        derived = fields["hidden_size"] // fields["num_attention_heads"]
+        if head_dim != derived:
             raise ConfigError(f"{name}: config.json head_dim {head_dim} differs from hidden_size / "
                               f"num_attention_heads = {derived}; only Qwen2-style layouts are costed")
-    try:
-        return Architecture(
-            name=name,
-            role=role,
-            family="qwen2.5" if config.get("vocab_size", 0) > 1000 else "tiny",
-            hidden_size=int(config["hidden_size"]),
-            num_hidden_layers=int(config["num_hidden_layers"]),
-            num_attention_heads=int(config["num_attention_heads"]),
-            num_key_value_heads=int(config.get("num_key_value_heads", config["num_attention_heads"])),
-            intermediate_size=int(config["intermediate_size"]),
-            vocab_size=int(config["vocab_size"]),
-            tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-            max_position_embeddings=int(config.get("max_position_embeddings", 32768)),
-            score_head=(1,) if role == "prm" else (),
-        )
-    except KeyError as exc:
-        raise ConfigError(f"{name}: config.json lacks {exc.args[0]!r}; pass a Qwen2-style config") from None
+    return Architecture(
+        name=name,
+        role=role,
+        family="qwen2.5" if fields["vocab_size"] > 1000 else "tiny",
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        score_head=(1,) if role == "prm" else (),
+        **fields,
+    )
 
 
-def resolve_model(spec: str, role: str = "policy") -> Architecture:
-    """A registry name, a Hub id of a registered model, or a path to a config.json (or its folder)."""
+def resolve_model(spec: str, role: str = "policy", field: str = "model") -> Architecture:
+    """A registry name, a Hub id of a registered model, or a path to a config.json (or its
+    folder); errors name ``field`` (the option or recipe key that gave ``spec``)."""
     import json
 
     models = _models()
@@ -172,8 +181,11 @@ def resolve_model(spec: str, role: str = "policy") -> Architecture:
         try:
             return architecture_from_hf_config(json.loads(path.read_text()), str(spec), role)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"model: {path} is not valid JSON ({exc.msg})") from None
+            raise ConfigError(f"{field}: {path} is not valid JSON ({exc.msg})") from None
+        except ConfigError as exc:
+            raise ConfigError(f"{field}: {exc}") from None
+    names = [n for n, a in models.items() if a.role == role] or list(models)
     raise ConfigError(
-        f"model: {spec!r} is neither a registered model ({', '.join(models)}), the Hub id of one, "
-        "nor a path to a config.json; pass one of those"
+        f"{field}: {spec!r} is neither a registered {'reward model' if role == 'prm' else 'model'} "
+        f"({', '.join(names)}), the Hub id of one, nor a path to a config.json; pass one of those"
     )

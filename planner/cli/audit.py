@@ -99,10 +99,21 @@ def _lora_targets(spec: Any) -> tuple[str, ...]:
         return found
     if not isinstance(spec, list) or not all(isinstance(t, str) for t in spec):
         raise ConfigError(f"config: lora_target_modules must be a list of module names, got {spec!r}")
-    names = {t.rsplit(".", 1)[-1] for t in spec}
-    bad = sorted(names - set(LINEAR_MODULES))
-    if bad:
-        raise ConfigError(f"config: lora_target_modules has unknown module {bad[0]!r}")
+    if not spec:
+        raise ConfigError("config: lora_target_modules is empty (peft refuses that); give modules like "
+                          "[q_proj, v_proj], or leave it out for peft's default")
+    attn = {"q_proj", "k_proj", "v_proj", "o_proj"}
+    for t in spec:
+        # peft matches a name or a dotted suffix of one: a deeper path adapts fewer modules
+        # (one layer's, or none) than the audit, which costs every layer, would count.
+        head, _, last = t.rpartition(".")
+        if last not in LINEAR_MODULES:
+            raise ConfigError(f"config: lora_target_modules has unknown module {t!r}; give names among "
+                              f"{', '.join(LINEAR_MODULES)}")
+        if head and head != ("self_attn" if last in attn else "mlp"):
+            raise ConfigError(f"config: lora_target_modules entry {t!r} names part of the model, not a module "
+                              f"type; the audit costs adapters on every layer: give {last!r}")
+    names = {t.rpartition(".")[2] for t in spec}
     return tuple(m for m in LINEAR_MODULES if m in names)
 
 
@@ -235,9 +246,14 @@ def audit(
     model_spec = raw.get("model_name_or_path") or raw.get("model")
     if not model_spec:
         raise ConfigError("config: model_name_or_path is required; a registry name, Hub id or config.json")
-    policy = resolve_model(str(model_spec))
-    rm = raw.get("reward_model_name_or_path") or raw.get("reward_model")
-    scorer = resolve_model(str(rm), role="prm") if rm else None
+    model_key = "model_name_or_path" if raw.get("model_name_or_path") else "model"
+    policy = resolve_model(str(model_spec), field=f"config: {model_key}")
+    if policy.role != "policy":
+        raise ConfigError(f"config: {model_key} {model_spec!r} is a reward model, not a policy; give the policy "
+                          "there and the reward model as reward_model_name_or_path")
+    rm_key = "reward_model_name_or_path" if raw.get("reward_model_name_or_path") else "reward_model"
+    rm = raw.get(rm_key)
+    scorer = resolve_model(str(rm), role="prm", field=f"config: {rm_key}") if rm else None
     recipe = build_recipe(raw, trl_defaults())
     tokens = recipe.prompt_len + min(recipe.completion_len, recipe.max_completion_length)
     if tokens > policy.max_position_embeddings:

@@ -211,6 +211,18 @@ def test_lora_targets_as_peft_reads_them(tmp_path: Path, spec: object, want: tup
 @pytest.mark.parametrize(("body", "says"), [
     ({"lora_target_modules": "q_proj"}, "matches no module"),
     ({"use_peft": None}, "use_peft is missing"),
+    # These were costed as no LoRA, as q_proj on every layer, and as q_proj: peft adapts
+    # nothing (refusing the empty list), one layer's, and nothing.
+    ({"lora_target_modules": []}, "lora_target_modules is empty"),
+    ({"lora_target_modules": ["model.layers.0.self_attn.q_proj"]}, "names part of the model"),
+    ({"lora_target_modules": ["foo.q_proj"]}, "names part of the model"),
+    ({"lora_target_modules": ["mlp.q_proj"]}, "names part of the model"),
+    ({"lora_target_modules": ["qproj"]}, "unknown module 'qproj'"),
+    # A reward model where the policy goes was costed as a policy.
+    ({"model_name_or_path": "Qwen/Qwen2.5-Math-PRM-7B"}, "is a reward model, not a policy"),
+    # A bad path names its recipe key, and a policy list for the policy.
+    ({"reward_model_name_or_path": "/no/such/rm"}, "config: reward_model_name_or_path: '/no/such/rm' is neither "
+                                                    "a registered reward model"),
 ])
 def test_lora_settings_that_peft_or_trl_would_read_otherwise(tmp_path: Path, body: dict, says: str) -> None:
     base = {"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8,
@@ -219,6 +231,31 @@ def test_lora_settings_that_peft_or_trl_would_read_otherwise(tmp_path: Path, bod
     f.write_text(json.dumps({k: v for k, v in (base | body).items() if v is not None}))
     res = runner.invoke(app, ["audit", str(f)])
     assert res.exit_code == 2 and says in res.stderr
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    ({"hidden_size": "x"}, "hidden_size is 'x'; it must be a positive whole number"),
+    ({"num_attention_heads": 0}, "num_attention_heads is 0"),
+    ({"vocab_size": "big"}, "vocab_size is 'big'"),
+    ({"num_key_value_heads": None}, "num_key_value_heads is None"),
+    ({"hidden_size": 896.7}, "hidden_size is 896.7"),
+    ({"hidden_size": 0}, "hidden_size is 0"),
+])
+def test_a_malformed_config_json_is_one_line_naming_the_key(tmp_path: Path, edit: dict, says: str) -> None:
+    # Each was a traceback (ValueError, ZeroDivisionError, TypeError) or, for 896.7 and 0,
+    # silently truncated or costed.
+    cfg = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "intermediate_size": 128, "vocab_size": 100} | edit
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"model_name_or_path: {tmp_path}\nuse_peft: true\nexpected_prompt_length: 8\n"
+                      "expected_completion_length: 8\n")
+    res = runner.invoke(app, ["audit", str(recipe)])
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert res.stderr.startswith("error: config: model_name_or_path: ") and says in res.stderr
+    (tmp_path / "config.json").write_text("[]")
+    res = runner.invoke(app, ["audit", str(recipe)])
+    assert res.exit_code == 2 and "config.json is not a JSON object" in res.stderr
 
 
 def test_a_config_with_its_own_head_dim_is_refused(tmp_path: Path) -> None:
