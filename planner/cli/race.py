@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from planner.cli.app import (
+    check_not_store_folder,
     check_output_dir,
     check_output_file,
     command,
@@ -116,6 +117,8 @@ def suggest(
                           "pending runs, so give another --out (e.g. next.json)")
     if data is not None and data.exists() and not data.is_dir():
         raise ConfigError(f"data: {str(data)!r} is a file; give the pilot store's directory")
+    if data is not None:
+        check_not_store_folder(data)
     if data is not None and not data.exists():
         typer.echo(f"note: no pilot store at {str(data)!r} yet: proposing the initial design", err=True)
     from planner.proposals import read_proposals, write_proposals
@@ -242,6 +245,7 @@ def race(
     # Before any run: a store refused after one wastes it. The store's own check knows
     # its layout (runs/, failed/); opening it creates nothing.
     check_output_dir(data, "data")
+    check_not_store_folder(data)
     check_writable = getattr(open_store(data), "check_writable", None)
     if callable(check_writable):
         check_writable("data")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.app import check_output_file, command
+from planner.cli.app import STORE_FOLDERS, check_not_store_folder, check_output_file, command
 
 __all__ = ["report"]
 
@@ -30,9 +30,7 @@ def report(
     # The output first, before any fit: a refusal after the fits wasted them, and a name
     # over the length limit must be named as --out, not as a stat error.
     _check_out(out, data)
-    if data.name in ("runs", "failed") and data.is_dir() and (data.parent / "runs").is_dir():
-        raise ConfigError(f"data: {str(data)!r} is a pilot store's {data.name}/ folder; pass the store itself, "
-                          f"{str(data.parent)!r}")
+    check_not_store_folder(data)
     if target is None:
         from planner.report.data import read_race
 
@@ -55,6 +53,10 @@ def _check_out(out: Path, data: Path) -> None:
     from planner.errors import ConfigError
     from planner.report.build import is_earlier_report
 
+    if out.name in STORE_FOLDERS and (out.parent / "runs").is_dir():
+        # Its files would pose as (or, in corrupt/, be listed as) the store's records.
+        raise ConfigError(f"out: {str(out)!r} is a pilot store's {out.name}/ folder; give a folder of its own, "
+                          f"e.g. {str(out.parent / 'report')!r}")
     check_output_file(out / "report.md", "out")  # names, lengths, writable
     if out.exists() and not out.is_dir():
         raise ConfigError(f"out: {str(out)!r} is a file; pass a directory for the report")

@@ -102,7 +102,9 @@ def build_report(
         specs = all_figures(data, tick=lambda: prog.update(ftask, advance=1))
         prog.update(ftask, description="saving figures")
         fig_dir = out / "figures"
-        rewrite = is_earlier_report(out)
+        # Only figures the earlier report drew are its own to replace: a user's files in
+        # figures/ stay.
+        earlier = _figures_of(out) if is_earlier_report(out) else set()
         out.mkdir(parents=True, exist_ok=True)
         figs: dict[str, list[FigureRef]] = {}
         paths: list[Path] = []
@@ -113,10 +115,8 @@ def build_report(
                 FigureRef(spec.name, spec.title, spec.caption, raw,
                           png.relative_to(out).as_posix(), svg.relative_to(out).as_posix())
             )
-        if rewrite:  # an earlier report's figures this one no longer draws would pass for its own
-            for stale in [*fig_dir.glob("*.png"), *fig_dir.glob("*.svg")]:
-                if stale not in paths:
-                    stale.unlink(missing_ok=True)
+        for stale in earlier - set(paths):  # an earlier report's figure this one no longer draws
+            stale.unlink(missing_ok=True)
         prog.update(ftask, description="figures", completed=max(1, n_figures(data)))
 
         doc = blocks(data, figs)
@@ -129,6 +129,21 @@ def build_report(
         warnings.append(f"{len(data.corrupt)} unreadable record file(s) in {data.data_dir} were skipped (first: "
                         f"{data.corrupt[0][0]}); `runners status --data {data.data_dir}` lists them")
     return ReportResult(out, md, page, reg, paths, status_of(data), status_line(data), warnings)
+
+
+def _figures_of(out: Path) -> set[Path]:
+    """The figure files an earlier report in ``out`` links (PNG and SVG), by its pages."""
+    import re
+
+    found: set[Path] = set()
+    for page in ("report.md", "report.html"):
+        try:
+            text = (out / page).read_text(errors="replace")
+        except OSError:
+            continue
+        for name in re.findall(r"figures/([\w.-]+)\.(?:png|svg)", text):
+            found |= {out / "figures" / f"{name}.png", out / "figures" / f"{name}.svg"}
+    return found
 
 
 def is_earlier_report(out: Path) -> bool:

@@ -14,7 +14,12 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.app import engine_options, interrupted_code, terminate_as_interrupt
+from planner.cli.app import (
+    check_not_store_folder,
+    engine_options,
+    interrupted_code,
+    terminate_as_interrupt,
+)
 from runners.cli.app import command
 
 DataOpt = Annotated[Path, typer.Option("--data", "-d", help="Pilot store directory.")]
@@ -66,6 +71,7 @@ def execute(
             raise ConfigError(f"{flag}: must be a non-negative number, got {value}")
     if data.exists() and not data.is_dir():
         raise ConfigError(f"data: {str(data)!r} is a file; give a directory for the pilot store")
+    check_not_store_folder(data)
     pset = read_proposals(proposals)
     if not pset.proposals:  # valid (suggest writes none when nothing is left to run), but say so
         typer.echo(f"note: {proposals} lists no proposals: nothing to run, {data} left as it was", err=True)
@@ -157,6 +163,7 @@ def status(
 
     if not data.is_dir():
         raise ConfigError(f"data: no pilot store at {str(data)!r}; run `runners execute` first or pass --data")
+    check_not_store_folder(data)
     store = PilotStore(data)
     scan = store.scan(status=None)
     ok = [r for r in scan.records if r.status == "ok"]

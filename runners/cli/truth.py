@@ -84,4 +84,4 @@ def _plot(f: Frontier, world: str, out: Path) -> None:
     ax.legend(fontsize=7, loc="lower right")
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
-    typer.echo(f"wrote {out}")
+    typer.echo(f"wrote {out}", err=True)  # stdout may be the --json document

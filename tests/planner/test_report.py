@@ -328,6 +328,12 @@ def test_out_that_is_another_campaign_or_would_clash_is_refused_before_any_fit(t
     res = runner.invoke(app, ["report", "--data", str(data / "runs"), "--out", str(tmp_path / "r")])
     assert res.exit_code == 2 and res.stderr.strip() == (
         f"error: data: {str(data / 'runs')!r} is a pilot store's runs/ folder; pass the store itself, {str(data)!r}")
+    # Nor into a store's folders, empty or not: in corrupt/ its files were listed as wrecks.
+    for folder in ("corrupt", "runs"):
+        res = runner.invoke(app, ["report", "--data", str(data), "--out", str(data / folder)])
+        assert res.exit_code == 2 and res.stderr.strip() == (
+            f"error: out: {str(data / folder)!r} is a pilot store's {folder}/ folder; give a folder of its own, "
+            f"e.g. {str(data / 'report')!r}")
     # An earlier report's folder is fine to write again.
     ok = runner.invoke(app, ["report", "--data", str(data), "--out", str(tmp_path / "r"), "--quiet"])
     assert ok.exit_code == 0, ok.output
@@ -423,5 +429,7 @@ def test_a_report_written_again_leaves_no_figure_of_the_earlier_one(tmp_path: Pa
     first = build_report(ok, out, progress=False)
     assert len(first.figures) > 2
     (out / "figures" / "mine.txt").write_text("not a figure")  # not the report's: kept
+    (out / "figures" / "mine.png").write_bytes(b"a user's own image")  # nor this: once deleted
     again = build_report(failed, out, progress=False)
-    assert {p.name for p in (out / "figures").iterdir()} == {p.name for p in again.figures} | {"mine.txt"}
+    assert {p.name for p in (out / "figures").iterdir()} == {p.name for p in again.figures} | {"mine.txt",
+                                                                                                "mine.png"}

@@ -56,6 +56,13 @@ def test_execute_rerun_and_status(proposals: Path, tmp_path: Path) -> None:
     after = PilotStore(data).fingerprint()
     assert {k: v for k, v in after.items() if k in before} == before and len(after) == 3
 
+    # A store's own runs/ folder given as the store: refused (status read it as empty).
+    for cmd in (["status", "--data", str(data / "runs")],
+                ["execute", str(proposals), "--data", str(data / "runs"), "--engine", "sim"]):
+        res = RUNNER.invoke(app, cmd)
+        assert res.exit_code == 2 and res.stderr.strip() == (
+            f"error: data: {str(data / 'runs')!r} is a pilot store's runs/ folder; pass the store itself, "
+            f"{str(data)!r}")
     (data / "runs" / "half-s0.parquet").write_bytes(b"PAR1\x00\x00")
     st = RUNNER.invoke(app, ["status", "--data", str(data)])
     assert st.exit_code == 0, st.stderr

@@ -85,7 +85,12 @@ def test_truth_plot_writes_a_figure_and_refuses_a_non_figure_path(tmp_path: Path
     res = runner.invoke(app, ["truth", "--world", "contrast", "--model", "qwen2.5-7b", "--reward", "prm",
                               "--budget", "1e16", "--plot", str(fig)])
     assert res.exit_code == 0, res.output
-    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"wrote {fig}" in res.output
+    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"wrote {fig}" in res.stderr
+    # With --json, stdout is the document alone (the note once came first and broke it).
+    res = runner.invoke(app, ["truth", "--world", "contrast", "--model", "qwen2.5-7b", "--reward", "prm",
+                              "--budget", "1e16", "--plot", str(fig), "--json"])
+    assert res.exit_code == 0, res.output
+    json.loads(res.stdout)
     bad = tmp_path / "frontier.txt"
     res = runner.invoke(app, ["truth", "--world", "contrast", *ARGS, "--reward", "prm", "--plot", str(bad)])
     assert res.exit_code == 2 and "plot:" in res.output and ".png" in res.output and not bad.exists()
