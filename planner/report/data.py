@@ -209,7 +209,7 @@ def read_race(data_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
         budget = float(doc["budget"])
         pairs = [(e["model"], e["reward"]) for e in doc.get("settings", [])]
     except Exception as exc:  # a hand-edited or half-written file must not sink the report
-        return None, f"{path} is not a readable race summary ({str(exc)[:120]}); ignored"
+        return None, f"{path} is not a readable race summary ({_why(exc)}); ignored"
     if not math.isfinite(budget) or budget <= 0 or not pairs:
         return None, f"{path} names no target budget or settings; ignored"
     bad = _race_field_problem(doc, pairs)
@@ -217,6 +217,19 @@ def read_race(data_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"{path} is not a readable race summary ({bad}); ignored"
     odd = _race_value_problem(doc)
     return doc, (f"{path}: {odd}; shown as missing" if odd else None)
+
+
+def _why(exc: Exception) -> str:
+    """What is wrong with a race summary, in its own words rather than Python's."""
+    import json
+
+    if isinstance(exc, KeyError):
+        return f"no {exc.args[0]!r} field"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON: {exc.msg} at line {exc.lineno}"
+    if isinstance(exc, TypeError | AttributeError):
+        return "a field holds another kind of value than planner race writes (budget a number, settings a list)"
+    return str(exc)[:120]
 
 
 def _race_field_problem(doc: dict[str, Any], pairs: list[tuple[Any, Any]]) -> str:

@@ -35,7 +35,9 @@ def truth(
     if get_model(model).role != "policy":
         raise ConfigError(f"model: {model!r} is a reward model, not a policy; pick a policy model")
     if plot and Path(plot).suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise ConfigError(f"plot: {plot!r} has no figure suffix; end it in .png, .svg or .pdf")
+        suffix = Path(plot).suffix
+        what = f"ends in {suffix}, not a figure format this writes" if suffix else "has no figure suffix"
+        raise ConfigError(f"plot: {plot!r} {what}; end it in .png, .svg or .pdf")
     if plot:
         check_output_file(plot, "plot")
     f = frontier(world, model, reward, parse_budget(budget), target)
