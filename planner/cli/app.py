@@ -140,7 +140,7 @@ def check_output_file(path: str | Path, field: str) -> Path:
     if path.is_dir():
         raise ConfigError(f"{field}: {str(path)!r} is a directory; give a file name")
     folder = path.resolve().parent
-    if folder.name in STORE_FOLDERS and (any(folder.glob("*.parquet")) or (folder.parent / "runs").is_dir()):
+    if is_store_folder(folder):
         # A pilot store's record folder: a file there replaces or poses as a record.
         raise ConfigError(f"{field}: {str(path)!r} is inside a pilot store's {folder.name}/ folder, where it "
                           f"would replace or pose as a run record; write it beside the store, e.g. "
@@ -170,13 +170,28 @@ def _summary_kind(path: Path) -> str | None:
     return None
 
 
+def is_store_folder(path: Path) -> bool:
+    """Whether ``path`` is (or, not there yet, would be) a pilot store's own ``runs/``,
+    ``failed/`` or ``corrupt/`` folder: so named, not itself a store (a store may be called
+    runs), and holding records or beside another of those folders. A lone folder that
+    merely shares the name is not one."""
+    if path.name not in STORE_FOLDERS:
+        return False
+    if path.is_dir():
+        if any((path / n).is_dir() for n in STORE_FOLDERS):
+            return False
+        if any(path.glob("*.parquet")):
+            return True
+    return any((path.parent / n).is_dir() for n in STORE_FOLDERS if n != path.name)
+
+
 def check_not_store_folder(data: Path, field: str = "data") -> None:
     """Refuse a pilot store's own ``runs/``, ``failed/`` or ``corrupt/`` folder given as the
     store (a slip of the shell's completion): read as a store it holds nothing, and runs
     written into it would make a store inside the store."""
     from planner.errors import ConfigError
 
-    if data.name in STORE_FOLDERS and data.is_dir() and (data.parent / "runs").is_dir():
+    if is_store_folder(data):
         raise ConfigError(f"{field}: {str(data)!r} is a pilot store's {data.name}/ folder; pass the store itself, "
                           f"{str(data.parent)!r}")
 

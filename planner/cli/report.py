@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.app import STORE_FOLDERS, check_not_store_folder, check_output_file, command
+from planner.cli.app import check_not_store_folder, check_output_file, command, is_store_folder
 
 __all__ = ["report"]
 
@@ -53,7 +53,7 @@ def _check_out(out: Path, data: Path) -> None:
     from planner.errors import ConfigError
     from planner.report.build import is_earlier_report
 
-    if out.name in STORE_FOLDERS and (out.parent / "runs").is_dir():
+    if is_store_folder(out):
         # Its files would pose as (or, in corrupt/, be listed as) the store's records.
         raise ConfigError(f"out: {str(out)!r} is a pilot store's {out.name}/ folder; give a folder of its own, "
                           f"e.g. {str(out.parent / 'report')!r}")

@@ -325,6 +325,7 @@ def test_out_that_is_another_campaign_or_would_clash_is_refused_before_any_fit(t
     res = runner.invoke(app, ["report", "--data", str(data / "runs"), "--out", str(tmp_path / "r")])
     assert res.exit_code == 2 and "data:" in res.output  # no such directory
     (data / "runs").mkdir()
+    (data / "failed").mkdir()  # a store's folders (a lone empty runs/ could be anything)
     res = runner.invoke(app, ["report", "--data", str(data / "runs"), "--out", str(tmp_path / "r")])
     assert res.exit_code == 2 and res.stderr.strip() == (
         f"error: data: {str(data / 'runs')!r} is a pilot store's runs/ folder; pass the store itself, {str(data)!r}")

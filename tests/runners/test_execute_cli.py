@@ -63,6 +63,11 @@ def test_execute_rerun_and_status(proposals: Path, tmp_path: Path) -> None:
         assert res.exit_code == 2 and res.stderr.strip() == (
             f"error: data: {str(data / 'runs')!r} is a pilot store's runs/ folder; pass the store itself, "
             f"{str(data)!r}")
+    # A store that is itself called runs is a store.
+    named = tmp_path / "runs"
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(named), "--engine", "sim", "--no-progress"])
+    assert res.exit_code == 0, res.stderr
+    assert RUNNER.invoke(app, ["status", "--data", str(named)]).exit_code == 0
     (data / "runs" / "half-s0.parquet").write_bytes(b"PAR1\x00\x00")
     st = RUNNER.invoke(app, ["status", "--data", str(data)])
     assert st.exit_code == 0, st.stderr
