@@ -51,6 +51,9 @@ class RaceProgress:
     calls: dict[Setting, RegimeCall]
     last_batch: int
     ask_seconds: float
+    # Runs of each setting so far (a setting without any has only the others' runs behind
+    # its call).
+    setting_runs: dict[Setting, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -186,7 +189,7 @@ def run_race(
                         "batch": len(batch), "ask_s": asks[-1]})
         if progress is not None:
             progress(RaceProgress(rnd, sum(runs.values()), sum(flops.values()), strategy.decide(),
-                                  len(batch), asks[-1]))
+                                  len(batch), asks[-1], dict(runs)))
     return RaceResult(problem, strategy.name, calls, reason, runs, flops, rnd, asks, history)
 
 

@@ -73,7 +73,9 @@ def round_line(progress: Any, problem: Any) -> str:
     calls = []
     for s in problem.settings:
         c = progress.calls.get(s)
-        if c is not None:
+        if progress.setting_runs.get(s, 1) == 0:
+            calls.append(f"{s.key} no runs")
+        elif c is not None:
             mark = {"confident": "", "indifferent": "~", "open": "?"}[decision_state(c, problem)]
             calls.append(f"{s.key} {c.regime}{mark} P {c.probabilities[c.regime]:.2f}")
     return (f"race round {progress.round}: {progress.runs} runs, {progress.flops:.3g} FLOPs"

@@ -100,6 +100,12 @@ def test_race_in_a_log_prints_a_line_per_round(tmp_path: Path) -> None:
     rounds = [ln for ln in res.stdout.splitlines() if ln.startswith("race round ")]
     assert rounds[0].startswith("race round 1: 4 runs, ") and "qwen2.5-1.5b/sparse " in rounds[0]
     assert len(rounds) >= 2 and rounds[-1].startswith(f"race round {len(rounds)}: 6 runs")
+    # A setting the cap leaves without runs says so, not a call the others' runs made.
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse,prm", "--max-runs", "3", "--data", str(tmp_path / "e")])
+    assert res.exit_code == 0, res.output
+    rounds = [ln for ln in res.stdout.splitlines() if ln.startswith("race round ")]
+    assert rounds and all(ln.endswith("qwen2.5-1.5b/prm no runs") for ln in rounds)
 
 
 def test_race_refuses_another_worlds_store_before_preparing_the_engine(tmp_path: Path,
