@@ -536,9 +536,9 @@ def test_an_output_file_inside_a_stores_record_folder_is_refused(tmp_path: Path)
     assert res.exit_code == 0, res.output
     (victim,) = (data / "runs").glob("*.parquet")
     before = victim.read_bytes()
-    for cmd in (["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
-                 "--data", str(data)],
-                ["plan", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--rho", "0.5", "--budget", "1e15"]):
+    writers = (["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse", "--data", str(data)],
+               ["plan", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--rho", "0.5", "--budget", "1e15"])
+    for cmd in writers:
         res = runner.invoke(app, [*cmd, "--out", str(victim)])
         assert res.exit_code == 2, res.output
         assert res.stderr.startswith("error: out: ") and "inside a pilot store's runs/ folder" in res.stderr
@@ -552,9 +552,7 @@ def test_an_output_file_inside_a_stores_record_folder_is_refused(tmp_path: Path)
     # The race's results (and a report's) are not overwritten by a proposals or plan file.
     summary = data / "regimes.json"
     before = summary.read_bytes()
-    for cmd in (["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
-                 "--data", str(data)],
-                ["plan", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--rho", "0.5", "--budget", "1e15"]):
+    for cmd in writers:
         res = runner.invoke(app, [*cmd, "--out", str(summary)])
         assert res.exit_code == 2, res.output
         assert res.stderr.strip() == (f"error: out: {str(summary)!r} holds a race's results, which this would "

@@ -26,11 +26,15 @@ HERE = Path(__file__).parent
 
 
 class PacedSim(SimEngine):
+    """The sim engine at ``steps`` x ``pause`` seconds a run, reporting progress each step."""
+
+    steps, pause = 3, 0.05
+
     def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
-        for i in range(3):
-            time.sleep(0.05)
+        for i in range(self.steps):
+            time.sleep(self.pause)
             if progress is not None:
-                progress("search", proposal.budget * i / 3, proposal.budget, {})
+                progress("search", proposal.budget * i / self.steps, proposal.budget, {})
         return super().run(proposal, seed, progress)
 
 
@@ -100,15 +104,10 @@ def test_ctrl_c_says_what_is_kept_and_exits_130(tmp_path: Path) -> None:
     assert PilotStore(data).scan(status=None).corrupt == []
 
 
-class SlowSim(SimEngine):
-    """The sim engine at 3 s a run: long enough to be inside one when the driver is stopped."""
+class SlowSim(PacedSim):
+    """3 s a run: long enough to be inside one when the driver is stopped."""
 
-    def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
-        for i in range(30):
-            time.sleep(0.1)
-            if progress is not None:
-                progress("search", proposal.budget * i / 30, proposal.budget, {})
-        return super().run(proposal, seed, progress)
+    steps, pause = 30, 0.1
 
 
 def test_sigterm_stops_the_workers_too_and_exits_143(tmp_path: Path) -> None:
