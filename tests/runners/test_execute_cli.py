@@ -87,6 +87,9 @@ def test_failed_runs_exit_1_and_show_in_status(proposals: Path, tmp_path: Path) 
     assert "failed: " in res.stderr and "illegal memory access" in res.stderr
     st = RUNNER.invoke(app, ["status", "--data", str(data)])
     assert "1 ok, 1 failed, 0 corrupt" in st.stdout  # the latest attempt of the failing run
+    # It failed before metering anything: its rho is unknown, not 0 (all search).
+    (row,) = [line for line in st.stdout.splitlines() if "failed" in line and "tiny-s" in line]
+    assert "0.700" in row and "0.000" not in row
     st_all = RUNNER.invoke(app, ["status", "--data", str(data), "--attempts"])
     assert "1 ok, 2 failed" in st_all.stdout
     # A failed record names the world it ran in, as an ok one does.
