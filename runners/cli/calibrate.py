@@ -57,7 +57,9 @@ def calibrate_cmd(
             raise ConfigError(f"models: no real runs of {m!r} in {str(data)!r}; "
                               f"runs exist for: {', '.join(sorted(runs))}")
         if len(runs[m]) < 3:
-            raise ConfigError(f"models: {m!r} has {len(runs[m])} real runs; at least 3 are needed to fit it")
+            others = [o for o in wanted if o != m and len(runs.get(o, ())) >= 3]
+            fix = f"run more of it, or fit the others alone: --models {','.join(others)}" if others else "run more of it"
+            raise ConfigError(f"models: {m!r} has {len(runs[m])} real runs; at least 3 are needed to fit it; {fix}")
 
     from rich.console import Console
     from rich.progress import (

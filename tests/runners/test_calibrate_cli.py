@@ -74,6 +74,11 @@ def test_calibrate_refuses_a_store_without_real_runs(tmp_path: Path) -> None:
         f.unlink()
     res = runner.invoke(app, ["calibrate", "--data", str(store)])
     assert res.exit_code == 2 and "models: 'tiny-s' has 2 real runs; at least 3" in res.output
+    assert res.output.rstrip().endswith("run more of it")  # no other model to fit instead
+    shutil.copytree(CAMPAIGN / "runs", store / "runs", dirs_exist_ok=True,
+                    ignore=lambda _d, names: [n for n in names if n.startswith("tiny-s.")])
+    res = runner.invoke(app, ["calibrate", "--data", str(store)])  # tiny-m back: the fix names it
+    assert res.exit_code == 2 and res.output.rstrip().endswith("fit the others alone: --models tiny-m")
     empty = tmp_path / "empty"
     empty.mkdir()
     res = runner.invoke(app, ["calibrate", "--data", str(empty)])
