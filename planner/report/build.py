@@ -117,7 +117,8 @@ def build_report(
             )
         for stale in earlier - set(paths):  # an earlier report's figure this one no longer draws
             stale.unlink(missing_ok=True)
-        prog.update(ftask, description="figures", completed=max(1, n_figures(data)))
+        # The bar counted the figures tried; some have no data to draw (say which were).
+        prog.update(ftask, description=f"figures: {len(specs)} drawn", completed=max(1, n_figures(data)))
 
         doc = blocks(data, figs)
         md, page, reg = out / "report.md", out / "report.html", out / "regimes.json"
