@@ -274,7 +274,7 @@ def compile_plan(
             nearest_budget = planned.total
     raise InfeasibleError(
         f"budget: {budget:.3g} FLOPs buys no {model}/{reward} plan at rho={rho:.2f} within 2%; "
-        f"nearest feasible budget = {nearest_budget:.3g}",
+        f"nearest feasible budget = {nearest_budget:.3g}, a plan's exact cost (within 2% of it compiles)",
         field="budget",
         nearest=nearest_budget,
     )

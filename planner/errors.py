@@ -14,7 +14,12 @@ class ConfigError(RaceError):
 
 
 class InfeasibleError(RaceError):
-    """A (rho, budget) request cannot be met; the message names the nearest feasible value."""
+    """A (rho, budget) request cannot be met; the message names the nearest feasible value.
+
+    ``nearest`` is a value that compiles: a rho the levers reach, or the exact cost of the
+    nearest plan (budgets within the compiler's 2% of it compile too, so the edge of what
+    compiles lies up to 2% nearer the request).
+    """
 
     def __init__(self, message: str, *, field: str, nearest: float | None = None) -> None:
         super().__init__(message)
