@@ -224,6 +224,12 @@ class ComputeCard(BaseModel):
     hardware: str = ""
     software: dict[str, str] = Field(default_factory=dict)
 
+    @property
+    def metered_rho(self) -> float | None:
+        """rho, or None where no split was metered: a failed run's partial card may keep
+        only a total, and its rho of 0 then means unknown, not all search."""
+        return self.rho if self.flops.search + self.flops.learning + self.flops.reward else None
+
 
 class Metrics(BaseModel):
     """Target metrics after training (and of the base policy, where measured)."""

@@ -22,7 +22,6 @@ __all__ = [
     "engine_label",
     "fmt_flops",
     "fmt_seconds",
-    "metered_rho",
     "rich_card",
 ]
 
@@ -75,12 +74,6 @@ def _prompts(card: Any, plan: Any) -> str:
     if ran is None or ran == plan.total_prompts:
         return str(plan.total_prompts)
     return f"{ran} ({plan.total_prompts} planned)"
-
-
-def metered_rho(card: Any) -> float | None:
-    """The card's rho, or None where no split was metered (a failed run's partial card may
-    keep only a total, and its rho of 0 then means unknown, not all search)."""
-    return card.rho if sum(getattr(card.flops, c) for c in COMPONENTS) else None
 
 
 def _split(flops: Any) -> str:
@@ -143,7 +136,7 @@ def card_fields(record: RunRecord) -> dict[str, str]:
         "setting": f"{record.model} / {record.reward} / {record.budget:.4g}",
         "total": fmt_flops(card.flops.total),
         "split": split,
-        "rho": "n/a" if (rho := metered_rho(card)) is None else f"{rho:.3f}",
+        "rho": "n/a" if (rho := card.metered_rho) is None else f"{rho:.3f}",
         "tokens": tokens,
         "wall": wall_txt,
         "hardware": card.hardware or "n/a",

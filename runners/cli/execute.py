@@ -159,7 +159,6 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     from planner.errors import ConfigError
-    from planner.report.cards import metered_rho
     from runners.store import PilotStore
 
     if not data.is_dir():
@@ -198,7 +197,7 @@ def status(
         m = r.metrics
         t.add_row(
             r.run_id, "[green]ok[/]" if r.status == "ok" else "[red]failed[/]", str(r.attempt),
-            r.model, r.reward, f(r.budget, ".2e"), f(r.rho_planned), f(metered_rho(r.card)), f(r.card.flops.total, ".2e"),
+            r.model, r.reward, f(r.budget, ".2e"), f(r.rho_planned), f(r.card.metered_rho), f(r.card.flops.total, ".2e"),
             f(m.native), f(m.pass1), f(m.judge), f"{r.wall_s:.0f}s", (r.error or "")[:60],
         )
     console = Console(width=200) if not Console().is_terminal else Console()
