@@ -5,9 +5,13 @@ The fields mirror a Hugging Face Qwen2 ``config.json``. Pure data, no torch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["LINEAR_MODULES", "Architecture", "FamilyDefaults"]
+from planner.errors import ConfigError
+
+__all__ = ["LINEAR_MODULES", "Architecture", "FamilyDefaults", "architecture_from_hf_config"]
 
 # Every linear layer of a Qwen2 decoder block, as peft names them.
 LINEAR_MODULES: tuple[str, ...] = (
@@ -112,3 +116,48 @@ def _score_head_params(d: int, head: tuple[int, ...]) -> int:
         return d * head[0] + head[0]
     hidden, out = head
     return d * hidden + hidden + hidden * out + out
+
+
+_CONFIG_INTS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                "intermediate_size", "vocab_size", "max_position_embeddings")
+
+
+def architecture_from_hf_config(
+    config: Mapping[str, Any], name: str, role: str = "policy", *, family: str | None = None,
+    score_head: tuple[int, ...] | None = None,
+) -> Architecture:
+    """An :class:`Architecture` from the fields of a Hugging Face ``config.json`` (Qwen2-style).
+
+    An explicit ``head_dim`` other than ``hidden_size / num_attention_heads`` (Qwen3-style)
+    is refused: the accountant derives the head size, and would miscount the attention.
+    Every size must be a positive whole number: a hand-edited config is refused, one line
+    naming the key, not truncated or divided by. A key set to null counts as absent.
+
+    ``family`` defaults to ``qwen2.5`` (``tiny`` for a vocabulary under 1000) and
+    ``score_head`` to a PRM's one-logit head for ``role="prm"``. The registry's model paths
+    and the runtime FLOP meter both read configs through this one function."""
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"{name}: config.json is not a JSON object; pass a Qwen2-style config")
+    missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                           "vocab_size") if k not in config]
+    if missing:
+        raise ConfigError(f"{name}: config.json lacks {missing[0]!r}; pass a Qwen2-style config")
+    fields = {"num_key_value_heads": config["num_attention_heads"], "max_position_embeddings": 32768}
+    fields |= {k: config[k] for k in _CONFIG_INTS if config.get(k) is not None}
+    for k, v in fields.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ConfigError(f"{name}: config.json {k} is {v!r}; it must be a positive whole number")
+    head_dim = config.get("head_dim")
+    if head_dim is not None:
+        derived = fields["hidden_size"] // fields["num_attention_heads"]
+        if head_dim != derived:
+            raise ConfigError(f"{name}: config.json head_dim {head_dim} differs from hidden_size / "
+                              f"num_attention_heads = {derived}; only Qwen2-style layouts are costed")
+    return Architecture(
+        name=name,
+        role=role,
+        family=family or ("qwen2.5" if fields["vocab_size"] > 1000 else "tiny"),
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        score_head=((1,) if role == "prm" else ()) if score_head is None else score_head,
+        **fields,
+    )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from planner.architecture import Architecture, FamilyDefaults
+from planner.architecture import Architecture, FamilyDefaults, architecture_from_hf_config
 from planner.errors import ConfigError
 
 __all__ = [
@@ -123,44 +123,6 @@ def scorer_for(reward: RewardSystem, policy: Architecture) -> Architecture | Non
             f"add one under [{reward.name}].scorer in configs/rewards.toml"
         )
     return get_model(table[policy.family])
-
-
-_CONFIG_INTS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-                "intermediate_size", "vocab_size", "max_position_embeddings")
-
-
-def architecture_from_hf_config(config: dict, name: str, role: str = "policy") -> Architecture:
-    """An :class:`Architecture` from the fields of a Hugging Face ``config.json`` (Qwen2-style).
-
-    An explicit ``head_dim`` other than ``hidden_size / num_attention_heads`` (Qwen3-style)
-    is refused: the accountant derives the head size, and would miscount the attention.
-    Every size must be a positive whole number: a hand-edited config is refused, one line
-    naming the key, not truncated or divided by."""
-    if not isinstance(config, dict):
-        raise ConfigError(f"{name}: config.json is not a JSON object; pass a Qwen2-style config")
-    missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                           "vocab_size") if k not in config]
-    if missing:
-        raise ConfigError(f"{name}: config.json lacks {missing[0]!r}; pass a Qwen2-style config")
-    fields = {"num_key_value_heads": config["num_attention_heads"], "max_position_embeddings": 32768}
-    fields |= {k: config[k] for k in _CONFIG_INTS if k in config}
-    for k, v in fields.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise ConfigError(f"{name}: config.json {k} is {v!r}; it must be a positive whole number")
-    head_dim = config.get("head_dim")
-    if head_dim is not None:
-        derived = fields["hidden_size"] // fields["num_attention_heads"]
-        if head_dim != derived:
-            raise ConfigError(f"{name}: config.json head_dim {head_dim} differs from hidden_size / "
-                              f"num_attention_heads = {derived}; only Qwen2-style layouts are costed")
-    return Architecture(
-        name=name,
-        role=role,
-        family="qwen2.5" if fields["vocab_size"] > 1000 else "tiny",
-        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-        score_head=(1,) if role == "prm" else (),
-        **fields,
-    )
 
 
 def resolve_model(spec: str, role: str = "policy", field: str = "model") -> Architecture:

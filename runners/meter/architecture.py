@@ -5,28 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from planner.accountant import LoRA
-from planner.architecture import LINEAR_MODULES, Architecture
+from planner.architecture import LINEAR_MODULES, Architecture, architecture_from_hf_config
 
 __all__ = ["architecture_from_config", "lora_from_model", "unwrap"]
 
 
 def architecture_from_config(config: Any, name: str = "model", *, score_head: tuple[int, ...] = ()) -> Architecture:
-    """The accountant's view of a Hugging Face decoder config (Qwen2/Llama-style fields)."""
+    """The accountant's view of a live Hugging Face decoder config (a ``PretrainedConfig``).
+
+    Read by :func:`planner.architecture.architecture_from_hf_config`, as ``planner audit``
+    reads a config.json, so a layout the accountant cannot cost (an explicit ``head_dim``
+    off ``hidden_size / heads``, as in Qwen3) stops the meter with a one-line error instead
+    of being metered wrong."""
     cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
-    return Architecture(
-        name=name,
-        role="prm" if score_head else "policy",
-        family="hf",
-        hidden_size=cfg.hidden_size,
-        num_hidden_layers=cfg.num_hidden_layers,
-        num_attention_heads=cfg.num_attention_heads,
-        num_key_value_heads=getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads,
-        intermediate_size=cfg.intermediate_size,
-        vocab_size=cfg.vocab_size,
-        tie_word_embeddings=bool(getattr(cfg, "tie_word_embeddings", False)),
-        max_position_embeddings=getattr(cfg, "max_position_embeddings", 32768),
-        score_head=score_head,
-    )
+    fields = cfg.to_dict() if hasattr(cfg, "to_dict") else dict(vars(cfg))
+    return architecture_from_hf_config(fields, name, "prm" if score_head else "policy", family="hf",
+                                       score_head=score_head)
 
 
 def lora_from_model(model: Any) -> LoRA | None:

@@ -211,3 +211,24 @@ def test_lora_is_read_off_the_wrapped_model_whatever_the_target_spelling(
     model = load_policy(str(world["policy"]), arch, load_tokenizer(arch, world["policy"]), device="cpu")
     lora = lora_from_model(get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=targets)))
     assert lora is not None and lora.rank == 4 and lora.targets == want
+
+
+def test_a_live_config_is_read_as_a_config_json_is() -> None:
+    """The meter and `planner audit` share one reader: a Qwen3-style head_dim is refused,
+    not metered with the derived head size, and a null num_key_value_heads means MHA."""
+    from transformers import Qwen2Config
+
+    from planner.errors import ConfigError
+    from runners.meter import architecture_from_config
+
+    from planner.architecture import architecture_from_hf_config
+
+    shape = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
+             "vocab_size": 100}
+    cfg = Qwen2Config(**shape, num_key_value_heads=2)
+    arch = architecture_from_config(cfg)
+    assert (arch.num_key_value_heads, arch.family, arch.role) == (2, "hf", "policy")
+    assert architecture_from_hf_config(shape | {"num_key_value_heads": None}, "m").num_key_value_heads == 4
+    cfg.head_dim = 32  # 64 / 4 = 16
+    with pytest.raises(ConfigError, match="head_dim 32 differs"):
+        architecture_from_config(cfg)
