@@ -131,7 +131,8 @@ def architecture_from_hf_config(
     An explicit ``head_dim`` other than ``hidden_size / num_attention_heads`` (Qwen3-style)
     is refused: the accountant derives the head size, and would miscount the attention.
     Every size must be a positive whole number: a hand-edited config is refused, one line
-    naming the key, not truncated or divided by. A key set to null counts as absent.
+    naming the key, not truncated or divided by. A key set to null counts as absent (as
+    transformers reads it: a null ``num_key_value_heads`` is multi-head attention).
 
     ``family`` defaults to ``qwen2.5`` (``tiny`` for a vocabulary under 1000) and
     ``score_head`` to a PRM's one-logit head for ``role="prm"``. The registry's model paths
@@ -139,7 +140,7 @@ def architecture_from_hf_config(
     if not isinstance(config, Mapping):
         raise ConfigError(f"{name}: config.json is not a JSON object; pass a Qwen2-style config")
     missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                           "vocab_size") if k not in config]
+                           "vocab_size") if config.get(k) is None]
     if missing:
         raise ConfigError(f"{name}: config.json lacks {missing[0]!r}; pass a Qwen2-style config")
     fields = {"num_key_value_heads": config["num_attention_heads"], "max_position_embeddings": 32768}

@@ -237,7 +237,8 @@ def test_lora_settings_that_peft_or_trl_would_read_otherwise(tmp_path: Path, bod
     ({"hidden_size": "x"}, "hidden_size is 'x'; it must be a positive whole number"),
     ({"num_attention_heads": 0}, "num_attention_heads is 0"),
     ({"vocab_size": "big"}, "vocab_size is 'big'"),
-    ({"num_key_value_heads": None}, "num_key_value_heads is None"),
+    ({"num_key_value_heads": -2}, "num_key_value_heads is -2"),
+    ({"hidden_size": None}, "config.json lacks 'hidden_size'"),
     ({"hidden_size": 896.7}, "hidden_size is 896.7"),
     ({"hidden_size": 0}, "hidden_size is 0"),
 ])
