@@ -2,7 +2,7 @@
 
 Pure: a :class:`Recipe` (the TRL knobs that matter for FLOPs, already resolved against
 TRL's defaults) plus architectures in, an :class:`Audit` out. Reading YAML/JSON and
-TRL's defaults happens in ``planner.cli.audit``.
+TRL's defaults happens in ``planner.recipe`` and ``planner.cli.audit``.
 
 TRL 1.16 semantics (``GRPOConfig`` / ``GRPOTrainer``):
 
@@ -77,6 +77,10 @@ def audit_recipe(recipe: Recipe, policy: Architecture, scorer: Architecture | No
     """Planned FLOP split of one generation round, one optimizer step and one epoch."""
     if recipe.lora is None:
         raise ConfigError("config: use_peft is false; full fine-tuning is not audited yet, set use_peft: true")
+    tokens = recipe.prompt_len + min(recipe.completion_len, recipe.max_completion_length)
+    if tokens > policy.max_position_embeddings:
+        raise ConfigError(f"config: expected_prompt_length + expected_completion_length = {tokens} tokens exceed "
+                          f"{policy.name}'s context of {policy.max_position_embeddings}; shorten them")
     costs = unit_costs(
         policy,
         scorer,

@@ -69,7 +69,7 @@ def test_prm_recipe_costs_reward_old_and_ref_passes() -> None:
 
 
 def test_trl_defaults_are_read_from_trl() -> None:
-    from planner.cli.audit import trl_defaults
+    from planner.recipe import trl_defaults
 
     d = trl_defaults()
     assert d["beta"] == 0.0 and d["num_iterations"] == 1 and d["gradient_checkpointing"] is True

@@ -218,10 +218,9 @@ def test_a_live_config_is_read_as_a_config_json_is() -> None:
     not metered with the derived head size, and a null num_key_value_heads means MHA."""
     from transformers import Qwen2Config
 
+    from planner.architecture import architecture_from_hf_config
     from planner.errors import ConfigError
     from runners.meter import architecture_from_config
-
-    from planner.architecture import architecture_from_hf_config
 
     shape = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
              "vocab_size": 100}

@@ -1,0 +1,222 @@
+"""A TRL GRPO recipe read as the audit costs it: TRL's ``GRPOConfig`` keys (plus the model,
+reward and expected-length keys of :data:`EXTRA_KEYS`) merged with TRL's own defaults and
+validated into a :class:`~planner.audit.Recipe`, one-line errors naming the key.
+
+Pure apart from :func:`trl_defaults`, which imports TRL to read its defaults; reading the
+YAML/JSON file is the CLI's (``planner.cli.audit``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Any
+
+from planner.accountant import LoRA
+from planner.architecture import LINEAR_MODULES, Architecture
+from planner.audit import Recipe
+from planner.errors import ConfigError
+from planner.registry import resolve_model
+
+__all__ = ["EXTRA_KEYS", "PEFT_QWEN2_DEFAULT_TARGETS", "lora_targets", "recipe_from_trl", "recipe_models", "trl_defaults"]
+
+# Keys the audit reads beyond TRL's own GRPOConfig fields.
+EXTRA_KEYS = {
+    "model_name_or_path",
+    "model",
+    "reward_funcs",
+    "reward_model",
+    "reward_model_name_or_path",
+    "expected_prompt_length",
+    "expected_completion_length",
+    "dataset_size",
+    "world_size",
+    "num_processes",
+    "device",
+    "use_peft",
+    "lora_r",
+    "lora_alpha",
+    "lora_target_modules",
+}
+
+
+def trl_defaults() -> dict[str, Any]:
+    """TRL's own ``GRPOConfig`` field defaults (so an audit costs a recipe as TRL runs it)."""
+    from trl import GRPOConfig
+
+    out = {}
+    for f in dataclasses.fields(GRPOConfig):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+    return out
+
+
+# peft's default for Qwen2 when no target modules are given.
+PEFT_QWEN2_DEFAULT_TARGETS = ("q_proj", "v_proj")
+
+
+def recipe_models(raw: dict[str, Any]) -> tuple[Architecture, Architecture | None]:
+    """The recipe's policy and reward model (None without one), each a registry name, Hub
+    id or config.json path; errors name the recipe key that gave it."""
+    model_spec = raw.get("model_name_or_path") or raw.get("model")
+    if not model_spec:
+        raise ConfigError("config: model_name_or_path is required; a registry name, Hub id or config.json")
+    model_key = "model_name_or_path" if raw.get("model_name_or_path") else "model"
+    policy = resolve_model(str(model_spec), field=f"config: {model_key}")
+    if policy.role != "policy":
+        raise ConfigError(f"config: {model_key} {model_spec!r} is a reward model, not a policy; give the policy "
+                          "there and the reward model as reward_model_name_or_path")
+    rm_key = "reward_model_name_or_path" if raw.get("reward_model_name_or_path") else "reward_model"
+    rm = raw.get(rm_key)
+    scorer = resolve_model(str(rm), role="prm", field=f"config: {rm_key}") if rm else None
+    return policy, scorer
+
+
+def lora_targets(spec: Any) -> tuple[str, ...]:
+    """The adapted module types, as peft reads ``target_modules``: None -> its Qwen2
+    default (q, v); ``"all-linear"``; another string is a regex that must match a whole
+    module name; a list names modules by their last component."""
+    if spec is None:
+        return PEFT_QWEN2_DEFAULT_TARGETS
+    if spec == "all-linear":
+        return tuple(LINEAR_MODULES)
+    if isinstance(spec, str):
+        try:
+            pattern = re.compile(spec)
+        except re.error as exc:
+            raise ConfigError(f"config: lora_target_modules: {spec!r} is not a valid regex ({exc})") from None
+        attn = ("q_proj", "k_proj", "v_proj", "o_proj")
+        found = tuple(m for m in LINEAR_MODULES
+                      if pattern.fullmatch(f"model.layers.0.{'self_attn' if m in attn else 'mlp'}.{m}"))
+        if not found:
+            raise ConfigError(f"config: lora_target_modules: the pattern {spec!r} matches no module (peft reads "
+                              "a string as a regex on full names, e.g. '.*q_proj'); give a list like [q_proj, v_proj]")
+        return found
+    if not isinstance(spec, list) or not all(isinstance(t, str) for t in spec):
+        raise ConfigError(f"config: lora_target_modules must be a list of module names, got {spec!r}")
+    if not spec:
+        raise ConfigError("config: lora_target_modules is empty (peft refuses that); give modules like "
+                          "[q_proj, v_proj], or leave it out for peft's default")
+    attn = {"q_proj", "k_proj", "v_proj", "o_proj"}
+    for t in spec:
+        # peft matches a name or a dotted suffix of one: a deeper path adapts fewer modules
+        # (one layer's, or none) than the audit, which costs every layer, would count.
+        head, _, last = t.rpartition(".")
+        if last not in LINEAR_MODULES:
+            raise ConfigError(f"config: lora_target_modules has unknown module {t!r}; give names among "
+                              f"{', '.join(LINEAR_MODULES)}")
+        if head and head != ("self_attn" if last in attn else "mlp"):
+            raise ConfigError(f"config: lora_target_modules entry {t!r} names part of the model, not a module "
+                              f"type; the audit costs adapters on every layer: give {last!r}")
+    names = {t.rpartition(".")[2] for t in spec}
+    return tuple(m for m in LINEAR_MODULES if m in names)
+
+
+def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any]) -> Recipe:
+    """Merge a recipe's keys with TRL's defaults (:func:`trl_defaults`) into a :class:`Recipe`,
+    validating the keys the FLOP count needs (one-line errors naming the key)."""
+
+    unknown = sorted(set(raw) - set(defaults) - EXTRA_KEYS)
+    if unknown:
+        raise ConfigError(f"config: unknown key {unknown[0]!r}; use GRPOConfig field names")
+    cfg = {**defaults, **raw}
+
+    def pos_int(key: str, default: Any = None) -> int:
+        v = cfg.get(key, default)
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            raise ConfigError(f"config: {key} must be a positive integer, got {v!r}")
+        return v
+
+    for key in ("expected_prompt_length", "expected_completion_length"):
+        if key not in cfg:
+            raise ConfigError(f"config: {key} is required (tokens); add it to the recipe")
+    def flag(key: str, default: bool) -> bool:
+        # YAML's `"false"` is a string, and bool("false") is True: the audit would cost
+        # the opposite of the recipe.
+        v = cfg.get(key, default)
+        if not isinstance(v, bool):
+            raise ConfigError(f"config: {key} must be true or false (unquoted), got {v!r}")
+        return v
+
+    beta = cfg.get("beta", 0.0)
+    if not isinstance(beta, int | float) or isinstance(beta, bool) or not math.isfinite(beta) or beta < 0:
+        raise ConfigError(f"config: beta must be a finite number >= 0, got {beta!r}")
+    epochs = cfg.get("num_train_epochs")
+    if epochs is not None and (not isinstance(epochs, int | float) or isinstance(epochs, bool)
+                               or not math.isfinite(epochs) or epochs <= 0):
+        raise ConfigError(f"config: num_train_epochs must be a positive number, got {epochs!r}")
+    lora = None
+    if "use_peft" not in raw:
+        raise ConfigError("config: use_peft is missing; TRL's ModelConfig defaults to full fine-tuning, "
+                          "which this audit does not cost: add use_peft: true (and lora_r, lora_target_modules)")
+    if flag("use_peft", False):
+        lora = LoRA(pos_int("lora_r", 16), lora_targets(cfg.get("lora_target_modules")))
+    grad_accum = pos_int("gradient_accumulation_steps")
+    world = pos_int("world_size", cfg.get("num_processes", 1))
+    batch = pos_int("per_device_train_batch_size")
+    gen_batch = raw.get("generation_batch_size")
+    if gen_batch is not None and raw.get("steps_per_generation") is not None:
+        raise ConfigError("config: generation_batch_size and steps_per_generation are exclusive, as in TRL; "
+                          "keep one")
+    if gen_batch is not None:  # TRL: generation_batch_size = batch * processes * steps_per_generation
+        g = pos_int("generation_batch_size")
+        if g % (batch * world):
+            raise ConfigError(f"config: generation_batch_size ({g}) must be divisible by "
+                              f"per_device_train_batch_size * world_size ({batch * world}), as TRL requires")
+        steps_per_gen = g // (batch * world)
+    else:
+        steps_per_gen = pos_int("steps_per_generation") if cfg.get("steps_per_generation") is not None else grad_accum
+    if pos_int("num_generations") < 2:
+        raise ConfigError("config: num_generations must be >= 2 (GRPO's advantages compare completions "
+                          "within a group), as TRL requires")
+    if cfg.get("dataset_size") is not None:
+        pos_int("dataset_size")
+    if pos_int("expected_completion_length") > pos_int("max_completion_length"):
+        raise ConfigError(f"config: expected_completion_length ({cfg['expected_completion_length']}) exceeds "
+                          f"max_completion_length ({cfg['max_completion_length']}); completions stop there")
+    funcs = raw.get("reward_funcs")
+    if funcs is not None and not (isinstance(funcs, str) or (
+            isinstance(funcs, list) and all(isinstance(x, str) for x in funcs))):
+        raise ConfigError(f"config: reward_funcs must be a name or a list of names, got {funcs!r}")
+    _check_reward_funcs([funcs] if isinstance(funcs, str) else funcs or [])
+    recipe = Recipe(
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=grad_accum,
+        num_generations=pos_int("num_generations"),
+        steps_per_generation=int(steps_per_gen),
+        num_iterations=pos_int("num_iterations"),
+        beta=float(beta),
+        gradient_checkpointing=flag("gradient_checkpointing", True),
+        max_completion_length=pos_int("max_completion_length"),
+        prompt_len=pos_int("expected_prompt_length"),
+        completion_len=pos_int("expected_completion_length"),
+        lora=lora,
+        world_size=world,
+        lm_head_positions="all" if cfg.get("device") == "cpu" else "completion",
+        dataset_size=cfg.get("dataset_size"),
+    )
+    if recipe.completions_per_round % recipe.num_generations:
+        raise ConfigError(
+            "config: per_device_train_batch_size * steps_per_generation * world_size must be "
+            f"divisible by num_generations ({recipe.num_generations}), as TRL requires"
+        )
+    return recipe
+
+
+def _check_reward_funcs(names: list[str]) -> None:
+    """The audit costs reward_funcs as rule functions (0 FLOPs). TRL also takes a model id
+    there and runs that model on every completion: costed as free, the split would be
+    wrong without a word, so such an entry must move to reward_model_name_or_path."""
+    for name in names:
+        try:
+            resolve_model(name, role="prm")
+            known = True
+        except ConfigError:
+            known = False
+        if known or "/" in name:  # a registered model, its Hub id, a config path, or any Hub id
+            raise ConfigError(f"config: reward_funcs entry {name!r} is a model, which the audit would cost as a "
+                              "free rule function; give it as reward_model_name_or_path")
+        if not re.fullmatch(r"[A-Za-z_][\w.]*", name):
+            raise ConfigError(f"config: reward_funcs entry {name!r} is neither a function name nor a dotted "
+                              "path (pkg.module.fn); fix the name")
