@@ -152,11 +152,13 @@ def unit_costs(
     lora: LoRA,
     gradient_checkpointing: bool,
     lm_head_positions: str,
+    checkpoint_early_stop: bool = True,
 ) -> PerCompletion:
     """FLOPs of each phase for one completion (P prompt + C completion tokens), as TRL 1.16
     runs them: KV-cached generation, the scorer's forward over P + C, a LoRA train pass and
     the old/ref log-prob forwards (fused LM head over completion tokens on GPUs, over all
-    S - 1 positions elsewhere; its backward recomputes the logits)."""
+    S - 1 positions elsewhere; its backward recomputes the logits). ``checkpoint_early_stop``
+    is off under reentrant checkpointing, which recomputes every layer whole."""
     p, c = prompt_len, completion_len
     s = p + c
     positions = c if lm_head_positions == "completion" else s - 1
@@ -172,6 +174,7 @@ def unit_costs(
             logit_positions=positions,
             gradient_checkpointing=gradient_checkpointing,
             lm_head_recompute=True,
+            checkpoint_early_stop=checkpoint_early_stop,
         ),
         old_logprobs=forward_flops(policy, 1, s, logit_positions=positions, lora=lora),
         ref_logprobs=forward_flops(policy, 1, s, logit_positions=positions),

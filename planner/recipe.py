@@ -9,6 +9,7 @@ YAML/JSON file is the CLI's (``planner.cli.audit``).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 from typing import Any
@@ -180,6 +181,7 @@ def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any]) -> Recipe:
             isinstance(funcs, list) and all(isinstance(x, str) for x in funcs))):
         raise ConfigError(f"config: reward_funcs must be a name or a list of names, got {funcs!r}")
     _check_reward_funcs([funcs] if isinstance(funcs, str) else funcs or [])
+    checkpointing, early_stop = _checkpointing(cfg, flag)
     recipe = Recipe(
         per_device_train_batch_size=batch,
         gradient_accumulation_steps=grad_accum,
@@ -187,14 +189,18 @@ def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any]) -> Recipe:
         steps_per_generation=int(steps_per_gen),
         num_iterations=pos_int("num_iterations"),
         beta=float(beta),
-        gradient_checkpointing=flag("gradient_checkpointing", True),
+        gradient_checkpointing=checkpointing,
+        checkpoint_early_stop=early_stop,
         max_completion_length=pos_int("max_completion_length"),
         prompt_len=pos_int("expected_prompt_length"),
         completion_len=pos_int("expected_completion_length"),
         lora=lora,
         world_size=world,
-        lm_head_positions="all" if cfg.get("device") == "cpu" else "completion",
+        # TRL's fused LM head skips prompt positions only with its Triton kernel (GPUs).
+        lm_head_positions="all" if cfg.get("device") == "cpu" or flag("use_cpu", False) else "completion",
         dataset_size=cfg.get("dataset_size"),
+        use_vllm=flag("use_vllm", False),
+        vllm_importance_sampling_correction=flag("vllm_importance_sampling_correction", True),
     )
     if recipe.completions_per_round % recipe.num_generations:
         raise ConfigError(
@@ -202,6 +208,33 @@ def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any]) -> Recipe:
             f"divisible by num_generations ({recipe.num_generations}), as TRL requires"
         )
     return recipe
+
+
+def _checkpointing(cfg: dict[str, Any], flag: Any) -> tuple[bool, bool]:
+    """(checkpointing on, its early stop) as transformers 5 resolves them: the
+    ``activation_checkpointing*`` keys win, ``gradient_checkpointing*`` are their deprecated
+    aliases (GRPOConfig's default: on). ``use_reentrant`` recomputes each layer whole (no
+    early stop); ``every_n_layers`` other than 1 checkpoints a subset, which is not costed."""
+    on = cfg.get("activation_checkpointing")
+    on = flag("gradient_checkpointing", True) if on is None else flag("activation_checkpointing", False)
+    key = "activation_checkpointing_kwargs" if cfg.get("activation_checkpointing_kwargs") is not None \
+        else "gradient_checkpointing_kwargs"
+    kwargs = cfg.get(key) or {}
+    if isinstance(kwargs, str):  # transformers also takes the dict as a JSON string
+        try:
+            kwargs = json.loads(kwargs)
+        except json.JSONDecodeError:
+            kwargs = None
+    if not isinstance(kwargs, dict):
+        raise ConfigError(f"config: {key} must be a mapping (e.g. {{use_reentrant: false}}), got {cfg.get(key)!r}")
+    if on and kwargs.get("every_n_layers", 1) != 1:
+        raise ConfigError(f"config: {key}.every_n_layers {kwargs['every_n_layers']!r} checkpoints a subset of "
+                          "layers, which the audit does not cost; audit with 1 (every layer) and with "
+                          "activation_checkpointing: false to bracket it")
+    reentrant = kwargs.get("use_reentrant", False)
+    if not isinstance(reentrant, bool):
+        raise ConfigError(f"config: {key}.use_reentrant must be true or false, got {reentrant!r}")
+    return on, not reentrant
 
 
 def _check_reward_funcs(names: list[str]) -> None:

@@ -65,6 +65,9 @@ def audit(
         "rho": result.per_round.rho,
         "shares": result.per_round.shares(),
         "per_completion": result.per_completion,
+        # Every completion padded to max_completion_length: the other end of what runs.
+        "padded_round": result.padded_round.as_dict(),
+        "padded_rho": result.padded_round.rho,
     }
     if as_json:
         emit_json(data)
@@ -86,5 +89,15 @@ def audit(
         f"{recipe.completions_per_round} completions ({recipe.prompts_per_round:g} prompts) per round, "
         f"{recipe.optimizer_steps_per_round:g} optimizer steps per round, "
         f"num_iterations={recipe.num_iterations}, beta={recipe.beta}, "
-        f"gradient_checkpointing={recipe.gradient_checkpointing}, old log-probs: {recipe.old_logprobs}"
+        f"checkpointing={recipe.gradient_checkpointing}"
+        f"{'' if recipe.checkpoint_early_stop or not recipe.gradient_checkpointing else ' (reentrant)'}, "
+        f"old log-probs: {recipe.old_logprobs}{', vLLM generation (no adapter FLOPs)' if recipe.use_vllm else ''}"
     )
+    pad = result.padded_round
+    if recipe.completion_len < recipe.max_completion_length:
+        c.print(
+            f"Costed at the expected {recipe.completion_len} completion tokens. Batches padded to "
+            f"max_completion_length={recipe.max_completion_length} (HF generate runs to the longest completion "
+            f"of a batch) cost up to {pad.total / result.per_round.total:.2f}x as much per round, "
+            f"at rho = {pad.rho:.3f}.", highlight=False,
+        )

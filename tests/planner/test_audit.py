@@ -268,3 +268,61 @@ def test_a_config_with_its_own_head_dim_is_refused(tmp_path: Path) -> None:
                       "expected_completion_length: 8\n")
     res = runner.invoke(app, ["audit", str(recipe)])
     assert res.exit_code == 2 and "head_dim 32 differs" in res.stderr
+
+
+def _audit_with(tmp_path: Path, **keys: object) -> dict:
+    """The 1.5B GSM8K example with ``keys`` added (JSON, so YAML parsing is not in the way)."""
+    import yaml
+
+    raw = yaml.safe_load((EXAMPLES / "grpo_qwen2.5-1.5b_gsm8k.yaml").read_text()) | keys
+    f = tmp_path / f"r{len(list(tmp_path.iterdir()))}.json"
+    f.write_text(json.dumps(raw))
+    return audit_json(f)
+
+
+def test_activation_checkpointing_is_the_name_transformers_reads_first(tmp_path: Path) -> None:
+    base = _audit_with(tmp_path)
+    off = _audit_with(tmp_path, activation_checkpointing=False)  # gradient_checkpointing stays TRL's True
+    assert off["knobs"]["gradient_checkpointing"] is False
+    assert off["per_round"]["learning"] < 0.8 * base["per_round"]["learning"]  # no recompute
+    assert _audit_with(tmp_path, gradient_checkpointing=False)["per_round"] == off["per_round"]
+    # Reentrant checkpointing recomputes each layer whole: no early stop, more learning.
+    for key in ("activation_checkpointing_kwargs", "gradient_checkpointing_kwargs"):
+        whole = _audit_with(tmp_path, **{key: {"use_reentrant": True}}, lora_target_modules=["q_proj", "v_proj"])
+        early = _audit_with(tmp_path, lora_target_modules=["q_proj", "v_proj"])
+        assert whole["per_round"]["learning"] > early["per_round"]["learning"]
+        assert whole["per_round"]["search"] == early["per_round"]["search"]
+    res = runner.invoke(app, ["audit", str(tmp_path / "r0.json")])
+    assert res.exit_code == 0
+    (tmp_path / "every.json").write_text(json.dumps(
+        json.loads((tmp_path / "r0.json").read_text()) | {"activation_checkpointing_kwargs": {"every_n_layers": 2}}))
+    res = runner.invoke(app, ["audit", str(tmp_path / "every.json")])
+    assert res.exit_code == 2 and "every_n_layers 2 checkpoints a subset" in res.stderr
+
+
+def test_vllm_generation_needs_old_logprobs_and_runs_no_adapter(tmp_path: Path) -> None:
+    """TRL 1.16 corrects vLLM's sampling distribution with the old log-probs by default,
+    and syncs merged weights to vLLM, so the adapters cost nothing while sampling."""
+    base = _audit_with(tmp_path)
+    vllm = _audit_with(tmp_path, use_vllm=True)
+    arch, p, c = get_model("qwen2.5-1.5b"), 180, 320
+    assert base["old_logprobs"] is False and vllm["old_logprobs"] is True
+    old = forward_flops(arch, 1, p + c, logit_positions=c, lora=LoRA(16, LINEAR_MODULES))
+    assert vllm["per_round"]["learning"] == pytest.approx(base["per_round"]["learning"] + 512 * old)
+    assert vllm["per_round"]["search"] == pytest.approx(512 * generation_flops(arch, p, c))
+    assert vllm["rho"] > base["rho"]
+    uncorrected = _audit_with(tmp_path, use_vllm=True, vllm_importance_sampling_correction=False)
+    assert uncorrected["old_logprobs"] is False
+
+
+def test_a_cpu_run_scores_every_position_and_padding_bounds_the_cost(tmp_path: Path) -> None:
+    base = _audit_with(tmp_path)
+    cpu = _audit_with(tmp_path, use_cpu=True)
+    assert cpu["per_round"]["learning"] > base["per_round"]["learning"]
+    assert cpu["per_round"]["search"] == base["per_round"]["search"]
+    # Costed at the expected 320 tokens; padded to max_completion_length 512, every phase costs more.
+    for k in ("search", "learning"):
+        assert base["padded_round"][k] > 1.3 * base["per_round"][k]
+    at_max = _audit_with(tmp_path, expected_completion_length=512)
+    assert at_max["per_round"] == pytest.approx(base["padded_round"])
+    assert at_max["padded_round"] == at_max["per_round"]
