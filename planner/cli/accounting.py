@@ -19,6 +19,10 @@ def flops(
     batch: Annotated[int, typer.Option(min=1, help="Sequences per batch.")] = 1,
     seq: Annotated[int, typer.Option(min=1, help="Tokens per sequence.")] = 1024,
     lora_rank: Annotated[int | None, typer.Option(min=1, help="LoRA rank (default: the model's).")] = None,
+    checkpointing: Annotated[bool, typer.Option(
+        "--checkpointing/--no-checkpointing",
+        help="Activation checkpointing in the train step (recomputes the body in backward; TRL's default: on).",
+    )] = True,
     as_json: JsonOpt = False,
 ) -> None:
     from planner.accountant import LoRA, forward_flops, train_pass_flops
@@ -37,7 +41,10 @@ def flops(
         "seq": seq,
         "forward": forward_flops(arch, batch, seq),
         "forward_lora": forward_flops(arch, batch, seq, lora=lora),
-        "train_step": train_pass_flops(arch, batch, seq, lora),
+        # One forward + backward with logits at every position (a plain LM head; TRL's GRPO
+        # pass scores completion tokens and recomputes logits: `planner plan` costs that).
+        "train_step": train_pass_flops(arch, batch, seq, lora, gradient_checkpointing=checkpointing),
+        "gradient_checkpointing": checkpointing,
         "lora_rank": rank,
         "lora_targets": list(lora.targets),
         "parameters": arch.num_parameters,
@@ -49,7 +56,9 @@ def flops(
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"{arch.name}: batch {batch} x seq {seq}, LoRA r={rank} on all linears")
+    t = Table(title=f"{arch.name}: batch {batch} x seq {seq}, LoRA r={rank} on all linears",
+              caption=f"train step: forward + backward, logits at every position, "
+                      f"{'with' if checkpointing else 'no'} activation checkpointing")
     t.add_column("quantity")
     t.add_column("FLOPs", justify="right")
     for k in ("forward", "forward_lora", "train_step"):

@@ -130,3 +130,19 @@ def test_a_reward_models_train_pass_has_no_lm_head() -> None:
         lora = LoRA(16, ("q_proj", "v_proj"))
         assert forward_flops(prm, 1, 1024) == forward_flops(wide, 1, 1024)
         assert train_pass_flops(prm, 1, 1024, lora) == train_pass_flops(wide, 1, 1024, lora)
+
+
+def test_flops_train_step_recomputes_the_body_unless_told_not_to() -> None:
+    """TRL checkpoints activations by default, so the default step carries the recompute
+    (one more body forward); --no-checkpointing drops it."""
+    from planner.accountant import forward_flops, lm_head_flops_per_token
+    from planner.registry import get_model
+
+    on = json.loads(runner.invoke(app, ["flops", "-m", "qwen2.5-1.5b", "--seq", "768", "--json"]).stdout)
+    off = json.loads(runner.invoke(app, ["flops", "-m", "qwen2.5-1.5b", "--seq", "768", "--json",
+                                         "--no-checkpointing"]).stdout)
+    assert on["gradient_checkpointing"] is True and off["gradient_checkpointing"] is False
+    arch = get_model("qwen2.5-1.5b")
+    body = on["forward_lora"] - 768 * lm_head_flops_per_token(arch)
+    assert on["train_step"] - off["train_step"] == pytest.approx(body, rel=0.05)  # less the early stop
+    assert off["train_step"] > 2 * forward_flops(arch, 1, 768)
