@@ -49,9 +49,10 @@ def counted(fn) -> int:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(("name", "batch", "seq"), CASES)
 def test_cli_flops_matches_flopcounter(name: str, batch: int, seq: int) -> None:
-    """`planner flops` forward and LoRA train step agree with FlopCounterMode within 1%."""
+    """`planner flops` forward and LoRA train step agree with FlopCounterMode within 1%
+    (the step without checkpointing; the recompute is checked on real tensors below)."""
     res = CliRunner().invoke(
-        app, ["flops", "--model", name, "--batch", str(batch), "--seq", str(seq), "--json"]
+        app, ["flops", "--model", name, "--batch", str(batch), "--seq", str(seq), "--json", "--no-checkpointing"]
     )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
