@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from runners.meter.architecture import architecture_from_config, lora_from_model
 from runners.meter.callback import FlopMeterCallback
-from runners.meter.guard import BudgetGuard
+from runners.meter.guard import BudgetGuard, round_steps
 from runners.meter.hooks import LOG_KEYS, TOKEN_KEYS, FlopMeter
 
 __all__ = [
@@ -42,4 +42,5 @@ __all__ = [
     "FlopMeterCallback",
     "architecture_from_config",
     "lora_from_model",
+    "round_steps",
 ]

@@ -9,7 +9,7 @@ from typing import Any
 from transformers.trainer_callback import TrainerCallback
 
 from runners.meter.architecture import architecture_from_config, lora_from_model, unwrap
-from runners.meter.guard import BudgetGuard
+from runners.meter.guard import BudgetGuard, round_steps
 from runners.meter.hooks import FlopMeter
 
 __all__ = ["FlopMeterCallback"]
@@ -21,8 +21,9 @@ class FlopMeterCallback(TrainerCallback):
     ``meter=None`` builds a :class:`FlopMeter` from the model's config and peft adapter at
     ``on_train_begin``. ``reward_models`` are modules whose forwards count as reward FLOPs
     (their config gives the scorer shape). Every log gains :data:`LOG_KEYS`. ``budget``
-    adds a :class:`BudgetGuard` on the same meter (``steps_per_round``: GRPO's
-    ``num_iterations``). Add it with :meth:`attach` so integrations (W&B, TensorBoard)
+    adds a :class:`BudgetGuard` on the same meter (``steps_per_round``: optimizer steps
+    between round ends, by default read off the trainer's args by
+    :func:`~runners.meter.guard.round_steps`). Add it with :meth:`attach` so integrations (W&B, TensorBoard)
     that run before user callbacks see the keys too.
     """
 
@@ -34,7 +35,7 @@ class FlopMeterCallback(TrainerCallback):
         scorer_head: tuple[int, ...] = (1,),
         progress: Callable[[FlopMeter, Any], None] | None = None,
         budget: float | None = None,
-        steps_per_round: int = 1,
+        steps_per_round: int | None = None,
     ) -> None:
         self.meter = meter
         self.budget = budget
@@ -71,7 +72,8 @@ class FlopMeterCallback(TrainerCallback):
             self.meter.watch_reference(self._reference)
             self._reference_watched = True
         if self.budget is not None:
-            self.guard = BudgetGuard(self.meter, self.budget, steps_per_round=self.steps_per_round)
+            steps = self.steps_per_round or round_steps(args)
+            self.guard = BudgetGuard(self.meter, self.budget, steps_per_round=steps)
             self.guard.on_train_begin(args, state, control)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

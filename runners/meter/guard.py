@@ -10,7 +10,21 @@ from transformers.trainer_callback import TrainerCallback
 
 from runners.meter.hooks import FlopMeter
 
-__all__ = ["BudgetGuard"]
+__all__ = ["BudgetGuard", "round_steps"]
+
+
+def round_steps(args: Any) -> int:
+    """Optimizer steps between step ends that are also GRPO round ends, from a trainer's args.
+
+    A round trains ``steps_per_generation * num_iterations`` micro-batches on one rollout
+    batch and a step accumulates ``gradient_accumulation_steps`` of them (TRL 1.16), so the
+    two line up every ``lcm(GA, spg * mu)`` micro-batches: ``lcm / GA`` steps. That is mu
+    when spg == GA (TRL's default), and 1 for trainers without GRPO's fields.
+    """
+    ga = int(getattr(args, "gradient_accumulation_steps", 1) or 1)
+    spg = getattr(args, "steps_per_generation", None) or ga
+    mu = int(getattr(args, "num_iterations", 1) or 1)
+    return math.lcm(ga, int(spg) * mu) // ga
 
 
 class BudgetGuard(TrainerCallback):

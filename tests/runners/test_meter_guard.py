@@ -58,3 +58,18 @@ def test_rounds_that_must_run_in_multiples_stop_when_a_multiple_is_not_affordabl
         st.global_step += 1
         g.on_step_end(None, st, ctl)
     assert ran == [4, 4, 2] and g.rounds == ran and m.total <= 10.6
+
+
+def test_round_ends_are_read_off_grpo_args() -> None:
+    """A GRPO round is spg x mu micro-batches and a step GA of them: a step end is a round
+    end every lcm(GA, spg x mu) / GA steps."""
+    from runners.meter import round_steps
+
+    def args(ga: int, spg: int | None, mu: int) -> SimpleNamespace:
+        return SimpleNamespace(gradient_accumulation_steps=ga, steps_per_generation=spg, num_iterations=mu)
+
+    assert round_steps(args(4, None, 2)) == 2  # TRL's default spg = GA: mu steps
+    assert round_steps(args(2, 4, 2)) == 4  # the 7B example recipe: 4 steps per round
+    assert round_steps(args(4, 2, 1)) == 1  # two rounds per step: every step ends one
+    assert round_steps(args(4, 6, 1)) == 3  # 1.5 steps per round: every third step ends one
+    assert round_steps(SimpleNamespace(gradient_accumulation_steps=8)) == 1  # no GRPO fields
