@@ -6,6 +6,7 @@ Implementations register under entry-point groups (see ``pyproject.toml``):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -16,7 +17,7 @@ from planner.schema import Proposal, RunRecord
 
 __all__ = [
     "Engine", "ProgressFn", "RecordStore", "available_engines", "check_same_source", "engine_source",
-    "failure_kind", "load_engine", "one_line", "open_store", "prepare_engine",
+    "failure_kind", "load_engine", "nonfinite_fields", "one_line", "open_store", "prepare_engine",
 ]
 
 # progress(phase, flops_so_far, budget, info) -- called by engines during a run.
@@ -103,6 +104,16 @@ def failure_kind(exc: BaseException) -> str:
     oom = isinstance(exc, MemoryError) or "OutOfMemory" in type(exc).__name__ or (
         isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
     return "oom" if oom else "error"
+
+
+def nonfinite_fields(record: Any) -> str | None:
+    """The metrics (and metered total, ``flops_total``) of a record that are not finite,
+    comma-joined, or None. A run with any is a diverged run: failed, of kind ``nan``, in
+    the in-process race and in ``runners execute`` alike; stored as ok it would poison the
+    surrogate."""
+    vals = dict(record.metrics.model_dump()) | {"flops_total": record.card.flops.total}
+    bad = [k for k, v in vals.items() if isinstance(v, float) and not math.isfinite(v)]
+    return ", ".join(bad) or None
 
 
 def one_line(text: str, limit: int = 500) -> str:

@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner.engine import Engine, RecordStore, check_same_source, failure_kind, one_line
+from planner.engine import (
+    Engine,
+    RecordStore,
+    check_same_source,
+    failure_kind,
+    nonfinite_fields,
+    one_line,
+)
 from planner.errors import RaceError
 from planner.frontier import Setting
 from planner.regime import RegimeCall
@@ -208,11 +215,20 @@ def _one_by_one(
         for p, seed in pairs:
             t0 = time.perf_counter()
             try:
-                rec = _checked(engine.run(p, seed))
+                rec = engine.run(p, seed)
+                bad = nonfinite_fields(rec) if rec.status == "ok" else None
+                if bad:
+                    rec = _failed(engine, p, seed, "nan", f"non-finite values in {bad}", time.perf_counter() - t0,
+                                  card=rec.card)
             except RaceError:
                 raise
             except Exception as exc:
-                rec = _raised(engine, p, seed, exc, time.perf_counter() - t0)
+                # RunFailed's message already names what raised.
+                message = str(exc) if getattr(exc, "kind", None) else f"{type(exc).__name__}: {exc}"
+                card, metrics = getattr(exc, "card", None), getattr(exc, "metrics", None)
+                rec = _failed(engine, p, seed, failure_kind(exc), message, time.perf_counter() - t0,
+                              card=card if isinstance(card, ComputeCard) else None,
+                              metrics=metrics if isinstance(metrics, Metrics) else None)
             # After the highest failure stored (a gap must not repeat a number), an ok run
             # too: a worker stamps each attempt the same way.
             rec = rec.model_copy(update={"attempt": max((r.attempt for r in failed.get(rec.run_id, ())),
@@ -224,33 +240,20 @@ def _one_by_one(
     return run
 
 
-def _raised(engine: Engine, proposal: Proposal, seed: int, exc: Exception, wall_s: float) -> RunRecord:
-    """The failed record of a run whose engine raised ``exc``. An engine's own failure
-    (``runners.task.RunFailed``) carries its kind and the card metered before it died."""
-    kind = failure_kind(exc)
-    card, metrics = getattr(exc, "card", None), getattr(exc, "metrics", None)
-    # RunFailed's message already names what raised.
-    message = str(exc) if getattr(exc, "kind", None) else f"{type(exc).__name__}: {exc}"
+def _failed(
+    engine: Engine, proposal: Proposal, seed: int, kind: str, message: str, wall_s: float, *,
+    card: ComputeCard | None = None, metrics: Metrics | None = None,
+) -> RunRecord:
+    """The failed record of a run that raised or diverged, as ``runners execute`` writes it
+    (``runners.task.failed_record``): ``KIND: message``, the card metered before it died,
+    and its kind in the provenance. A diverged run's metrics are dropped, as there: the
+    store writes NaN to the flat columns but null to the metrics JSON, and reads such a
+    file back as corrupt, so the failure would be lost and the run retried on every resume."""
     return RunRecord.failed(
         proposal, seed, engine=engine.name, simulated=bool(getattr(engine, "simulated", False)),
-        error=f"{kind}: {one_line(message)}",
-        card=card if isinstance(card, ComputeCard) else None,
-        metrics=metrics if isinstance(metrics, Metrics) else None, wall_s=wall_s,
+        error=f"{kind}: {one_line(message)}", card=card, metrics=metrics, wall_s=wall_s,
         provenance={**dict(getattr(engine, "source", None) or {}), "engine": engine.name, "failure_kind": kind},
     )
-
-
-def _checked(rec: RunRecord) -> RunRecord:
-    """A record with a non-finite metric is a failed run (a diverged policy), as in
-    ``runners execute``; stored as ok it would poison the surrogate. Its metrics are
-    dropped, as there: the store writes NaN to the flat columns but null to the metrics
-    JSON, and reads such a file back as corrupt, so the failure would be lost and the run
-    retried on every resume."""
-    bad = [k for k, v in rec.metrics.model_dump().items() if isinstance(v, float) and not math.isfinite(v)]
-    if rec.status != "ok" or not bad:
-        return rec
-    return rec.model_copy(update={"status": "failed", "metrics": Metrics(),
-                                  "error": f"error: non-finite metrics: {', '.join(bad)}"})
 
 
 def _overrun(records: Iterable[RunRecord]) -> float:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from planner.engine import Engine, failure_kind, load_engine, one_line
+from planner.engine import Engine, failure_kind, load_engine, nonfinite_fields, one_line
 from planner.errors import ConfigError, RaceError
 from planner.schema import (
     ComputeCard,
@@ -197,12 +197,6 @@ def failed_record(
     )
 
 
-def _nonfinite(record: RunRecord) -> str | None:
-    vals = dict(record.metrics.model_dump()) | {"flops_total": record.card.flops.total}
-    bad = [k for k, v in vals.items() if isinstance(v, float) and not math.isfinite(v)]
-    return ", ".join(bad) or None
-
-
 @contextmanager
 def _alarm(seconds: float | None) -> Iterator[None]:
     """Hard per-run time limit in the worker (SIGALRM), where signals can be used."""
@@ -290,7 +284,7 @@ def _run_held(task: Task, store: PilotStore, prog: ProgressFile, lease: RunLease
         with _alarm(task.timeout_s):
             record = engine.run(task.proposal, task.seed, progress)
         record = record.model_copy(update={"attempt": task.attempt, "run_id": task.run_id})
-        bad = _nonfinite(record) if record.status == "ok" else None
+        bad = nonfinite_fields(record) if record.status == "ok" else None
         if bad:
             raise RunFailed(f"non-finite values in {bad}", kind="nan", card=record.card)
     except RunFailed as exc:

@@ -27,6 +27,23 @@ class BrokenSim(SimEngine):
         return super().run(proposal, seed, progress)
 
 
+class DivergingSim(SimEngine):
+    def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
+        rec = super().run(proposal, seed, progress)
+        return rec.model_copy(update={"metrics": rec.metrics.model_copy(update={"native": float("nan")})})
+
+
+def test_a_diverged_run_is_a_failed_nan_record(proposals: Path, tmp_path: Path) -> None:
+    """As the in-process race records it (tests/planner/test_loop.py): one label for one event."""
+    data = tmp_path / "data"
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", f"{__name__}:DivergingSim",
+                              "--retries", "0", "--no-progress"])
+    assert res.exit_code == 1
+    (rec,) = PilotStore(data).records(status=None)
+    assert rec.status == "failed" and rec.error == "nan: non-finite values in native"
+    assert rec.provenance["failure_kind"] == "nan"
+
+
 @pytest.fixture(scope="module")
 def proposals(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("cli") / "p.json"
