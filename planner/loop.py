@@ -288,8 +288,11 @@ def _trim(
     return out, ""
 
 
-def regimes_document(result: RaceResult, *, engine: str, simulated: bool, world: str | None = None) -> dict[str, Any]:
-    """The ``regimes.json`` body: race metadata plus one entry per setting."""
+def regimes_document(
+    result: RaceResult, *, engine: str, simulated: bool, world: str | None = None, seed: int = 0,
+) -> dict[str, Any]:
+    """The ``regimes.json`` body: race metadata plus one entry per setting. ``seed`` (the
+    posterior samplers') is kept so ``planner report`` makes its calls with the same draws."""
     p = result.problem
     entries = []
     for s in p.settings:
@@ -326,6 +329,7 @@ def regimes_document(result: RaceResult, *, engine: str, simulated: bool, world:
         "pilot_budget": p.pilot_budget,
         "confidence": p.confidence,
         "indifference": p.indifference,
+        "seed": seed,
         "stop_reason": result.stop_reason,
         "rounds": result.rounds,
         "runs": result.total_runs,

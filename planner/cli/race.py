@@ -292,7 +292,8 @@ def race(
         cost = f" (the first proposal costs {seeds} x {first[0].plan.flops.total:.3g} FLOPs)" if first else ""
         raise ConfigError(f"{result.stop_reason}: the cap allows no run{cost}; raise --{result.stop_reason}")
     world_name = getattr(getattr(eng, "world", None), "name", None)
-    doc = regimes_document(result, engine=engine, simulated=engine == "sim", world=world_name)
+    doc = regimes_document(result, engine=engine, simulated=bool(getattr(eng, "simulated", False)),
+                           world=world_name, seed=seed)
     path = write_regimes(data / "regimes.json", doc)
     display.final(result, path)
     unrun = [s.key for s in problem.settings if result.runs[s] == 0]

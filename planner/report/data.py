@@ -281,21 +281,21 @@ def _metered_fraction(runs: Sequence[RunRecord]) -> float:
     return w / (s + w) if s + w > 0 else 0.0
 
 
-def _frontier(model: Any, setting: Setting, target: str, runs: Sequence[RunRecord]) -> Frontier:
+def _frontier(model: Any, setting: Setting, target: str, runs: Sequence[RunRecord], seed: int = 0) -> Frontier:
     """The frontier and regime call, computed exactly as ``planner race`` does
-    (:mod:`planner.frontier`: same rho grid, shares, sample count and seed), so the report
-    and the race's own regimes.json agree on the same fit."""
+    (:mod:`planner.frontier`: same rho grid, shares, sample count, and the race's seed from
+    its regimes.json), so the report and the race's own regimes.json agree on the same fit."""
     from planner import frontier as pf
 
     m, r, b = setting.model, setting.reward, setting.budget
     try:
         grid = pf.rho_grid(m, r)
         frac = pf.reward_fraction(m, r)
-        call = pf.classify_setting(model, m, r, b, grid=grid, n_samples=N_SAMPLES, seed=0, level=LEVEL)
+        call = pf.classify_setting(model, m, r, b, grid=grid, n_samples=N_SAMPLES, seed=seed, level=LEVEL)
     except ConfigError:  # not a registry model: grid and shares from what was metered,
         # the call made as for any other setting (rho* held to measured allocations).
         grid, frac = _fallback_grid(runs), _metered_fraction(runs)
-        call = pf.classify_setting(model, m, r, b, grid=grid, n_samples=N_SAMPLES, seed=0, level=LEVEL,
+        call = pf.classify_setting(model, m, r, b, grid=grid, n_samples=N_SAMPLES, seed=seed, level=LEVEL,
                                    shares=shares_for_rho(grid, frac))
     mean, std = model.frontier(m, r, b, grid)
     return Frontier(setting, target, grid, np.asarray(mean), np.asarray(std), call, frac)
@@ -379,6 +379,8 @@ def assemble(
 
 def _fit_all(data: ReportData, order: Sequence[str], by_setting: dict[Setting, list[RunRecord]],
              say: StepFn) -> None:
+    seed = (data.race or {}).get("seed", 0)
+    seed = seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else 0
     for t in order:
         say(f"fitting the {t} surrogate")
         model, fit = _fit(t, data.ok, data.race)
@@ -389,7 +391,7 @@ def _fit_all(data: ReportData, order: Sequence[str], by_setting: dict[Setting, l
         measured = {(r.model, r.reward) for r in data.ok if getattr(r.metrics, t) is not None}
         for s, runs in by_setting.items():
             if (s.model, s.reward) in measured:
-                fit.frontiers[s] = _frontier(model, s, t, runs)
+                fit.frontiers[s] = _frontier(model, s, t, runs, seed)
 
 
 def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:

@@ -449,10 +449,11 @@ def test_race_says_where_it_raised_a_pilot_budget(tmp_path: Path) -> None:
 
 def test_the_report_refit_makes_the_races_calls(tmp_path: Path) -> None:
     """The report refits the store's runs (file order); the race fitted them in the order
-    it ran them. The fit is a function of the set of runs, so both make the same calls."""
+    it ran them. The fit is a function of the set of runs, so both make the same calls,
+    with the posterior draws of the race's --seed (kept in its regimes.json)."""
     data = tmp_path / "d"
     res = runner.invoke(app, ["race", "--budget", "1e16", "--data", str(data), "--models", "qwen2.5-1.5b",
-                              "--rewards", "sparse,prm", "--max-runs", "10", "--quiet"])
+                              "--rewards", "sparse,prm", "--max-runs", "10", "--quiet", "--seed", "3"])
     assert res.exit_code == 0, res.output
     race = json.loads((data / "regimes.json").read_text())
     res = runner.invoke(app, ["report", "--data", str(data), "--out", str(tmp_path / "r"), "-q"])
