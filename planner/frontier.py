@@ -22,9 +22,11 @@ from planner.regime import RegimeCall, classify, shares_for_rho
 from planner.registry import get_model, get_reward
 
 __all__ = [
+    "AT_BUDGET_RATIO",
     "FrontierBand",
     "Setting",
     "allocation_shares",
+    "at_budget",
     "classify_setting",
     "frontier_band",
     "reuse_at",
@@ -161,7 +163,8 @@ def classify_setting(
     not know the setting (the compiler's shares otherwise).
 
     The regime is the most probable label; ``rho_star`` maximises the posterior mean within
-    it over grid points within ``support`` of a run of this setting at >= budget / 1.5 (all
+    it over grid points within ``support`` of a run of this setting at the budget
+    (:func:`at_budget`; all
     of the regime's grid points when there is none, or with ``support=0``);
     ``extra["rho_star_support"]`` says which."""
     g = rho_grid(model, reward, opts=opts) if grid is None else np.asarray(grid, dtype=float)
@@ -180,15 +183,29 @@ def classify_setting(
     return call
 
 
+# A run counts as one at the decision budget within this factor either way: the compiler
+# lands a budget within 2%, and a budget too small for some levers is raised to the nearest
+# plan; a run 10x dearer (a race at a larger budget in the same store) measured another
+# frontier and checks nothing here.
+AT_BUDGET_RATIO = 1.5
+
+
+def at_budget(run_budget: float, budget: float) -> bool:
+    """Whether a run at ``run_budget`` counts as measured at the decision ``budget``."""
+    return budget / AT_BUDGET_RATIO <= run_budget <= budget * AT_BUDGET_RATIO
+
+
 def _measured_near(
     surrogate: Any, model: str, reward: str, budget: float, grid: NDArray[np.float64], support: float
 ) -> NDArray[np.bool_]:
-    """Grid points within ``support`` of a training run of the setting at >= budget / 1.5."""
+    """Grid points within ``support`` of a training run of the setting at the budget
+    (:func:`at_budget`)."""
     X = getattr(getattr(surrogate, "data_", None), "X", None)
     if X is None or support <= 0:
         return np.zeros(grid.shape, dtype=bool)
     row = surrogate.encode(model, reward, [0.5], budget)[0]
-    mine = (np.isclose(X[:, 0], row[0]) & (X[:, 1] == row[1]) & (X[:, 3] >= row[3] - np.log10(1.5)))
+    mine = (np.isclose(X[:, 0], row[0]) & (X[:, 1] == row[1])
+            & (np.abs(X[:, 3] - row[3]) <= np.log10(AT_BUDGET_RATIO) + 1e-12))
     rhos = X[mine, 2]
     if rhos.size == 0:
         return np.zeros(grid.shape, dtype=bool)

@@ -32,7 +32,14 @@ from planner.design import (
     space_filling_rho,
 )
 from planner.errors import ConfigError
-from planner.frontier import Setting, allocation_shares, classify_setting, reuse_at, rho_grid
+from planner.frontier import (
+    Setting,
+    allocation_shares,
+    at_budget,
+    classify_setting,
+    reuse_at,
+    rho_grid,
+)
 from planner.proposals import make_proposal
 from planner.regime import RegimeCall
 from planner.registry import get_model
@@ -187,7 +194,7 @@ class RaceStrategy:
     def _target_runs(self, s: Setting) -> int:
         """Distinct target-budget plans run for ``s`` (seed replicates of one plan count once)."""
         b = self.problem.budget
-        return len({r.proposal_id for r in self.records_ if (r.model, r.reward) == s and r.budget >= b / 1.5})
+        return len({r.proposal_id for r in self.records_ if (r.model, r.reward) == s and at_budget(r.budget, b)})
 
     def ask(self, n: int | None = None, pending: Sequence[Proposal] = ()) -> list[Proposal]:
         """Initial-design points while a setting has fewer than ``n_init`` recorded plans,
@@ -362,7 +369,7 @@ class RaceStrategy:
 
     def _near_target_run(self, s: Setting, rho: float, tol: float = 0.08) -> bool:
         b = self.problem.budget
-        return any((r.model, r.reward) == s and r.budget >= b / 1.5 and abs(r.card.rho - rho) <= tol
+        return any((r.model, r.reward) == s and at_budget(r.budget, b) and abs(r.card.rho - rho) <= tol
                    for r in self.records_)
 
     def pilot_budgets(self, settings: Sequence[Setting] | None = None) -> dict[Setting, float]:

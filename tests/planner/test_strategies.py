@@ -399,3 +399,22 @@ def test_ours_with_only_its_validation_pending_proposes_nothing_new() -> None:
     (check,) = st.ask()
     assert "validation" in check.reason
     assert st.ask(pending=[check]) == []
+
+
+def test_runs_at_a_much_larger_budget_are_no_anchors_of_a_smaller_decision() -> None:
+    """A race at 1e15 in a store that holds a 1e16 race: the 10x dearer runs measured another
+    frontier, so they neither stand in for its target-budget anchors nor check its calls
+    (they made a race call sparse confident with no run at 1e15)."""
+    from planner.frontier import at_budget
+
+    peak = {S: 0.72, P: 0.44}
+    big = make_strategy("ours", RaceProblem((S, P), budget=1e16, pilot_budget=1e14), 0)
+    pilots = big.ask()
+    big.tell([run(p, peak) for p in pilots])
+    dear = big.ask()  # the 1e16 race's anchors
+    assert dear and all(p.budget == 1e16 for p in dear)
+    small = make_strategy("ours", RaceProblem((S, P), budget=1e15, pilot_budget=1e14), 0)
+    small.tell([run(p, peak) for p in [*pilots, *dear]])
+    assert small._target_runs(S) == 0 and not small._near_target_run(S, dear[0].rho, 1.0)
+    assert any(at_budget(p.budget, 1e15) for p in small.ask())  # it anchors its own budget
+    assert not at_budget(1e16, 1e15) and at_budget(1.4e15, 1e15) and at_budget(0.7e15, 1e15)
