@@ -58,8 +58,8 @@ class RaceProgress:
     calls: dict[Setting, RegimeCall]
     last_batch: int
     ask_seconds: float
-    # Runs of each setting so far (a setting without any has only the others' runs behind
-    # its call).
+    # ok runs of each setting so far (a setting without any has only the others' runs
+    # behind its call).
     setting_runs: dict[Setting, int] = field(default_factory=dict)
 
 
@@ -74,6 +74,9 @@ class RaceResult:
     rounds: int = 0
     ask_seconds: list[float] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
+    # ok runs per setting: what its call rests on (``runs`` counts failed attempts too,
+    # which cost FLOPs and count against --max-runs).
+    measured: dict[Setting, int] = field(default_factory=dict)
 
     @property
     def total_runs(self) -> int:
@@ -88,16 +91,24 @@ class RaceResult:
         return all(call.confidence >= c for call in self.calls.values())
 
 
-def _tally(problem: RaceProblem, records: Sequence[RunRecord]) -> tuple[dict[Setting, int], dict[Setting, float]]:
+def _tally(
+    problem: RaceProblem, records: Sequence[RunRecord],
+) -> tuple[dict[Setting, int], dict[Setting, float], dict[Setting, int]]:
+    """Attempts, FLOPs (failed runs cost FLOPs too) and ok runs of each setting."""
     runs = {s: 0 for s in problem.settings}
     flops = {s: 0.0 for s in problem.settings}
-    keys = set(problem.settings)
+    measured = {s: 0 for s in problem.settings}
     for r in records:
-        s = Setting(r.model, r.reward)
-        if s in keys:  # failed runs cost FLOPs too
-            runs[s] += 1
-            flops[s] += r.card.flops.total
-    return runs, flops
+        _count(r, runs, flops, measured)
+    return runs, flops, measured
+
+
+def _count(r: RunRecord, runs: dict[Setting, int], flops: dict[Setting, float], measured: dict[Setting, int]) -> None:
+    s = Setting(r.model, r.reward)
+    if s in runs:
+        runs[s] += 1
+        flops[s] += r.card.flops.total
+        measured[s] += r.status == "ok"
 
 
 def run_race(
@@ -137,7 +148,7 @@ def run_race(
     asked: set[str] = set()  # run ids proposed so far in this race
     # Failed records too: a strategy must know what the loop will not run again.
     strategy.tell(all_records)
-    runs, flops = _tally(problem, all_records)
+    runs, flops, measured = _tally(problem, all_records)
     overrun = _overrun(all_records)
     history: list[dict[str, Any]] = []
     asks: list[float] = []
@@ -177,10 +188,7 @@ def run_race(
                 done[rid] = rec
             else:
                 failed.setdefault(rid, []).append(rec)
-            s = Setting(rec.model, rec.reward)
-            if s in runs:
-                runs[s] += 1
-                flops[s] += rec.card.flops.total
+            _count(rec, runs, flops, measured)
         overrun = max(overrun, _overrun(fresh.values()))
         new = len(fresh)
         batch = [fresh.get(rid) or done.get(rid) or failed[rid][-1] for rid in rids]
@@ -196,8 +204,8 @@ def run_race(
                         "batch": len(batch), "ask_s": asks[-1]})
         if progress is not None:
             progress(RaceProgress(rnd, sum(runs.values()), sum(flops.values()), strategy.decide(),
-                                  len(batch), asks[-1], dict(runs)))
-    return RaceResult(problem, strategy.name, calls, reason, runs, flops, rnd, asks, history)
+                                  len(batch), asks[-1], dict(measured)))
+    return RaceResult(problem, strategy.name, calls, reason, runs, flops, rnd, asks, history, measured)
 
 
 def _one_by_one(
@@ -313,7 +321,8 @@ def regimes_document(
             "stake": c.stake if math.isfinite(c.stake) else None,
             "stake_sd": c.stake_sd if math.isfinite(c.stake_sd) else None,
             "noise_sd": c.extra.get("noise_sd"),
-            "runs": result.runs[s],
+            "runs": result.measured.get(s, 0),  # ok runs: what the call rests on
+            "failed_runs": result.runs[s] - result.measured.get(s, 0),
             "flops_spent": result.flops[s],
             "engine": engine,
             "simulated": simulated,
@@ -332,7 +341,7 @@ def regimes_document(
         "seed": seed,
         "stop_reason": result.stop_reason,
         "rounds": result.rounds,
-        "runs": result.total_runs,
+        "runs": result.total_runs,  # attempts, failed ones included: what --max-runs counts
         "flops_spent": result.total_flops,
         "settings": entries,
     }

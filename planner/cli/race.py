@@ -296,12 +296,14 @@ def race(
                            world=world_name, seed=seed)
     path = write_regimes(data / "regimes.json", doc)
     display.final(result, path)
-    unrun = [s.key for s in problem.settings if result.runs[s] == 0]
+    unrun = [s.key for s in problem.settings if result.measured.get(s, 0) == 0]
     if unrun:
-        typer.echo(f"note: no runs for {', '.join(unrun)} ({result.stop_reason} came first): their entries in "
+        why = "every attempt failed" if all(result.runs[s] for s in problem.settings
+                                            if s.key in unrun) else f"{result.stop_reason} came first"
+        typer.echo(f"note: no runs for {', '.join(unrun)} ({why}): their entries in "
                    "regimes.json (runs 0) are the surrogate's predictions from the other settings' runs; "
                    "raise the cap, or race them on their own", err=True)
-    _say_raised_pilots(problem, strat, [s for s in problem.settings if result.runs[s] > 0])
+    _say_raised_pilots(problem, strat, [s for s in problem.settings if result.measured.get(s, 0) > 0])
     _warn_corrupt(store, said)
 
 

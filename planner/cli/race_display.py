@@ -104,7 +104,7 @@ def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], resu
         if c is None:
             rows.append([s.key, *["-"] * (len(heads) - 1)])
             continue
-        if result is not None and result.runs[s] == 0:
+        if result is not None and result.measured.get(s, 0) == 0:
             # Only other settings' runs speak for it: a call and a stake here would read as
             # measured (regimes.json keeps the prediction, with runs 0).
             rows.append([s.key, "-", "-", "no runs", "-", "-", "0"])
@@ -114,7 +114,8 @@ def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], resu
                c.regime + mark, "/".join(f"{100 * c.probabilities[lab]:.0f}" for lab in LABELS),
                _stake_cell(c, in_sd)]
         if result is not None:
-            row.append(str(result.runs[s]))
+            failed = result.runs[s] - result.measured.get(s, 0)
+            row.append(f"{result.measured.get(s, 0)}" + (f" +{failed} failed" if failed else ""))
         rows.append(row)
     t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
               caption=("P%: posterior probability of the search-, update-, reward-heavy regime; "

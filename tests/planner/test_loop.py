@@ -215,6 +215,10 @@ def test_a_run_that_keeps_failing_ends_the_race_instead_of_looping(tmp_path: Pat
     # Every attempt is on disk, so a resumed race can count them.
     assert len(store.records(status=None)) == 4 * MAX_ATTEMPTS
     assert {r.status for r in store.records(status=None)} == {"failed"}
+    # Its call rests on no run: regimes.json says so (runs 0), not 8 attempts.
+    (entry,) = regimes_document(res, engine="fake", simulated=True)["settings"]
+    assert (res.measured[S], res.runs[S]) == (0, 4 * MAX_ATTEMPTS)
+    assert (entry["runs"], entry["failed_runs"]) == (0, 4 * MAX_ATTEMPTS)
     if nan:  # a NaN metric is a diverged run, never an ok record the surrogate would read
         # ... and recorded as `runners execute` records it (tests/runners/test_execute_cli.py).
         for r in store.records(status=None):
