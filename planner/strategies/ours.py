@@ -45,6 +45,7 @@ from planner.regime import RegimeCall
 from planner.registry import get_model
 from planner.schema import Prediction, Proposal, RunRecord
 from planner.strategies.base import FailedRuns, RaceProblem, flat_prior_call, relevant_records
+from planner.threads import one_thread
 
 __all__ = ["N_ANCHOR", "RaceStrategy"]
 
@@ -130,6 +131,7 @@ class RaceStrategy:
             self._ids.update(r.run_id for r in new)
             self._surrogate, self._calls = None, None
 
+    @one_thread
     def surrogate(self) -> Any:
         """The surrogate fitted on every record told so far (None with < 2 records)."""
         if self._surrogate is None and len(self.records_) >= 2:
@@ -158,6 +160,7 @@ class RaceStrategy:
                 return None
         return self._surrogate
 
+    @one_thread
     def decide(self) -> dict[Setting, RegimeCall]:
         if self._calls is None:
             sur = self.surrogate()
@@ -196,6 +199,7 @@ class RaceStrategy:
         b = self.problem.budget
         return len({r.proposal_id for r in self.records_ if (r.model, r.reward) == s and at_budget(r.budget, b)})
 
+    @one_thread
     def ask(self, n: int | None = None, pending: Sequence[Proposal] = ()) -> list[Proposal]:
         """Initial-design points while a setting has fewer than ``n_init`` recorded plans,
         else an acquisition batch over the undecided settings (all settings if all are

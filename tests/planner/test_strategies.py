@@ -418,3 +418,31 @@ def test_runs_at_a_much_larger_budget_are_no_anchors_of_a_smaller_decision() -> 
     assert small._target_runs(S) == 0 and not small._near_target_run(S, dear[0].rho, 1.0)
     assert any(at_budget(p.budget, 1e15) for p in small.ask())  # it anchors its own budget
     assert not at_budget(1e16, 1e15) and at_budget(1.4e15, 1e15) and at_budget(0.7e15, 1e15)
+
+
+def test_ours_fits_and_calls_on_one_thread_as_the_report_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report refits under one thread; the race's fits and calls must too, or the two
+    disagree on the same runs (and a call depends on the machine's core count)."""
+    import torch
+
+    from surrogate import FrontierSurrogate
+
+    seen: list[tuple[str, int]] = []
+    for name in ("fit", "sample_frontier"):
+        orig = getattr(FrontierSurrogate, name)
+
+        def spy(self: object, *a: object, _orig: object = orig, _name: str = name, **k: object) -> object:
+            seen.append((_name, torch.get_num_threads()))
+            return _orig(self, *a, **k)  # type: ignore[operator]
+
+        monkeypatch.setattr(FrontierSurrogate, name, spy)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        st = make_strategy("ours", PROBLEM, 0)
+        st.tell([run(p, {S: 0.72, P: 0.44}) for p in st.ask()])
+        st.decide()
+        assert st.ask() and torch.get_num_threads() == 2  # restored after
+    finally:
+        torch.set_num_threads(before)
+    assert {n for n, _ in seen} == {"fit", "sample_frontier"} and {t for _, t in seen} == {1}
