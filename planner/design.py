@@ -23,12 +23,14 @@ from planner.schema import RunPlan
 __all__ = [
     "ISO_POINTS",
     "ISO_RAISED",
+    "SCATTERED",
     "DesignPoint",
     "compile_feasible",
     "initial_design",
     "iso_note",
     "iso_pilot_budget",
     "iso_range_budget",
+    "scattered_note",
     "space_filling_rho",
 ]
 
@@ -134,6 +136,20 @@ def iso_note(requested: float, budget: float) -> str:
     """The reason note of a run whose setting's budget was raised from ``requested``."""
     return (f"{ISO_RAISED} {requested:.3g} -> {budget:.3g} for this setting: the smallest at which "
             f"all its runs land one budget; ")
+
+
+# How a proposal's reason notes that its setting's pilots could not share one budget (the
+# CLI looks for it).
+SCATTERED = "pilots scattered"
+
+
+def scattered_note(kept: int, n: int, lo: float, hi: float, target_budget: float) -> str:
+    """The reason note of a pilot whose setting has no budget up to ``target_budget`` that
+    compiles all ``n`` design points: each of the ``kept`` runs at its own nearest budget."""
+    dropped = (f"; {n - kept} of {n} design points {'has' if n - kept == 1 else 'have'} no pilot below the target"
+               if kept < n else "")
+    return (f"{SCATTERED} over {lo:.3g}-{hi:.3g}: no budget up to the target {target_budget:.3g} lands "
+            f"all {n} design points, so each runs at its own nearest feasible budget{dropped}; ")
 
 
 # Budgets tried above a requested pilot budget: eighth-decade steps up to 100x.

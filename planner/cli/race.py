@@ -173,13 +173,18 @@ def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float
     c = Console()
     c.print(t)
     c.print(f"wrote {out} (each proposal's full reason is in it)")
-    from planner.design import ISO_RAISED
+    from planner.design import ISO_RAISED, SCATTERED
 
     raised = {f"{p.model}/{p.reward}": p.budget for p in props if ISO_RAISED in p.reason}
     if raised:
         c.print(f"{ISO_RAISED} for " + ", ".join(f"{k} (to {b:.2g})" for k, b in raised.items())
                 + ": a run at the requested one is so few prompt groups that not every design point "
                   "lands it, and a setting's pilots should share one budget")
+    scattered = sorted({f"{p.model}/{p.reward}" for p in props if SCATTERED in p.reason})
+    if scattered:
+        c.print(f"{SCATTERED} for {', '.join(scattered)}: no budget up to --budget lands all their design points "
+                "(a run there is a few prompt groups), so each pilot runs at its own nearest budget and some "
+                "may be missing; a larger --budget gives these settings a proper pilot design", highlight=False)
     if not props and n_pending:
         # The initial design and the anchors are phases: the next one needs their results.
         c.print(f"nothing new to propose: the {n_pending} pending runs complete the current phase; "

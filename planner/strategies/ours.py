@@ -29,6 +29,7 @@ from planner.design import (
     initial_design,
     iso_note,
     iso_pilot_budget,
+    scattered_note,
     space_filling_rho,
 )
 from planner.errors import ConfigError
@@ -397,13 +398,19 @@ class RaceStrategy:
         # retried).
         design = [pt for pt in initial_design(p.settings, p.pilot_budget, self.n_init, p.opts) if pt.setting in todo]
         iso = self.pilot_budgets(todo)
-        for pt in design:
-            budget = iso[pt.setting]
-            plan, note = compile_feasible(pt.setting, pt.rho, budget, p.opts, target_budget=p.budget)
+        compiled = [(pt, *compile_feasible(pt.setting, pt.rho, iso[pt.setting], p.opts, target_budget=p.budget))
+                    for pt in design]
+        for pt, plan, note in compiled:
             if plan is None:
                 continue
+            budget = iso[pt.setting]
             if budget > pt.budget:
                 note = iso_note(pt.budget, budget) + note
+            mine = [b.budget for q, b, _ in compiled if q.setting == pt.setting and b is not None]
+            if max(mine) > 1.02 * min(mine) or len(mine) < sum(q.setting == pt.setting for q in design):
+                # No one budget up to the target compiles every point: say so, as a raise is said.
+                note = scattered_note(len(mine), sum(q.setting == pt.setting for q in design), min(mine),
+                                      max(mine), p.budget) + note
             pred = self._predict(plan)
             reason = (
                 f"initial design: {self.n_init} space-filling pilot runs over the reachable rho range "

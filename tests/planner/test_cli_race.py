@@ -63,6 +63,20 @@ def test_suggest_says_when_a_settings_pilot_budget_was_raised(tmp_path: Path) ->
     assert res.exit_code == 0, res.output
     (b,) = {p.budget for p in read_proposals(out).proposals}
     assert 1e13 < b < 1e16 and "pilot budget raised for qwen2.5-1.5b/sparse" in res.output
+    assert "pilots scattered" not in res.output
+
+
+def test_suggest_says_when_a_settings_pilots_cannot_share_a_budget(tmp_path: Path) -> None:
+    """A decision budget of a few 7B PRM prompt groups: no budget up to it lands every design
+    point, so the pilots land on budgets of their own and one has none. Said, not silent."""
+    out = tmp_path / "p.json"
+    res = runner.invoke(app, ["suggest", "--budget", "5e14", "--models", "qwen2.5-7b", "--rewards", "prm",
+                              "--out", str(out)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    ps = read_proposals(out).proposals
+    assert len(ps) == 3 and len({p.budget for p in ps}) == 3
+    assert all("pilots scattered over" in p.reason and "1 of 4 design points has no pilot" in p.reason for p in ps)
+    assert "pilots scattered for qwen2.5-7b/prm" in " ".join(res.output.split())
 
 
 def test_race_says_which_settings_pilots_were_raised_and_to_what(tmp_path: Path) -> None:
