@@ -92,6 +92,23 @@ class Frontier:
         }
 
 
+def _nearest_feasible_budget(model: str, reward: str, grid: np.ndarray, budget: float) -> float:
+    """The cost of the plan nearest ``budget`` (log scale) over the rho grid, as the
+    compiler names it: small budgets take cheaper levers than the table's, so feasibility
+    is not monotone in the budget and no table minimum says where it starts."""
+    from planner.compiler import compile_plan
+    from planner.errors import InfeasibleError
+
+    costs = []
+    for r in grid[:: max(1, len(grid) // 40)]:
+        try:
+            costs.append(compile_plan(model, reward, float(r), budget).flops.total)
+        except InfeasibleError as exc:
+            if exc.field == "budget" and exc.nearest:
+                costs.append(float(exc.nearest))
+    return min(costs, key=lambda c: abs(np.log(c / budget)))
+
+
 def frontier(
     world: World | str | Path | None,
     model: str,
@@ -111,10 +128,11 @@ def frontier(
     lv = levers_at(model, reward, table.grid, np.full(table.grid.shape, float(budget)))
     ok = np.isfinite(lv.prompts)
     if not ok.any():
+        near = _nearest_feasible_budget(model, reward, table.grid, float(budget))
         raise InfeasibleError(
-            f"budget: {budget:.3g} FLOPs buys no {model}/{reward} run at any rho; "
-            f"raise it above {table.per_prompt.sum(axis=1).min():.3g}",
-            field="budget",
+            f"budget: {budget:.3g} FLOPs buys no {model}/{reward} run at any rho; the nearest run costs "
+            f"{near:.3g} FLOPs (within 2% of it compiles)",
+            field="budget", nearest=near,
         )
     values = learn(w, model, reward, lv.prompts[ok], lv.generated[ok], lv.kept[ok],
                    lv.iterations[ok])[target]

@@ -62,6 +62,12 @@ def test_truth_budget_too_small() -> None:
     res = runner.invoke(app, ["truth", "--model", "qwen2.5-7b", "--reward", "prm",
                               "--budget", "1e9"])
     assert res.exit_code == 2 and "budget" in res.output
+    # The budget it names buys a run: the table's cheapest levers (7.68e13 here) are not
+    # the cheapest the compiler takes at small budgets.
+    base = ["truth", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--json"]
+    res = runner.invoke(app, [*base, "--budget", "3e13"])
+    assert res.exit_code == 2 and "the nearest run costs 3.09e+13 FLOPs" in res.stderr
+    assert runner.invoke(app, [*base, "--budget", "3.09e13"]).exit_code == 0
 
 
 @pytest.mark.parametrize("world", WORLDS, ids=lambda p: p.stem)
