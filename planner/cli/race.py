@@ -62,7 +62,7 @@ def _problem(budget: str, models: str | None, rewards: str | None, target: str,
         except InfeasibleError as exc:
             if exc.field == "budget":
                 raise ConfigError(
-                    f"budget: {b:.3g} FLOPs buys no {s.key} run; raise it to about {exc.nearest:.3g}, the nearest run's cost"
+                    f"budget: {b:.3g} FLOPs buys no {s.key} run; raise it to about {exc.nearest:.3g}, the cost of the nearest run at rho 0.5"
                 ) from None
     if not (indifference >= 0 and indifference < 1):
         raise ConfigError(f"indifference: must lie in [0, 1) (metric units), got {indifference}; e.g. 0.002")
