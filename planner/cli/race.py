@@ -4,6 +4,7 @@ commands."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -299,8 +300,12 @@ def race(
     world_name = getattr(getattr(eng, "world", None), "name", None)
     doc = regimes_document(result, engine=engine, simulated=bool(getattr(eng, "simulated", False)),
                            world=world_name, seed=seed)
+    replaced = _other_race(data / "regimes.json", doc)
     path = write_regimes(data / "regimes.json", doc)
     display.final(result, path)
+    if replaced:
+        typer.echo(f"note: {path} held {replaced}; it is replaced (its runs stay in the store: rerunning that "
+                   "race's command writes its summary again, without new runs)", err=True)
     unrun = [s.key for s in problem.settings if result.measured.get(s, 0) == 0]
     if unrun:
         why = "every attempt failed" if all(result.runs[s] for s in problem.settings
@@ -310,6 +315,20 @@ def race(
                    "raise the cap, or race them on their own", err=True)
     _say_raised_pilots(problem, strat, [s for s in problem.settings if result.measured.get(s, 0) > 0])
     _warn_corrupt(store, said)
+
+
+def _other_race(path: Path, doc: dict[str, Any]) -> str | None:
+    """What an existing race summary at ``path`` answered, where it is another race's than
+    ``doc`` (another budget, target or set of settings); None otherwise or if unreadable."""
+    try:
+        old = json.loads(path.read_text())
+        key = (float(old["budget"]), old["target"], frozenset((e["model"], e["reward"]) for e in old["settings"]))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    mine = (float(doc["budget"]), doc["target"], frozenset((e["model"], e["reward"]) for e in doc["settings"]))
+    if key == mine:
+        return None
+    return f"the {key[1]} race at {key[0]:.3g} FLOPs of {len(key[2])} setting(s)"
 
 
 def _say_raised_pilots(problem: Any, strategy: Any, ran: list[Any]) -> None:

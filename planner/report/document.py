@@ -93,14 +93,17 @@ def _race(data: ReportData) -> list[Block]:
     budget = _float(race.get("budget"))
     decided = sum(1 for e in entries if e.get("decided", "confident" if e.get("confident") else "open") != "open")
     keys = {(str(e["model"]), str(e["reward"])) for e in entries}
-    below = sorted({float(r.budget) for r in data.ok if (r.model, r.reward) in keys and float(r.budget) < budget})
+    other = sorted({float(r.budget) for r in data.ok if (r.model, r.reward) in keys and float(r.budget) != budget})
+    # `rounds` are the last invocation's (a resumed or repeated race starts at 0); `runs`
+    # are every attempt of its settings in the store, earlier invocations' included.
     text = (f"`planner race` ({race.get('strategy', '?')} strategy) raced the {race.get('target', '?')} regime "
-            f"at {budget:.3g} FLOPs and stopped after {race.get('rounds', '?')} round(s) and "
-            f"{race.get('runs', '?')} run(s) ({_float(race.get('flops_spent')):.3g} FLOPs): "
-            f"{race.get('stop_reason', '?')}, with {decided} of {len(entries)} setting(s) decided "
-            f"(confidence threshold {race.get('confidence', '?')}).")
-    if below:
-        text += " Its runs below the decision budget were at " + ", ".join(f"{b:.4g}" for b in below) + " FLOPs."
+            f"at {budget:.3g} FLOPs; its last invocation ran {race.get('rounds', '?')} round(s) and stopped "
+            f"({race.get('stop_reason', '?')}) with {decided} of {len(entries)} setting(s) decided "
+            f"(confidence threshold {race.get('confidence', '?')}). Its settings have {race.get('runs', '?')} "
+            f"run(s) in the store ({_float(race.get('flops_spent')):.3g} FLOPs, failed attempts included), "
+            "every one of which its fit used.")
+    if other:
+        text += " Their runs at other budgets were at " + ", ".join(f"{b:.4g}" for b in other) + " FLOPs."
     out = [Block("h2", "Race"), Block("p", text)]
     fit = data.fits.get(str(race.get("target")))
     rows, differ = [], []

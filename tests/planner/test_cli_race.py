@@ -596,3 +596,16 @@ def test_race_refuses_a_seed_count_past_the_cap_before_anything_runs(tmp_path: P
     assert res.exit_code == 2 and res.stderr.strip() == (
         f"error: seeds: must be 1-{MAX_SEEDS} (each seed is a run of every proposal), got 100000000")
     assert not (tmp_path / "d").exists()
+
+
+def test_a_race_that_replaces_another_races_summary_says_so(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    base = ["race", "--data", str(data), "--models", "qwen2.5-1.5b", "--quiet", "--max-runs", "4"]
+    res = runner.invoke(app, [*base, "--budget", "1e16", "--rewards", "sparse,prm"])
+    assert res.exit_code == 0 and "replaced" not in res.stderr
+    res = runner.invoke(app, [*base, "--budget", "1e16", "--rewards", "sparse,prm"])  # a resume: the same race
+    assert res.exit_code == 0 and "replaced" not in res.stderr
+    res = runner.invoke(app, [*base, "--budget", "1e16", "--rewards", "sparse"])
+    assert res.exit_code == 0
+    assert "held the native race at 1e+16 FLOPs of 2 setting(s); it is replaced" in " ".join(res.stderr.split())
+    assert len(json.loads((data / "regimes.json").read_text())["settings"]) == 1
