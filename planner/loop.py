@@ -321,6 +321,7 @@ def regimes_document(
             "stake": c.stake if math.isfinite(c.stake) else None,
             "stake_sd": c.stake_sd if math.isfinite(c.stake_sd) else None,
             "noise_sd": c.extra.get("noise_sd"),
+            "noise_source": c.extra.get("noise_source"),
             "runs": result.measured.get(s, 0),  # ok runs: what the call rests on
             "failed_runs": result.runs[s] - result.measured.get(s, 0),
             "flops_spent": result.flops[s],

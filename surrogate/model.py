@@ -380,6 +380,16 @@ class FrontierSurrogate:
         std = float(self.model_.outcome_transform.stdvs.squeeze())
         return float(self.model_.likelihood.noise.detach().mean()) * std**2
 
+    @property
+    def noise_source(self) -> str:
+        """Where :meth:`run_noise_variance` comes from: ``"replicates"`` (seed replicates
+        with enough degrees of freedom) or ``"inferred"`` (the fit's noise level). Without
+        replicates few runs hardly identify the noise: the fit then sits near its prior's
+        mode, a small fraction of the runs' spread, which is too small wherever that spread
+        is mostly noise (a 10-run race: 0.0009 against the world's 0.010)."""
+        self._check()
+        return "replicates" if self.data_.yvar is not None else "inferred"
+
     def _run_noise_at(self, X: ArrayLike) -> NDArray[np.float64]:
         """:meth:`run_noise_variance` of each row of ``X`` ``(..., 5)`` -> ``(...)``, by its
         reward column."""

@@ -259,13 +259,16 @@ def test_race_prints_one_whole_line_per_setting_at_80_columns(tmp_path: Path) ->
     assert all(len(line) <= 80 for line in lines if line not in rounds)
     assert any(line.startswith("stopped: max-runs") for line in lines)  # not glued to a table
     assert [line.strip() for line in lines if "regimes at" in line] == ["regimes at 1e+16 FLOPs (native)"]
+    assert "*: that noise is the fit's guess" in " ".join(res.output.split())
     for e in json.loads((data / "regimes.json").read_text())["settings"]:
         key = f"{e['model']}/{e['reward']}"
         row = [line for line in lines if line.strip().startswith(key)][-1]  # the final table's row
         cells = row.split()
         assert cells[0] == key and cells[1] == f"{e['rho_star']:.2f}" and cells[3].rstrip("?~") == e["regime"]
         assert cells[-1] == str(e["runs"])
-        assert cells[-3:-1] == (["-"] if e["stake_sd"] is None else [f"{e['stake_sd']:.1f}", "sd"])  # ours knows the noise
+        # ours knows the noise; without seed replicates it is the fit's guess, marked *
+        assert e["noise_source"] == "inferred"
+        assert cells[-3:-1] == (["-"] if e["stake_sd"] is None else [f"{e['stake_sd']:.1f}", "sd*"])
         assert e["noise_sd"] > 0 and e["stake_sd"] * e["noise_sd"] == pytest.approx(e["stake"])
         p = [round(100 * e["probabilities"][lab]) for lab in ("search-heavy", "update-heavy", "reward-heavy")]
         assert cells[-4] == "/".join(map(str, p))

@@ -310,6 +310,9 @@ def test_replicate_noise_is_each_reward_systems_own() -> None:
     assert quiet < loud / 4
     per_run = sur.data_.yvar * sur.data_.counts
     assert quiet == pytest.approx(np.median(per_run[sur.data_.X[:, 1] == REWARDS.index("sparse")]))
+    assert sur.noise_source == "replicates"
+    one_seed = FrontierSurrogate(rewards=REWARDS, budget_range=(1e14, 1e16)).fit([r for r in recs if r["seed"] == 0])
+    assert one_seed.noise_source == "inferred"  # the fit's guess: the race marks its stake so
     X = np.concatenate([sur.encode("small", "sparse", [0.5], 1e15), sur.encode("small", "prm", [0.5], 1e15)])
     _, latent = sur.predict(X)
     _, run = sur.predict(X, observation_noise=True)
