@@ -44,12 +44,12 @@ ARMS = {"fill": RACE["workers"], "no-fill": 1}
 
 def race_arm(arm: str, data: Path) -> dict[str, Any]:
     """One race of the main job with ours' ``min_batch`` of ``arm``; wall time and result."""
-    from planner.cli.race import _problem
+    from planner.cli.race import race_problem
     from planner.engine import load_engine, open_batches, open_store, prepare_engine
     from planner.loop import RaceProgress, run_race
     from planner.strategies import make_strategy
 
-    problem = _problem(RACE["budget"], RACE["models"], RACE["rewards"], RACE["target"], RACE["pilot_budget"])
+    problem = race_problem(RACE["budget"], RACE["models"], RACE["rewards"], RACE["target"], RACE["pilot_budget"])
     eng = load_engine("trl", **RACE["engine_options"])
     prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])
     strat = make_strategy("ours", problem, 0, min_batch=ARMS[arm])

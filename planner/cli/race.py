@@ -38,35 +38,19 @@ PilotOpt = Annotated[
 DEFAULT_RUNS_PER_SETTING = 30
 
 
-def _problem(budget: str, models: str | None, rewards: str | None, target: str,
-             pilot_budget: str | None, confidence: float = 0.9, indifference: float = 0.0) -> Any:
-    """Validate the shared options into a :class:`~planner.strategies.RaceProblem`."""
-    from planner.compiler import compile_plan
-    from planner.errors import ConfigError, InfeasibleError
+def race_problem(budget: str, models: str | None, rewards: str | None, target: str,
+                 pilot_budget: str | None, confidence: float = 0.9, indifference: float = 0.0) -> Any:
+    """The shared options, parsed, as a :class:`~planner.strategies.RaceProblem` (which
+    validates them: one place for every check, whoever builds a problem)."""
     from planner.frontier import Setting
-    from planner.registry import POLICIES_QWEN, REWARD_SYSTEMS, get_model, get_reward
+    from planner.registry import POLICIES_QWEN, REWARD_SYSTEMS
     from planner.strategies import RaceProblem
 
     b = parse_budget(budget)
     pilot = parse_budget(pilot_budget, "pilot-budget") if pilot_budget is not None else b / 100
     ms = parse_list(models, "models") or list(POLICIES_QWEN)
     rs = parse_list(rewards, "rewards") or list(REWARD_SYSTEMS)
-    for m in ms:
-        if get_model(m).role != "policy":
-            raise ConfigError(f"models: {m!r} is a reward model, not a policy; pick a policy model")
-    for r in rs:
-        get_reward(r)
     settings = tuple(Setting(m, r) for m in dict.fromkeys(ms) for r in dict.fromkeys(rs))
-    for s in settings:  # the decision budget must buy a run, or there is nothing to decide
-        try:
-            compile_plan(s.model, s.reward, 0.5, b)
-        except InfeasibleError as exc:
-            if exc.field == "budget":
-                raise ConfigError(
-                    f"budget: {b:.3g} FLOPs buys no {s.key} run; raise it to about {exc.nearest:.3g}, the cost of the nearest run at rho 0.5"
-                ) from None
-    if not (indifference >= 0 and indifference < 1):
-        raise ConfigError(f"indifference: must lie in [0, 1) (metric units), got {indifference}; e.g. 0.002")
     return RaceProblem(settings, budget=b, pilot_budget=pilot, target=target, confidence=confidence,
                        indifference=indifference)
 
@@ -109,7 +93,7 @@ def suggest(
 
     t0 = time.perf_counter()
     _check_target(target)
-    problem = _problem(budget, models, rewards, target, pilot_budget)
+    problem = race_problem(budget, models, rewards, target, pilot_budget)
     from planner.errors import ConfigError
 
     check_output_file(out, "out")
@@ -242,9 +226,7 @@ def race(
     from planner.strategies import make_strategy
 
     _check_target(target)
-    problem = _problem(budget, models, rewards, target, pilot_budget, confidence, indifference)
-    if not 0 < confidence < 1:
-        raise ConfigError(f"confidence: must lie in (0, 1), got {confidence}; e.g. --confidence 0.9")
+    problem = race_problem(budget, models, rewards, target, pilot_budget, confidence, indifference)
     check_seed_count(seeds)
     flops_cap = parse_budget(max_flops, "max-flops") if max_flops is not None else None
     runs_cap = max_runs if max_runs is not None else DEFAULT_RUNS_PER_SETTING * len(problem.settings)

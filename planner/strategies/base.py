@@ -15,10 +15,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from planner.compiler import CompileOptions
-from planner.errors import ConfigError
+from planner.compiler import CompileOptions, compile_plan
+from planner.errors import ConfigError, InfeasibleError
 from planner.frontier import Setting, allocation_shares, rho_grid
 from planner.regime import LABELS, RegimeCall, regime_labels
+from planner.registry import get_model, get_reward
 from planner.schema import TARGETS, Proposal, RunPlan, RunRecord
 
 __all__ = [
@@ -65,13 +66,24 @@ class RaceProblem:
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
                 raise ConfigError(f"{name.replace('_', '-')}: must be a positive finite number of FLOPs, got {v!r}")
-        if not (math.isfinite(self.indifference) and self.indifference >= 0):
-            raise ConfigError(f"indifference: must be >= 0 (metric units; 0 = off), got {self.indifference!r}")
+        if not (math.isfinite(self.indifference) and 0 <= self.indifference < 1):
+            raise ConfigError(f"indifference: must lie in [0, 1) (metric units; 0 = off), got "
+                              f"{self.indifference!r}; e.g. 0.002")
         if self.pilot_budget > self.budget:
             raise ConfigError(
                 f"pilot-budget: {self.pilot_budget:.3g} exceeds the target budget {self.budget:.3g}; "
                 "pilots must be cheaper than the decision they inform"
             )
+        for s in self.settings:
+            if get_model(s.model).role != "policy":
+                raise ConfigError(f"models: {s.model!r} is a reward model, not a policy; pick a policy model")
+            get_reward(s.reward)
+            try:  # the decision budget must buy a run, or there is nothing to decide
+                compile_plan(s.model, s.reward, 0.5, self.budget, self.opts)
+            except InfeasibleError as exc:
+                if exc.field == "budget":
+                    raise ConfigError(f"budget: {self.budget:.3g} FLOPs buys no {s.key} run; raise it to about "
+                                      f"{exc.nearest:.3g}, the cost of the nearest run at rho 0.5") from None
 
 
 def decision_state(call: RegimeCall, problem: RaceProblem) -> str:

@@ -446,3 +446,15 @@ def test_ours_fits_and_calls_on_one_thread_as_the_report_does(monkeypatch: pytes
     finally:
         torch.set_num_threads(before)
     assert {n for n, _ in seen} == {"fit", "sample_frontier"} and {t for _, t in seen} == {1}
+
+
+def test_a_race_problem_checks_what_the_cli_used_to_check_alone() -> None:
+    """Benchmarks and scripts build RaceProblem directly: the checks live there."""
+    with pytest.raises(ConfigError, match="reward model, not a policy"):
+        RaceProblem((Setting("qwen2.5-math-prm-7b", "sparse"),), budget=1e16, pilot_budget=1e14)
+    with pytest.raises(ConfigError, match=r"budget: 1e\+05 FLOPs buys no qwen2.5-1.5b/sparse run"):
+        RaceProblem((S,), budget=1e5, pilot_budget=1e3)
+    with pytest.raises(ConfigError, match=r"indifference: must lie in \[0, 1\)"):
+        RaceProblem((S,), budget=1e16, pilot_budget=1e14, indifference=2.0)
+    with pytest.raises(ConfigError, match="reward"):
+        RaceProblem((Setting("qwen2.5-1.5b", "nope"),), budget=1e16, pilot_budget=1e14)
