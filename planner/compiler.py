@@ -244,6 +244,8 @@ def compile_plan(
     if not (math.isfinite(budget) and budget > 0):
         raise ConfigError(f"budget: must be a positive finite number of FLOPs, got {budget!r}")
     arch, rs = get_model(model), get_reward(reward)
+    if arch.role != "policy":  # a PRM has no LM head to sample with: its "plan" would be nonsense
+        raise ConfigError(f"model: {model!r} is a reward model, not a policy; pick a policy model")
     o = (opts or CompileOptions()).resolve(arch)
     unit = per_completion(arch, rs, o)
     cands = _candidates(unit, o)

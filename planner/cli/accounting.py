@@ -86,13 +86,12 @@ def plan(
     b = parse_budget(budget)
     if not 0 < rho < 1:
         raise ConfigError(f"rho: must lie in (0, 1), got {rho}; pick e.g. --rho 0.5")
-    if target not in ("native", "pass1", "judge"):
-        raise ConfigError(f"target: unknown target {target!r}; use native, pass1 or judge")
     from planner.registry import get_model
+    from planner.schema import TARGETS
 
+    if target not in TARGETS:
+        raise ConfigError(f"target: unknown target {target!r}; use one of: {', '.join(TARGETS)}")
     arch = get_model(model)
-    if arch.role != "policy":
-        raise ConfigError(f"model: {model!r} is a reward model, not a policy; pick a policy model")
     prompt, completion = prompt_len or arch.defaults.prompt_len, completion_len or arch.defaults.completion_len
     tokens = prompt + completion
     if tokens > arch.max_position_embeddings:

@@ -260,3 +260,11 @@ def test_a_scorer_is_costed_over_at_most_its_context() -> None:
     res = CliRunner().invoke(app, ["plan", "-m", "qwen2.5-1.5b", "-r", "prm", "--rho", "0.5", "--budget", "1e18",
                                    "--prompt-len", "2048", "--completion-len", "4096", "--json"])
     assert res.exit_code == 0 and res.stderr.startswith("note: qwen2.5-math-prm-7b reads at most 4096 tokens")
+
+
+def test_a_reward_model_gets_no_plan() -> None:
+    """Library callers too: compile_plan refuses a PRM as the policy, as `planner plan` does."""
+    from planner.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="reward model, not a policy"):
+        compile_plan("qwen2.5-math-prm-7b", "sparse", 0.5, 1e17)
