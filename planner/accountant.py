@@ -24,7 +24,6 @@ TRL ``GRPOTrainer`` 1.16 (which passes run, on which tokens).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from planner.architecture import LINEAR_MODULES, Architecture
@@ -384,10 +383,3 @@ def reward_model_flops(scorer: Architecture, batch: int, seq_len: int) -> int:
     """FLOPs of scoring ``batch`` prompt+completion sequences of ``seq_len`` tokens with a
     (process) reward model: one forward with the score head at every position."""
     return forward_flops(scorer, batch, seq_len)
-
-
-def total(parts: Iterable[FlopsBreakdown]) -> FlopsBreakdown:
-    out = FlopsBreakdown()
-    for p in parts:
-        out = out + p
-    return out

@@ -155,7 +155,3 @@ def check_same_source(records: Iterable[RunRecord], engine: Engine, data: str | 
                 f"data: {str(data)!r} holds runs of {_describe(got, want)} (e.g. {r.run_id}), not "
                 f"{_describe(want, got)}{edited}; use a separate --data directory per engine and world"
             )
-
-
-def run_all(engine: Engine, proposals: Iterable[Proposal], seed: int = 0) -> list[RunRecord]:
-    return [engine.run(p, seed) for p in proposals]
