@@ -1,7 +1,8 @@
 """Plug points the planner drives without importing ``runners``: engines and the pilot store.
 
 Implementations register under entry-point groups (see ``pyproject.toml``):
-``race_planner.engines`` (``sim``, ``trl``) and ``race_planner.stores`` (``parquet``).
+``race_planner.engines`` (``sim``, ``trl``), ``race_planner.stores`` (``parquet``) and
+``race_planner.batches`` (the runners' parallel round runner, behind ``--workers``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from planner.schema import Proposal, RunRecord
 
 __all__ = [
     "Engine", "ProgressFn", "RecordStore", "available_engines", "check_same_source", "engine_source",
-    "failure_kind", "load_engine", "nonfinite_fields", "one_line", "open_store", "prepare_engine",
+    "failure_kind", "load_engine", "nonfinite_fields", "one_line", "open_batches", "open_store", "prepare_engine",
 ]
 
 # progress(phase, flops_so_far, budget, info) -- called by engines during a run.

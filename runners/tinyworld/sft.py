@@ -223,7 +223,7 @@ def train_prm(name: str, seed: int, recipe: Recipe, out: Path, show: bool) -> di
                 losses.append(_step(_prm_loss(model, batch, pad, recipe.aux_lm), model, opt, sched))
                 tick(losses[-1])
         model.eval()
-        stats = _prm_heldout(model, pad, seed)
+        stats = _prm_heldout(model, seed)
         model.save_pretrained(out)
         build_tokenizer().save_pretrained(out)
     return {**_loss_stats(losses), "steps": recipe.steps, **stats}
@@ -267,7 +267,7 @@ def _prm_loss(model: ProcessRewardModel, batch: list[PrmExample], pad: int, aux_
     return loss
 
 
-def _prm_heldout(model: ProcessRewardModel, pad: int, seed: int, n: int = 512) -> dict[str, float]:
+def _prm_heldout(model: ProcessRewardModel, seed: int, n: int = 512) -> dict[str, float]:
     """Step-label accuracy (true labels, no noise) and outcome accuracy of the min score."""
     import torch
 

@@ -88,7 +88,7 @@ def test_corpus_mixes_correct_and_flawed_solutions() -> None:
     assert all(g.well_formed for g in grades)  # flaws are in the arithmetic, not the format
     # The misconception: hard steps have a fixed rate in [0.3, 0.7]; easy steps have none.
     fm = FlawModel()
-    assert fm.misconception_rate(7, "*", 8) == fm.misconception_rate(7, "*", 8)
+    assert fm.misconception_rate(7, "*", 8) == FlawModel().misconception_rate(7, "*", 8)  # fixed, not drawn
     assert 0.3 <= fm.misconception_rate(7, "*", 8) <= 0.7
     assert fm.misconception_rate(2, "*", 3) == 0 and fm.misconception_rate(5, "-", 3) == 0
 
