@@ -41,6 +41,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,8 +106,8 @@ class MemoryStore:
     def records(self, *, status: str | None = "ok") -> list[RunRecord]:
         return [r for r in self._records.values() if status is None or r.status == status]
 
-    def run_ids(self, *, status: str | None = "ok") -> set[str]:
-        return {r.run_id for r in self.records(status=status)}
+    def scan(self, *, status: str | None = "ok") -> SimpleNamespace:
+        return SimpleNamespace(records=self.records(status=status), corrupt=[])
 
 
 class SeededEngine:

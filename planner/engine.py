@@ -17,7 +17,7 @@ from planner.errors import ConfigError
 from planner.schema import Proposal, RunRecord
 
 __all__ = [
-    "Engine", "ProgressFn", "RecordStore", "available_engines", "check_same_source", "engine_source",
+    "Engine", "ProgressFn", "RecordStore", "StoreScan", "available_engines", "check_same_source", "engine_source",
     "failure_kind", "load_engine", "nonfinite_fields", "one_line", "open_batches", "open_store", "prepare_engine",
 ]
 
@@ -39,6 +39,14 @@ class Engine(Protocol):
     def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord: ...
 
 
+class StoreScan(Protocol):
+    """One read of a store: its records and the files it could not read (each with a
+    ``path`` and a ``reason``)."""
+
+    records: list[RunRecord]
+    corrupt: list[Any]
+
+
 @runtime_checkable
 class RecordStore(Protocol):
     """The pilot dataset: a directory of records, appended atomically, read as one table."""
@@ -49,7 +57,7 @@ class RecordStore(Protocol):
 
     def records(self, *, status: str | None = "ok") -> list[RunRecord]: ...
 
-    def run_ids(self, *, status: str | None = "ok") -> set[str]: ...
+    def scan(self, *, status: str | None = "ok") -> StoreScan: ...
 
 
 def _group(name: str) -> dict[str, Any]:

@@ -114,8 +114,9 @@ def suggest(
         from planner.engine import open_store
 
         store = open_store(data)
-        strategy.tell(store.records(status=None))  # failed too: abandoned runs are not proposed again
-        _warn_corrupt(store)
+        scan = store.scan(status=None)
+        strategy.tell(scan.records)  # failed too: abandoned runs are not proposed again
+        _warn_corrupt(store.root, scan.corrupt)
     waiting = list(read_proposals(pending, field="pending").proposals) if pending is not None else []
     done = {r.proposal_id for r in strategy.records_}
     waiting = [p for p in waiting if p.id not in done]
@@ -259,8 +260,9 @@ def race(
         store = open_store(data)
         # The race reads them again; here to say what it must skip, and to refuse another
         # engine's or world's store before the engine's preparation (minutes of pretraining).
-        check_same_source(store.records(status=None), eng, store.root)
-        said = _warn_corrupt(store)
+        scan = store.scan(status=None)
+        check_same_source(scan.records, eng, store.root)
+        said = _warn_corrupt(store.root, scan.corrupt)
         prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
         display = RaceDisplay(problem, quiet, posterior=strat.stops_on_confidence)
         with terminate_as_interrupt(), display:
@@ -296,7 +298,7 @@ def race(
                    "regimes.json (runs 0) are the surrogate's predictions from the other settings' runs; "
                    "raise the cap, or race them on their own", err=True)
     _say_raised_pilots(problem, strat, [s for s in problem.settings if result.measured.get(s, 0) > 0])
-    _warn_corrupt(store, said)
+    _warn_corrupt(store.root, store.scan(status=None).corrupt, said)
 
 
 def _other_race(path: Path, doc: dict[str, Any]) -> str | None:
@@ -329,14 +331,13 @@ def _say_raised_pilots(problem: Any, strategy: Any, ran: list[Any]) -> None:
                    "to land every design point")
 
 
-def _warn_corrupt(store: Any, said: frozenset[str] = frozenset()) -> frozenset[str]:
-    """Say on stderr when the store skipped unreadable record files (the answer used fewer
-    runs than the directory seems to hold), unless all of them were ``said`` before;
-    returns the names of the files skipped."""
-    wrecks = getattr(store, "corrupt_", None) or []
+def _warn_corrupt(root: Path, wrecks: list[Any], said: frozenset[str] = frozenset()) -> frozenset[str]:
+    """Say on stderr when a read of the store at ``root`` skipped unreadable record files
+    (``wrecks``: the answer used fewer runs than the directory seems to hold), unless all of
+    them were ``said`` before; returns the names of the files skipped."""
     names = frozenset(w.path.name for w in wrecks)
     if wrecks and not names <= said:
-        typer.echo(f"warning: {len(wrecks)} unreadable record file(s) in {store.root} were skipped "
-                   f"(first: {wrecks[0].path.name}); `runners status --data {store.root}` lists them, "
+        typer.echo(f"warning: {len(wrecks)} unreadable record file(s) in {root} were skipped "
+                   f"(first: {wrecks[0].path.name}); `runners status --data {root}` lists them, "
                    "and the next run of their proposals replaces them", err=True)
     return names

@@ -184,11 +184,10 @@ def load_records(data_dir: Path) -> tuple[list[RunRecord], list[RunRecord], list
     from planner.engine import open_store
 
     check_campaign_dir(data_dir)
-    store = open_store(data_dir)
-    ok = store.records(status="ok")
-    corrupt = [(str(c.path), c.reason) for c in getattr(store, "corrupt_", [])]
-    failed = store.records(status="failed")
-    corrupt += [(str(c.path), c.reason) for c in getattr(store, "corrupt_", [])]
+    scan = open_store(data_dir).scan(status=None)
+    ok = [r for r in scan.records if r.status == "ok"]
+    failed = [r for r in scan.records if r.status == "failed"]
+    corrupt = [(str(c.path), c.reason) for c in scan.corrupt]
     key = lambda r: (r.model, r.reward, r.budget, r.rho_planned, r.seed, r.run_id, r.attempt)  # noqa: E731
     return sorted(ok, key=key), sorted(failed, key=key), corrupt
 

@@ -31,10 +31,11 @@ def card(
 
     check_campaign_dir(data)
     store = PilotStore(data)
-    records = store.records(status=None)
+    scan = store.scan(status=None)
+    records = scan.records
     matches = [r for r in records if r.run_id == run_id]
     if not matches:
-        wrecks = [c for c in store.corrupt_ if c.path.name.startswith(f"{run_id}.")]
+        wrecks = [c for c in scan.corrupt if c.path.name.startswith(f"{run_id}.")]
         if wrecks:
             raise ConfigError(f"run_id: the record of {run_id!r} is corrupt ({wrecks[0].path.name}: "
                               f"{wrecks[0].reason}); the next `runners execute` of its proposal reruns it")
