@@ -6,7 +6,7 @@ activation checkpointing), counted three ways, side by side in one run:
 
 * ``measured``: ``torch.utils.flop_counter.FlopCounterMode`` on a meta-device model
   (eager attention), the ground truth;
-* ``accountant``: ``planner flops`` (closed form);
+* ``accountant``: ``planner flops --no-checkpointing`` (closed form);
 * ``2N`` / ``6N``: the shortcuts ``2 * N * tokens`` and ``6 * N * tokens`` with N = all
   parameters (embeddings included, as model cards quote N).
 

@@ -180,7 +180,8 @@ def classify_setting(
     at = int(np.argmin(np.abs(g - call.rho_star)))
     call.extra["rho_star_support"] = "measured" if near[at] else "posterior-mean"
     call.extra["noise_sd"] = float(np.sqrt(max(surrogate.run_noise_variance(reward), 0.0)))  # the stake's scale
-    call.extra["noise_source"] = getattr(surrogate, "noise_source", "inferred")
+    source = getattr(surrogate, "noise_source", None)
+    call.extra["noise_source"] = source(reward) if callable(source) else None
     return call
 
 

@@ -226,8 +226,9 @@ def _one_by_one(
                 rec = engine.run(p, seed)
                 bad = nonfinite_fields(rec) if rec.status == "ok" else None
                 if bad:
+                    # A NaN total would make every --max-flops test false: no card then.
                     rec = _failed(engine, p, seed, "nan", f"non-finite values in {bad}", time.perf_counter() - t0,
-                                  card=rec.card)
+                                  card=rec.card if math.isfinite(rec.card.flops.total) else None)
             except RaceError:
                 raise
             except Exception as exc:

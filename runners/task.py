@@ -286,7 +286,9 @@ def _run_held(task: Task, store: PilotStore, prog: ProgressFile, lease: RunLease
         record = record.model_copy(update={"attempt": task.attempt, "run_id": task.run_id})
         bad = nonfinite_fields(record) if record.status == "ok" else None
         if bad:
-            raise RunFailed(f"non-finite values in {bad}", kind="nan", card=record.card)
+            # A NaN total would poison every FLOP sum over the store: no card then.
+            raise RunFailed(f"non-finite values in {bad}", kind="nan",
+                            card=record.card if math.isfinite(record.card.flops.total) else None)
     except RunFailed as exc:
         record = failed_record(task, str(exc), exc.kind, card=exc.card, metrics=exc.metrics,
                                engine=engine, wall_s=time.monotonic() - t0, last_progress=last)

@@ -380,15 +380,20 @@ class FrontierSurrogate:
         std = float(self.model_.outcome_transform.stdvs.squeeze())
         return float(self.model_.likelihood.noise.detach().mean()) * std**2
 
-    @property
-    def noise_source(self) -> str:
-        """Where :meth:`run_noise_variance` comes from: ``"replicates"`` (seed replicates
-        with enough degrees of freedom) or ``"inferred"`` (the fit's noise level). Without
+    def noise_source(self, reward: str | None = None) -> str:
+        """Where :meth:`run_noise_variance` of ``reward`` comes from: ``"replicates"`` (its
+        seed replicates), ``"other replicates"`` (the pooled replicates of other reward
+        systems, where this one has none), or ``"inferred"`` (the fit's noise level). Without
         replicates few runs hardly identify the noise: the fit then sits near its prior's
         mode, a small fraction of the runs' spread, which is too small wherever that spread
         is mostly noise (a 10-run race: 0.0009 against the world's 0.010)."""
         self._check()
-        return "replicates" if self.data_.yvar is not None else "inferred"
+        if self.data_.yvar is None:
+            return "inferred"
+        if reward is None or reward not in self.rewards_:
+            return "replicates"
+        mine = self.data_.X[:, 1] == float(self.rewards_.index(reward))
+        return "replicates" if (self.data_.counts[mine] > 1).any() else "other replicates"
 
     def _run_noise_at(self, X: ArrayLike) -> NDArray[np.float64]:
         """:meth:`run_noise_variance` of each row of ``X`` ``(..., 5)`` -> ``(...)``, by its

@@ -289,7 +289,8 @@ def race(
     display.final(result, path)
     if replaced:
         typer.echo(f"note: {path} held {replaced}; it is replaced (its runs stay in the store: rerunning that "
-                   "race's command writes its summary again, without new runs)", err=True)
+                   "race's command resumes from them and writes its summary again, with more runs only if "
+                   "its calls reopen)", err=True)
     unrun = [s.key for s in problem.settings if result.measured.get(s, 0) == 0]
     if unrun:
         why = "every attempt failed" if all(result.runs[s] for s in problem.settings

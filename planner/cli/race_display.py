@@ -110,7 +110,8 @@ def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], resu
         if result is not None and result.measured.get(s, 0) == 0:
             # Only other settings' runs speak for it: a call and a stake here would read as
             # measured (regimes.json keeps the prediction, with runs 0).
-            rows.append([s.key, "-", "-", "no runs", "-", "-", "0"])
+            failed = result.runs[s]
+            rows.append([s.key, "-", "-", "no runs", "-", "-", "0" + (f" +{failed} failed" if failed else "")])
             continue
         mark = {"confident": "", "indifferent": "~", "open": "?"}[decision_state(c, problem)]
         row = [s.key, f"{c.rho_star:.2f}", f"{c.rho_star_ci[0]:.2f}-{c.rho_star_ci[1]:.2f}",

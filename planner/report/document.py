@@ -84,6 +84,17 @@ def _figs(figs: dict[str, list[FigureRef]], section: str) -> list[Block]:
     return [Block("figure", figure=f) for f in figs.get(section, [])]
 
 
+def _ok_runs(entries: list[dict[str, Any]]) -> int | None:
+    """The ok runs of a race summary's settings (``runs`` beside ``failed_runs``; a summary
+    written before failed_runs existed counted attempts there: None)."""
+    if not entries or not all("failed_runs" in e for e in entries):
+        return None
+    try:
+        return sum(int(e["runs"]) for e in entries)
+    except (TypeError, ValueError):
+        return None
+
+
 def _race(data: ReportData) -> list[Block]:
     """The race's own summary (DIR/regimes.json) beside the report's recomputed calls."""
     race = data.race
@@ -100,8 +111,8 @@ def _race(data: ReportData) -> list[Block]:
             f"at {budget:.3g} FLOPs; its last invocation ran {race.get('rounds', '?')} round(s) and stopped "
             f"({race.get('stop_reason', '?')}) with {decided} of {len(entries)} setting(s) decided "
             f"(confidence threshold {race.get('confidence', '?')}). Its settings have {race.get('runs', '?')} "
-            f"run(s) in the store ({_float(race.get('flops_spent')):.3g} FLOPs, failed attempts included), "
-            "every one of which its fit used.")
+            f"run(s) in the store, failed attempts included ({_float(race.get('flops_spent')):.3g} FLOPs)"
+            + (f", {ok} of them ok." if (ok := _ok_runs(entries)) is not None else "."))
     if other:
         text += " Their runs at other budgets were at " + ", ".join(f"{b:.4g}" for b in other) + " FLOPs."
     out = [Block("h2", "Race"), Block("p", text)]

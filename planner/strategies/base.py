@@ -82,8 +82,8 @@ class RaceProblem:
                 compile_plan(s.model, s.reward, 0.5, self.budget, self.opts)
             except InfeasibleError as exc:
                 if exc.field == "budget":
-                    raise ConfigError(f"budget: {self.budget:.3g} FLOPs buys no {s.key} run; raise it to about "
-                                      f"{exc.nearest:.3g}, the cost of the nearest run at rho 0.5") from None
+                    raise ConfigError(f"budget: {self.budget:.3g} FLOPs buys no {s.key} run; the nearest run at "
+                                      f"rho 0.5 costs {exc.nearest:.3g} FLOPs (within 2% of it compiles)") from None
 
 
 def decision_state(call: RegimeCall, problem: RaceProblem) -> str:

@@ -179,7 +179,8 @@ def status(
     corrupt = store.corrupt()
     if as_json:
         typer.echo(json.dumps({
-            "records": [r.to_row() | {"plan_json": None, "card_json": None} for r in rows],
+            # rho null where no split was metered (a failed run's partial card), as in the table
+            "records": [r.to_row() | {"plan_json": None, "card_json": None, "rho": r.card.metered_rho} for r in rows],
             "corrupt": [{"file": str(c.path), "reason": c.reason} for c in corrupt],
         }, indent=2, default=str))
         return

@@ -310,9 +310,13 @@ def test_replicate_noise_is_each_reward_systems_own() -> None:
     assert quiet < loud / 4
     per_run = sur.data_.yvar * sur.data_.counts
     assert quiet == pytest.approx(np.median(per_run[sur.data_.X[:, 1] == REWARDS.index("sparse")]))
-    assert sur.noise_source == "replicates"
+    assert sur.noise_source("sparse") == sur.noise_source("prm") == "replicates"
     one_seed = FrontierSurrogate(rewards=REWARDS, budget_range=(1e14, 1e16)).fit([r for r in recs if r["seed"] == 0])
-    assert one_seed.noise_source == "inferred"  # the fit's guess: the race marks its stake so
+    assert one_seed.noise_source("sparse") == "inferred"  # the fit's guess: the race marks its stake so
+    # prm without replicates of its own borrows sparse's: said so, not "replicates".
+    mixed = FrontierSurrogate(rewards=REWARDS, budget_range=(1e14, 1e16)).fit(
+        [r for r in recs if r["reward"] == "sparse" or r["seed"] == 0])
+    assert (mixed.noise_source("sparse"), mixed.noise_source("prm")) == ("replicates", "other replicates")
     X = np.concatenate([sur.encode("small", "sparse", [0.5], 1e15), sur.encode("small", "prm", [0.5], 1e15)])
     _, latent = sur.predict(X)
     _, run = sur.predict(X, observation_noise=True)
