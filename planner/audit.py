@@ -21,7 +21,9 @@ TRL 1.16 semantics (``GRPOConfig`` / ``GRPOTrainer``):
 Lengths are the recipe's *expected* ones. HF generate pads a batch to its longest
 completion and the train and log-prob passes run on padded micro-batches, so the FLOPs
 executed lie between this audit and :attr:`Audit.padded_round`, the same recipe at
-``max_completion_length`` (vLLM generates without the padding).
+``max_completion_length`` (vLLM generates without the padding), as far as completions go:
+prompts stay at their expected length, and TRL 1.16 pads them to each batch's longest
+(there is no ``max_prompt_length`` any more).
 """
 
 from __future__ import annotations

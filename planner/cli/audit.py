@@ -95,9 +95,11 @@ def audit(
     )
     pad = result.padded_round
     if recipe.completion_len < recipe.max_completion_length:
+        where = ("the training passes run on micro-batches padded to their longest completion"
+                 if recipe.use_vllm else "HF generate runs to the longest completion of a batch")
         c.print(
-            f"Costed at the expected {recipe.completion_len} completion tokens. Batches padded to "
-            f"max_completion_length={recipe.max_completion_length} (HF generate runs to the longest completion "
-            f"of a batch) cost up to {pad.total / result.per_round.total:.2f}x as much per round, "
-            f"at rho = {pad.rho:.3f}.", highlight=False,
+            f"Costed at the expected {recipe.completion_len} completion tokens. With every completion padded to "
+            f"max_completion_length={recipe.max_completion_length} ({where}) a round costs "
+            f"{pad.total / result.per_round.total:.2f}x as much, at rho = {pad.rho:.3f} (prompts at their "
+            "expected length: TRL 1.16 pads them to each batch's longest, unbounded).", highlight=False,
         )
