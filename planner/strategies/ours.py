@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -197,8 +198,17 @@ class RaceStrategy:
 
     def _target_runs(self, s: Setting) -> int:
         """Distinct target-budget plans run for ``s`` (seed replicates of one plan count once)."""
+        return len({r.proposal_id for r in self.records_ if (r.model, r.reward) == s and self._at_target(r)})
+
+    def _at_target(self, r: RunRecord) -> bool:
+        """Whether ``r`` ran at the decision budget: within :func:`at_budget`'s band, or at
+        the budget the compiler raised a target-budget request of its rho to (at small
+        budgets an anchor or duel run can cost twice the budget, and must still count)."""
         b = self.problem.budget
-        return len({r.proposal_id for r in self.records_ if (r.model, r.reward) == s and at_budget(r.budget, b)})
+        if at_budget(r.budget, b):
+            return True
+        plan, _ = compile_feasible(Setting(r.model, r.reward), r.plan.rho_target, b, self.problem.opts)
+        return plan is not None and math.isclose(plan.budget, r.budget, rel_tol=1e-9)
 
     @one_thread
     def ask(self, n: int | None = None, pending: Sequence[Proposal] = ()) -> list[Proposal]:
@@ -373,8 +383,7 @@ class RaceStrategy:
         return Prediction(target=self.problem.target, mean=float(mean[0]), std=float(std[0]))  # type: ignore[arg-type]
 
     def _near_target_run(self, s: Setting, rho: float, tol: float = 0.08) -> bool:
-        b = self.problem.budget
-        return any((r.model, r.reward) == s and at_budget(r.budget, b) and abs(r.card.rho - rho) <= tol
+        return any((r.model, r.reward) == s and abs(r.card.rho - rho) <= tol and self._at_target(r)
                    for r in self.records_)
 
     def pilot_budgets(self, settings: Sequence[Setting] | None = None) -> dict[Setting, float]:

@@ -458,3 +458,21 @@ def test_a_race_problem_checks_what_the_cli_used_to_check_alone() -> None:
         RaceProblem((S,), budget=1e16, pilot_budget=1e14, indifference=2.0)
     with pytest.raises(ConfigError, match="reward"):
         RaceProblem((Setting("qwen2.5-1.5b", "nope"),), budget=1e16, pilot_budget=1e14)
+
+
+def test_a_target_request_the_compiler_raised_still_counts_as_at_the_target() -> None:
+    """At 1e14 a 1.5b/prm request at rho 0.018 compiles only at 2.2e14, past the 1.5x band:
+    that anchor or duel run is the target's all the same, or the call could never be
+    checked (the race would run on to a cap); a run 10x dearer is not."""
+    from planner.compiler import compile_plan
+    from planner.design import compile_feasible
+    from planner.proposals import make_proposal
+
+    problem = RaceProblem((P,), budget=1e14, pilot_budget=1e12)
+    st = make_strategy("ours", problem, 0)
+    raised, _ = compile_feasible(P, 0.018, 1e14, None)
+    assert raised is not None and raised.budget > 1.5e14
+    dear = compile_plan(P.model, P.reward, 0.3, 1e15)
+    st.tell([run(make_proposal(raised), {P: 0.4}), run(make_proposal(dear), {P: 0.4})])
+    assert st._target_runs(P) == 1
+    assert st._near_target_run(P, raised.rho, 0.01) and not st._near_target_run(P, dear.rho, 0.01)
