@@ -142,10 +142,18 @@ def _describe(source: dict[str, Any], other: dict[str, Any]) -> str:
     # The hash is for the comparison; a person reads the name, and the hash only where the
     # names agree (a world file edited since its runs: same name, other contents).
     same_names = all(source.get(k) == other.get(k) for k in source if k != "world_sha256")
-    return ", ".join(
-        f"world file sha256 {str(v)[:12]}" if k == "world_sha256" else f"{k} {str(v)[:12]!r}"
-        for k, v in source.items() if v is not None and (k != "world_sha256" or same_names)
-    )
+
+    def text(k: str, v: Any) -> str:
+        if k == "world_sha256":
+            return f"world file sha256 {str(v)[:12]}"
+        if isinstance(v, dict):  # engine options: every one, as the user typed them
+            return f"{k} " + " ".join(f"{a}={b}" for a, b in v.items())[:120]
+        return f"{k} {str(v)[:12]!r}"
+
+    shown = [text(k, v) for k, v in source.items() if v is not None and (k != "world_sha256" or same_names)]
+    if "options" in source and source["options"] is None and other.get("options") is not None:
+        shown.append("default options")
+    return ", ".join(shown)
 
 
 def check_same_source(records: Iterable[RunRecord], engine: Engine, data: str | Path) -> None:
@@ -162,5 +170,5 @@ def check_same_source(records: Iterable[RunRecord], engine: Engine, data: str | 
                 and got.get("world_sha256") != want.get("world_sha256") and "world_sha256" in want else ""
             raise ConfigError(
                 f"data: {str(data)!r} holds runs of {_describe(got, want)} (e.g. {r.run_id}), not "
-                f"{_describe(want, got)}{edited}; use a separate --data directory per engine and world"
+                f"{_describe(want, got)}{edited}; use a separate --data directory per engine, world and engine options"
             )

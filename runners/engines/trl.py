@@ -53,6 +53,14 @@ _OPTIONS = {
 }
 
 
+# Options that change what a run measures: part of the engine's source, so a store refuses
+# runs made with other ones (a rerun with another learning rate is not "already done", and
+# scores on 64 evaluation problems do not mix with scores on 256). threads and use_vllm
+# change speed and rounding, not the experiment.
+_OUTCOME_OPTIONS = ("learning_rate", "policy_path", "scorer_path", "dataset", "data_path", "eval_data",
+                    "eval_samples", "micro_batches")
+
+
 # Options that must be numbers (checked when the engine is built, not as a failed run).
 _NUMERIC = {"learning_rate": float, "eval_samples": int, "micro_batches": int, "threads": int}
 
@@ -138,8 +146,10 @@ class TrlEngine:
                 raise ConfigError("engine trl: use_vllm needs device=cuda")
         self.device = device
         self.quick = quick
-        # Quick runs are a smaller experiment: they must not pass for full ones (planner.engine).
-        self.source = {"quick": self.quick}
+        # Quick runs are a smaller experiment: they must not pass for full ones (planner.engine),
+        # nor runs with other outcome options (None when all are defaults: older stores match).
+        self.source = {"quick": self.quick,
+                       "options": {k: opts[k] for k in _OUTCOME_OPTIONS if k in opts} or None}
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else None
         self.opts = opts
 
@@ -208,7 +218,7 @@ class TrlEngine:
             metrics=metrics,
             wall_s=wall,
             provenance={"simulated": False, "engine": self.name, "device": self.device,
-                        "quick": self.quick, "target": proposal.target, **provenance},
+                        "target": proposal.target, **self.source, **provenance},
         )
 
     def _card(self, state: Any, wall: float) -> ComputeCard:

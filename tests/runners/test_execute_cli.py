@@ -259,3 +259,25 @@ def test_an_empty_proposals_file_says_there_is_nothing_to_run(tmp_path: Path) ->
     assert res.exit_code == 0, res.stderr
     assert res.stderr.strip() == f"note: {empty} lists no proposals: nothing to run, {tmp_path / 'd'} left as it was"
     assert res.stdout.startswith("0 ok, 0 failed") and not (tmp_path / "d").exists()
+
+
+def test_a_trl_store_refuses_runs_made_with_other_outcome_options(proposals: Path, tmp_path: Path) -> None:
+    """A run id is proposal + seed: a rerun with another learning rate or evaluation size
+    passed as 'already done', and scores on 64 and 256 evaluation problems mixed in one fit."""
+    from planner.engine import check_same_source
+    from planner.errors import ConfigError
+    from planner.proposals import read_proposals
+    from runners.engines.trl import TrlEngine
+
+    rec = SimEngine().run(read_proposals(proposals).proposals[0], 0)
+    old = rec.model_copy(update={"engine": "trl", "provenance": {"quick": False}})  # before options were kept
+    check_same_source([old], TrlEngine(), tmp_path)  # all defaults: an older store still matches
+    check_same_source([old], TrlEngine(threads=2), tmp_path)  # speed, not the experiment
+    with pytest.raises(ConfigError, match=r"not engine 'trl', quick 'False', options eval_samples=64"):
+        check_same_source([old], TrlEngine(eval_samples=64), tmp_path)
+    new = old.model_copy(update={"provenance": {"quick": False, "options": {"eval_samples": 64}}})
+    check_same_source([new], TrlEngine(eval_samples=64), tmp_path)
+    with pytest.raises(ConfigError, match="default options"):
+        check_same_source([new], TrlEngine(), tmp_path)
+    with pytest.raises(ConfigError, match="learning_rate=0.01"):
+        check_same_source([new], TrlEngine(eval_samples=64, learning_rate=0.01), tmp_path)
