@@ -92,6 +92,8 @@ def plan(
     if target not in TARGETS:
         raise ConfigError(f"target: unknown target {target!r}; use one of: {', '.join(TARGETS)}")
     arch = get_model(model)
+    if arch.role != "policy":  # before the lengths: a PRM's short context is not the problem
+        raise ConfigError(f"model: {model!r} is a reward model, not a policy; pick a policy model")
     prompt, completion = prompt_len or arch.defaults.prompt_len, completion_len or arch.defaults.completion_len
     tokens = prompt + completion
     if tokens > arch.max_position_embeddings:

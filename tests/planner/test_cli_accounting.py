@@ -51,6 +51,8 @@ def test_plan_table() -> None:
         (["plan", "-m", "qwen2.5-7b", "-r", "prm", "--rho", "0.3", "--budget", "1e13"], "budget"),
         (["flops", "-m", "nope"], "model"),
         (["plan", "-m", "qwen2.5-math-prm-7b", "-r", "sparse", "--rho", "0.5", "--budget", "1e17"], "model"),
+        # A tiny PRM's 256-token context once made this a complaint about --completion-len.
+        (["plan", "-m", "tiny-prm-s", "-r", "sparse", "--rho", "0.5", "--budget", "1e11"], "model"),
         (["plan", "-m", "qwen2.5-1.5b", "-r", "sparse", "--rho", "0.5", "--budget", "1e3"], "budget"),
         (["plan", "-m", "qwen2.5-1.5b", "-r", "sparse", "--rho", "0.5", "--budget", "1e17",
           "--prompt-len", "30000", "--completion-len", "30000"], "completion-len"),
