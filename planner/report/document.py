@@ -68,12 +68,14 @@ def _n_runs(records: Sequence[Any]) -> int:
 
 
 def _fmt_stake(call: RegimeCall) -> str:
-    """``0.0092 (1.1 sd)``; without a noise scale the bare value, without a stake ``-``."""
+    """``0.0092 (1.1 sd)``, ``sd*`` where that noise is the fit's guess (no seed replicates);
+    without a noise scale the bare value, without a stake ``-``."""
     if not math.isfinite(call.stake):
         return "-"
     if not math.isfinite(call.stake_sd):
         return f"{call.stake:.4f}"
-    return f"{call.stake:.4f} ({call.stake_sd:.1f} sd)"
+    mark = "*" if call.extra.get("noise_source") == "inferred" else ""
+    return f"{call.stake:.4f} ({call.stake_sd:.1f} sd{mark})"
 
 
 def _fmt_ci(ci: Sequence[float]) -> str:
@@ -189,12 +191,22 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
         for s, f in fit.frontiers.items():
             n = sum(1 for r in data.ok if (r.model, r.reward, float(r.budget)) == (s.model, s.reward, s.budget))
             c = f.call
-            rows.append([s.model, s.reward, f"{s.budget:.4g}", str(n), f"{c.rho_star:.2f}",
+            # +: rho* is the posterior mean's peak, with no run near it at this budget.
+            held = "" if c.extra.get("rho_star_support", "measured") == "measured" else "+"
+            rows.append([s.model, s.reward, f"{s.budget:.4g}", str(n), f"{c.rho_star:.2f}{held}",
                          _fmt_ci(c.rho_star_ci), c.regime, f"{c.confidence:.2f}",
                          _fmt_stake(c), f"{f.predicted_at_rho_star:.3f}"])
+        marks = []
+        if any(r[4].endswith("+") for r in rows):
+            marks.append("rho*+: a prediction, no run of the setting near it at that budget")
+        if any("sd*" in r[8] for r in rows):
+            marks.append("sd*: that noise is the fit's guess, with no seed replicates to measure it; with "
+                         "few runs it can be several times too small, and P and the stake too sure "
+                         "(`--seeds 2` measures it)")
         out.append(Block("table", headers=["model", "reward", "budget", "runs", "rho*", "90% interval",
                                            "regime", "P(regime)", "stake", f"predicted {data.target} at rho*"],
                          rows=rows))
+        out += [Block("note", m) for m in marks]
         out.append(Block("h2", "Frontiers"))
         out += _figs(figs, "frontiers")
         out.append(Block("h2", "rho* against model size"))

@@ -437,3 +437,16 @@ def test_a_report_written_again_leaves_no_figure_of_the_earlier_one(tmp_path: Pa
     again = build_report(failed, out, progress=False)
     assert {p.name for p in (out / "figures").iterdir()} == {p.name for p in again.figures} | {"mine.txt",
                                                                                                 "mine.png"}
+
+
+def test_a_guessed_noise_and_a_predicted_rho_star_are_marked(tmp_path: Path) -> None:
+    """One seed per plan: the stake's sd is the fit's guess (sd*), as the race table marks
+    it; a budget whose runs lie far from rho* shows rho* as a prediction (rho*+)."""
+    data = make_campaign(tmp_path / "d", models=MODELS[:1], rewards=REWARDS[:1], n_rho=4, seeds=(0,), n_failed=0)
+    res = build_report(data, tmp_path / "out", target="native", progress=False)
+    calls = res.markdown.read_text().split("## Regime calls")[1].split("\n## ")[0]
+    assert re.search(r"\| \d\.\d{4} \(\d+\.\d sd\\\*\) \|", calls)
+    assert "> sd*: that noise is the fit's guess" in calls
+    doc = json.loads((tmp_path / "out" / "regimes.json").read_text())
+    supports = {s.get("rho_star_support") for s in doc["settings"]}
+    assert ("posterior-mean" in supports) == ("rho*+: a prediction" in calls)

@@ -279,5 +279,5 @@ def test_a_trl_store_refuses_runs_made_with_other_outcome_options(proposals: Pat
     check_same_source([new], TrlEngine(eval_samples=64), tmp_path)
     with pytest.raises(ConfigError, match="default options"):
         check_same_source([new], TrlEngine(), tmp_path)
-    with pytest.raises(ConfigError, match="learning_rate=0.01"):
+    with pytest.raises(ConfigError, match=r"learning_rate=0\.01"):
         check_same_source([new], TrlEngine(eval_samples=64, learning_rate=0.01), tmp_path)
