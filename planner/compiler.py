@@ -253,10 +253,13 @@ def compile_plan(
     if best_err > o.rho_tolerance:
         lo, hi = min(c[0] for c in cands), max(c[0] for c in cands)
         # A rho the levers actually reach (the range has gaps), not just the request clamped.
+        # A request for it gets a plan within about 0.01 (near-ties go to simpler levers, and
+        # small budgets to other prompt counts): said, since asking for 0.068 may give 0.072.
         nearest = min((c[0] for c in cands), key=lambda x: abs(x - rho))
         raise InfeasibleError(
             f"rho: {rho:.3f} is out of reach for {model} with {reward} rewards "
-            f"(levers reach [{lo:.3f}, {hi:.3f}]); nearest feasible rho = {nearest:.3f}",
+            f"(levers reach [{lo:.3f}, {hi:.3f}]); nearest feasible rho = {nearest:.3f} (a request "
+            "gets the simplest plan within about 0.01 of it)",
             field="rho",
             nearest=nearest,
         )
