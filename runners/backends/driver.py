@@ -101,6 +101,7 @@ class Driver:
             for key in ("reward", h.task.proposal.target):
                 if isinstance(info.get(key), int | float):
                     v.reward = float(info[key])
+                    v.reward_of = "train" if key == "reward" else key
                     break
         if v.state != "running" or v.started is None:
             return  # not started: a file gone since (swept by another driver) keeps the last start
@@ -121,7 +122,7 @@ class Driver:
         v = self.views[task.run_id]
         v.state, v.wall_s, v.error = out.status, out.wall_s or v.wall_s, out.error
         if out.reward is not None:
-            v.reward = out.reward
+            v.reward, v.reward_of = out.reward, task.proposal.target
         if out.flops:
             v.flops = out.flops
         v.phase = "done" if out.status == "ok" else v.phase
@@ -181,7 +182,7 @@ class Driver:
             return
         finished = sum(1 for w in self.views.values() if w.state in ("ok", "failed", "skipped"))
         what = out.status if out.status != "failed" else f"failed ({(out.error or '')[:80]})"
-        reward = "" if v.reward is None else f", reward {v.reward:.3f}"
+        reward = "" if v.reward is None else f", {v.reward_of} {v.reward:.3f}"
         self._log.print(f"[{finished}/{len(self.views)}] {v.run_id} try {v.attempt}: {what}{reward}, "
                         f"{v.flops:.3g} FLOPs, {v.wall_s:.0f} s", highlight=False, soft_wrap=True, markup=False)
 

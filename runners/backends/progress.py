@@ -113,6 +113,9 @@ class RunView:
     flops: float = 0.0
     budget: float = 0.0
     reward: float | None = None
+    # What ``reward`` is: the training batch's reward while the run trains ("train"), the
+    # target metric once it is evaluated (its name, e.g. "native").
+    reward_of: str = "train"
     started: float | None = None
     wall_s: float = 0.0
     error: str | None = None
@@ -151,7 +154,7 @@ def render(views: list[RunView], counts: dict[str, int], total: int, width: int 
     style = {"ok": "green", "failed": "red", "running": "cyan", "retrying": "yellow", "waiting": "yellow"}
     for v in shown:
         pct = f"{v.flops / v.budget:.0%}" if v.budget else ""
-        reward = "" if v.reward is None else f"{v.reward:.3f}"
+        reward = "" if v.reward is None else f"{v.reward:.3f} {v.reward_of}"
         state = v.state if not v.error else f"{v.state}: {v.error[:40]}"
         t.add_row(
             v.run_id, str(v.attempt), Text(state, style=style.get(v.state, "")), v.phase,

@@ -61,7 +61,7 @@ def test_execute_rerun_and_status(proposals: Path, tmp_path: Path) -> None:
     assert "of budget" in res.stderr and "100%" in res.stderr  # the table, once, at the end
     # Not a terminal (a log): a line per finished run as it finishes, not just the end.
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("[")]
-    assert [ln[:6] for ln in lines] == ["[1/2] ", "[2/2] "] and all("try 1: ok, reward" in ln for ln in lines)
+    assert [ln[:6] for ln in lines] == ["[1/2] ", "[2/2] "] and all("try 1: ok, native 0." in ln for ln in lines)  # the target, named
     before = PilotStore(data).fingerprint()
 
     again = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim",
