@@ -92,6 +92,11 @@ def test_execute_rerun_and_status(proposals: Path, tmp_path: Path) -> None:
     assert st.stdout.count("tiny-s.sparse.r0.700") == 3 and "half-s0.parquet" in st.stdout
     js = json.loads(RUNNER.invoke(app, ["status", "--data", str(data), "--json"]).stdout)
     assert len(js["records"]) == 3 and js["corrupt"][0]["file"].endswith("half-s0.parquet")
+    # Once a rerun moved the wreck aside, it is history: not counted as a live problem.
+    (data / "corrupt").mkdir()
+    (data / "runs" / "half-s0.parquet").rename(data / "corrupt" / "half-s0.parquet.1")
+    st = RUNNER.invoke(app, ["status", "--data", str(data)])
+    assert "3 ok, 0 failed, 0 corrupt (1 moved aside earlier)" in " ".join(st.stdout.split())
 
 
 def test_failed_runs_exit_1_and_show_in_status(proposals: Path, tmp_path: Path) -> None:
