@@ -213,25 +213,34 @@ def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any]) -> Recipe:
 def _checkpointing(cfg: dict[str, Any], flag: Any) -> tuple[bool, bool]:
     """(checkpointing on, its early stop) as transformers 5 resolves them: the
     ``activation_checkpointing*`` keys win, ``gradient_checkpointing*`` are their deprecated
-    aliases (GRPOConfig's default: on). ``use_reentrant`` recomputes each layer whole (no
-    early stop); ``every_n_layers`` other than 1 checkpoints a subset, which is not costed."""
-    on = cfg.get("activation_checkpointing")
-    on = flag("gradient_checkpointing", True) if on is None else flag("activation_checkpointing", False)
+    aliases (GRPOConfig's default: on; both null: off). ``use_reentrant`` recomputes each
+    layer whole (no early stop): transformers passes no kwargs as ``use_reentrant=False``,
+    but kwargs without the key go to torch as they are, and torch 2.13 then defaults to the
+    reentrant variant. ``every_n_layers`` other than 1 checkpoints a subset: not costed."""
+    if cfg.get("activation_checkpointing") is not None:
+        on = flag("activation_checkpointing", False)
+    else:
+        on = cfg.get("gradient_checkpointing") is not None and flag("gradient_checkpointing", True)
     key = "activation_checkpointing_kwargs" if cfg.get("activation_checkpointing_kwargs") is not None \
         else "gradient_checkpointing_kwargs"
-    kwargs = cfg.get(key) or {}
+    kwargs = cfg.get(key)
+    if kwargs is None:
+        return on, True  # transformers' own default: non-reentrant, with the early stop
     if isinstance(kwargs, str):  # transformers also takes the dict as a JSON string
         try:
             kwargs = json.loads(kwargs)
         except json.JSONDecodeError:
             kwargs = None
+        if isinstance(kwargs, dict):  # and converts its "true"/"false" strings
+            kwargs = {k: {"true": True, "false": False}.get(v, v) if isinstance(v, str) else v
+                      for k, v in kwargs.items()}
     if not isinstance(kwargs, dict):
         raise ConfigError(f"config: {key} must be a mapping (e.g. {{use_reentrant: false}}), got {cfg.get(key)!r}")
     if on and kwargs.get("every_n_layers", 1) != 1:
         raise ConfigError(f"config: {key}.every_n_layers {kwargs['every_n_layers']!r} checkpoints a subset of "
                           "layers, which the audit does not cost; audit with 1 (every layer) and with "
                           "activation_checkpointing: false to bracket it")
-    reentrant = kwargs.get("use_reentrant", False)
+    reentrant = kwargs.get("use_reentrant", True)
     if not isinstance(reentrant, bool):
         raise ConfigError(f"config: {key}.use_reentrant must be true or false, got {reentrant!r}")
     return on, not reentrant

@@ -292,6 +292,15 @@ def test_activation_checkpointing_is_the_name_transformers_reads_first(tmp_path:
         early = _audit_with(tmp_path, lora_target_modules=["q_proj", "v_proj"])
         assert whole["per_round"]["learning"] > early["per_round"]["learning"]
         assert whole["per_round"]["search"] == early["per_round"]["search"]
+    # Kwargs without use_reentrant reach torch as they are, and torch 2.13 then recomputes
+    # reentrantly; a JSON string's "false" is read as transformers reads it; null is off.
+    qv = {"lora_target_modules": ["q_proj", "v_proj"]}
+    whole = _audit_with(tmp_path, **qv, activation_checkpointing_kwargs={"use_reentrant": True})
+    assert _audit_with(tmp_path, **qv, activation_checkpointing_kwargs={"preserve_rng_state": False}
+                       )["per_round"] == whole["per_round"]
+    assert _audit_with(tmp_path, **qv, gradient_checkpointing_kwargs='{"use_reentrant": "false"}'
+                       )["per_round"] == _audit_with(tmp_path, **qv)["per_round"]
+    assert _audit_with(tmp_path, gradient_checkpointing=None)["per_round"] == off["per_round"]
     res = runner.invoke(app, ["audit", str(tmp_path / "r0.json")])
     assert res.exit_code == 0
     (tmp_path / "every.json").write_text(json.dumps(
