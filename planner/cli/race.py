@@ -291,11 +291,14 @@ def race(
         typer.echo(f"note: {path} held {replaced}; it is replaced (its runs stay in the store: rerunning that "
                    "race's command resumes from them and writes its summary again, with more runs only if "
                    "its calls reopen)", err=True)
-    unrun = [s.key for s in problem.settings if result.measured.get(s, 0) == 0]
+    unrun = [s for s in problem.settings if result.measured.get(s, 0) == 0]
     if unrun:
-        why = "every attempt failed" if all(result.runs[s] for s in problem.settings
-                                            if s.key in unrun) else f"{result.stop_reason} came first"
-        typer.echo(f"note: no runs for {', '.join(unrun)} ({why}): their entries in "
+        failing = [s.key for s in unrun if result.runs[s]]
+        capped = [s.key for s in unrun if not result.runs[s]]
+        why = "; ".join(part for part in (
+            f"{', '.join(failing)}: every attempt failed (`runners status --data {data}` says why)" if failing else "",
+            f"{', '.join(capped)}: {result.stop_reason} came first" if capped else "") if part)
+        typer.echo(f"note: no runs for {', '.join(s.key for s in unrun)} ({why}): their entries in "
                    "regimes.json (runs 0) are the surrogate's predictions from the other settings' runs; "
                    "raise the cap, or race them on their own", err=True)
     _say_raised_pilots(problem, strat, [s for s in problem.settings if result.measured.get(s, 0) > 0])

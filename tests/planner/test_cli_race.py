@@ -450,7 +450,7 @@ def test_a_setting_without_runs_shows_no_call(tmp_path: Path) -> None:
     doc = json.loads((data / "regimes.json").read_text())
     prm = next(e for e in doc["settings"] if e["reward"] == "prm")
     assert prm["runs"] == 0 and prm["decided"] == "open"
-    assert res.stderr.startswith("note: no runs for qwen2.5-1.5b/prm (max-runs came first)")
+    assert res.stderr.startswith("note: no runs for qwen2.5-1.5b/prm (qwen2.5-1.5b/prm: max-runs came first)")
 
 
 def test_race_says_where_it_raised_a_pilot_budget(tmp_path: Path) -> None:
