@@ -299,9 +299,11 @@ def _trim(
 
 def regimes_document(
     result: RaceResult, *, engine: str, simulated: bool, world: str | None = None, seed: int = 0,
+    pilot_budgets: dict[Setting, float] | None = None,
 ) -> dict[str, Any]:
     """The ``regimes.json`` body: race metadata plus one entry per setting. ``seed`` (the
-    posterior samplers') is kept so ``planner report`` makes its calls with the same draws."""
+    posterior samplers') is kept so ``planner report`` makes its calls with the same draws;
+    ``pilot_budgets`` are the settings' own where the strategy raised the requested one."""
     p = result.problem
     entries = []
     for s in p.settings:
@@ -323,6 +325,7 @@ def regimes_document(
             "stake_sd": c.stake_sd if math.isfinite(c.stake_sd) else None,
             "noise_sd": c.extra.get("noise_sd"),
             "noise_source": c.extra.get("noise_source"),
+            "pilot_budget": (pilot_budgets or {}).get(s, p.pilot_budget),
             "runs": result.measured.get(s, 0),  # ok runs: what the call rests on
             "failed_runs": result.runs[s] - result.measured.get(s, 0),
             "flops_spent": result.flops[s],

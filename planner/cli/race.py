@@ -282,8 +282,9 @@ def race(
         cost = f" (the first proposal costs {seeds} x {first[0].plan.flops.total:.3g} FLOPs)" if first else ""
         raise ConfigError(f"{result.stop_reason}: the cap allows no run{cost}; raise --{result.stop_reason}")
     world_name = getattr(getattr(eng, "world", None), "name", None)
+    budgets = getattr(strat, "pilot_budgets", None)
     doc = regimes_document(result, engine=engine, simulated=bool(getattr(eng, "simulated", False)),
-                           world=world_name, seed=seed)
+                           world=world_name, seed=seed, pilot_budgets=budgets() if callable(budgets) else None)
     replaced = _other_race(data / "regimes.json", doc)
     path = write_regimes(data / "regimes.json", doc)
     display.final(result, path)

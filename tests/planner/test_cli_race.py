@@ -462,6 +462,8 @@ def test_race_says_where_it_raised_a_pilot_budget(tmp_path: Path) -> None:
     assert "sparse" not in raised[0]  # 1e14 buys sparse's design
     budgets = {r.budget for r in PilotStore(tmp_path / "d").records() if r.reward == "prm"}
     assert len(budgets) == 1 and f"{budgets.pop():.2g}" == "2.4e+14"
+    entries = {e["reward"]: e for e in json.loads((tmp_path / "d" / "regimes.json").read_text())["settings"]}
+    assert f"{entries['prm']['pilot_budget']:.2g}" == "2.4e+14" and entries["sparse"]["pilot_budget"] == 1e14
 
 
 def test_the_report_refit_makes_the_races_calls(tmp_path: Path) -> None:
