@@ -53,18 +53,29 @@ def runners(args: list[str], **kw: Any) -> subprocess.Popen[str]:
     return subprocess.Popen(cmd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
 
 
+def execute_args(path: Path, data: Path, engine: str) -> list[str]:
+    """`runners execute` of ``path`` into ``data`` with two workers and the test ``engine``."""
+    return ["execute", str(path), "--data", str(data), "--engine", f"test_execute_kill:{engine}",
+            "--workers", "2", "--json"]
+
+
+def wait_for(proc: subprocess.Popen[str], folder: Path, pattern: str, count: int, step: float = 0.01) -> None:
+    """Until ``folder`` holds ``count`` files matching ``pattern`` (at most 60 s, or until
+    ``proc`` ends)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if folder.is_dir() and len(list(folder.glob(pattern))) >= count:
+            return
+        time.sleep(step)
+
+
 def test_sigkill_then_rerun_gives_exactly_twenty(tmp_path: Path) -> None:
     path, expected = proposals(tmp_path)
     data = tmp_path / "data"
-    args = ["execute", str(path), "--data", str(data), "--engine", "test_execute_kill:PacedSim",
-            "--workers", "2", "--json"]
+    args = execute_args(path, data, "PacedSim")
     first = runners(args)
     runs = data / "runs"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and first.poll() is None:
-        if runs.is_dir() and len(list(runs.glob("*.parquet"))) >= 5:
-            break
-        time.sleep(0.01)
+    wait_for(first, runs, "*.parquet", 5)
     assert first.poll() is None, first.communicate()
     os.kill(first.pid, signal.SIGKILL)  # no cleanup of any kind in the driver
     first.wait()
@@ -91,12 +102,8 @@ def test_sigkill_then_rerun_gives_exactly_twenty(tmp_path: Path) -> None:
 def test_ctrl_c_says_what_is_kept_and_exits_130(tmp_path: Path) -> None:
     path, _ = proposals(tmp_path)
     data = tmp_path / "data"
-    first = runners(["execute", str(path), "--data", str(data), "--engine", "test_execute_kill:PacedSim",
-                     "--workers", "2", "--json"])
-    runs = data / "runs"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (runs.is_dir() and len(list(runs.glob("*.parquet"))) >= 3):
-        time.sleep(0.01)
+    first = runners(execute_args(path, data, "PacedSim"))
+    wait_for(first, data / "runs", "*.parquet", 3)
     os.kill(first.pid, signal.SIGINT)
     _, err = first.communicate(timeout=60)
     assert first.returncode == 130, err
@@ -115,12 +122,8 @@ def test_sigterm_stops_the_workers_too_and_exits_143(tmp_path: Path) -> None:
     # its workers to finish (and record) the runs in hand after the command had ended.
     path, _ = proposals(tmp_path)
     data = tmp_path / "data"
-    first = runners(["execute", str(path), "--data", str(data), "--engine", "test_execute_kill:SlowSim",
-                     "--workers", "2", "--json"])
-    progress = data / ".progress"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (progress.is_dir() and any(progress.glob("*.json"))):
-        time.sleep(0.02)
+    first = runners(execute_args(path, data, "SlowSim"))
+    wait_for(first, data / ".progress", "*.json", 1, step=0.02)
     time.sleep(0.3)  # inside the runs
     os.kill(first.pid, signal.SIGTERM)
     _, err = first.communicate(timeout=60)
