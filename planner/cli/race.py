@@ -282,9 +282,10 @@ def race(
         cost = f" (the first proposal costs {seeds} x {first[0].plan.flops.total:.3g} FLOPs)" if first else ""
         raise ConfigError(f"{result.stop_reason}: the cap allows no run{cost}; raise --{result.stop_reason}")
     world_name = getattr(getattr(eng, "world", None), "name", None)
-    budgets = getattr(strat, "pilot_budgets", None)
+    # Strategies without an initial design have no pilot budgets of their own.
+    budgets = strat.pilot_budgets() if callable(getattr(strat, "pilot_budgets", None)) else None
     doc = regimes_document(result, engine=engine, simulated=bool(getattr(eng, "simulated", False)),
-                           world=world_name, seed=seed, pilot_budgets=budgets() if callable(budgets) else None)
+                           world=world_name, seed=seed, pilot_budgets=budgets)
     replaced = _other_race(data / "regimes.json", doc)
     path = write_regimes(data / "regimes.json", doc)
     display.final(result, path)
@@ -302,7 +303,8 @@ def race(
         typer.echo(f"note: no runs for {', '.join(s.key for s in unrun)} ({why}): their entries in "
                    "regimes.json (runs 0) are the surrogate's predictions from the other settings' runs; "
                    "raise the cap, or race them on their own", err=True)
-    _say_raised_pilots(problem, strat, [s for s in problem.settings if result.measured.get(s, 0) > 0])
+    if budgets:  # only settings that ran: a raise for one that never did is no news
+        _say_raised_pilots(problem, {s: b for s, b in budgets.items() if result.measured.get(s, 0) > 0})
     _warn_corrupt(store.root, store.scan(status=None).corrupt, said)
 
 
@@ -320,16 +322,13 @@ def _other_race(path: Path, doc: dict[str, Any]) -> str | None:
     return f"the {key[1]} race at {key[0]:.3g} FLOPs of {len(key[2])} setting(s)"
 
 
-def _say_raised_pilots(problem: Any, strategy: Any, ran: list[Any]) -> None:
-    """Where the initial design of a setting that ran (``ran``) was above --pilot-budget (the
-    design raises it when that budget buys too few prompt groups), as ``planner suggest``
-    says when it proposes those pilots. Strategies without an initial design say nothing."""
+def _say_raised_pilots(problem: Any, budgets: dict[Any, float]) -> None:
+    """Where a setting's initial design (``budgets``: its pilot budget) was above
+    --pilot-budget (the design raises it when that budget buys too few prompt groups), as
+    ``planner suggest`` says when it proposes those pilots."""
     from planner.design import ISO_RAISED
 
-    budgets = getattr(strategy, "pilot_budgets", None)
-    if not callable(budgets) or not ran:
-        return
-    raised = {s.key: b for s, b in budgets(ran).items() if b > problem.pilot_budget * 1.01}
+    raised = {s.key: b for s, b in budgets.items() if b > problem.pilot_budget * 1.01}
     if raised:
         typer.echo(f"{ISO_RAISED} for " + ", ".join(f"{k} (to {b:.2g})" for k, b in sorted(raised.items()))
                    + f" from {problem.pilot_budget:.2g}: the requested one buys too few prompt groups "
