@@ -25,6 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
     "COMPONENTS",
+    "GUESSED_NOISE",
     "LABELS",
     "RegimeCall",
     "classify",
@@ -42,6 +43,10 @@ COMPONENTS: tuple[str, ...] = ("search", "learning", "reward")
 # LABELS[i] is the regime whose largest component is COMPONENTS[i].
 LABELS: tuple[str, ...] = ("search-heavy", "update-heavy", "reward-heavy")
 
+
+# What the ``*`` of a stake in noise sd (``sd*``) means, in the race's table and the report.
+GUESSED_NOISE = ("that noise is the fit's guess, no seed replicates measured it: with few runs it can be "
+                 "several times too small, and P and the stake too sure (--seeds 2 measures it)")
 
 @dataclass(frozen=True)
 class RegimeCall:
@@ -71,6 +76,12 @@ class RegimeCall:
     expected_loss: float = float("nan")
     optimum_ci: tuple[float, float] | None = None
     stake: float = float("nan")
+
+    @property
+    def noise_guessed(self) -> bool:
+        """Whether ``extra["noise_sd"]`` is the fit's own noise level, no seed replicates
+        measured (``extra["noise_source"] == "inferred"``): tables mark its stakes ``sd*``."""
+        return self.extra.get("noise_source") == "inferred"
 
     @property
     def stake_sd(self) -> float:

@@ -88,7 +88,7 @@ def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], resu
     from rich import box
     from rich.table import Table
 
-    from planner.regime import LABELS
+    from planner.regime import GUESSED_NOISE, LABELS
     from planner.strategies import decision_state
 
     # One P column (search/update/reward, percent) leaves room for the stake at 80 columns.
@@ -96,9 +96,8 @@ def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], resu
     # The stake in noise sd where the strategy knows the noise (ours), else in metric units.
     in_sd = any(math.isfinite(c.stake_sd) for c in calls.values())
     unit = "in one run's noise sd" if in_sd else "target metric"
-    inferred = in_sd and any(c.extra.get("noise_source") == "inferred" for c in calls.values())
-    guess = ("; *: that noise is the fit's guess, no seed replicates measured it: with few runs it can be "
-             "several times too small, and P and the stake too sure (--seeds 2 measures it)") if inferred else ""
+    inferred = in_sd and any(c.noise_guessed for c in calls.values())
+    guess = f"; *: {GUESSED_NOISE}" if inferred else ""
     if result is not None:
         heads.append("runs")
     rows = []
@@ -116,7 +115,7 @@ def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], resu
         mark = {"confident": "", "indifferent": "~", "open": "?"}[decision_state(c, problem)]
         row = [s.key, f"{c.rho_star:.2f}", f"{c.rho_star_ci[0]:.2f}-{c.rho_star_ci[1]:.2f}",
                c.regime + mark, "/".join(f"{100 * c.probabilities[lab]:.0f}" for lab in LABELS),
-               _stake_cell(c, in_sd) + ("*" if in_sd and c.extra.get("noise_source") == "inferred" else "")]
+               _stake_cell(c, in_sd) + ("*" if in_sd and c.noise_guessed else "")]
         if result is not None:
             failed = result.runs[s] - result.measured.get(s, 0)
             row.append(f"{result.measured.get(s, 0)}" + (f" +{failed} failed" if failed else ""))

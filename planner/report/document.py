@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from planner.regime import RegimeCall
+from planner.regime import GUESSED_NOISE, RegimeCall
 from planner.report.cards import CARD_COLUMNS, card_rows
 from planner.report.data import ReportData, Setting, disagreements
 from planner.report.render import Block, FigureRef
@@ -74,7 +74,7 @@ def _fmt_stake(call: RegimeCall) -> str:
         return "-"
     if not math.isfinite(call.stake_sd):
         return f"{call.stake:.4f}"
-    mark = "*" if call.extra.get("noise_source") == "inferred" else ""
+    mark = "*" if call.noise_guessed else ""
     return f"{call.stake:.4f} ({call.stake_sd:.1f} sd{mark})"
 
 
@@ -200,9 +200,7 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
         if any(r[4].endswith("+") for r in rows):
             marks.append("rho*+: a prediction, no run of the setting near it at that budget")
         if any("sd*" in r[8] for r in rows):
-            marks.append("sd*: that noise is the fit's guess, with no seed replicates to measure it; with "
-                         "few runs it can be several times too small, and P and the stake too sure "
-                         "(`--seeds 2` measures it)")
+            marks.append(f"sd*: {GUESSED_NOISE}")
         out.append(Block("table", headers=["model", "reward", "budget", "runs", "rho*", "90% interval",
                                            "regime", "P(regime)", "stake", f"predicted {data.target} at rho*"],
                          rows=rows))
