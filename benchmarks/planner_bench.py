@@ -270,7 +270,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)  # the box is shared; one thread is also the fastest for n < 300
-    from planner.cli.app import check_output_file, parse_list
+    from planner.cli.app import parse_list
+    from planner.cli.paths import check_output_file
 
     shipped = [p.stem for p in list_worlds()]
     worlds = parse_list(a.worlds, "worlds") or (["paper"] if a.quick else shipped)

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.app import check_output_file, command, emit_json, parse_budget
+from planner.cli.app import command, emit_json, parse_budget
+from planner.cli.paths import check_output_file
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model name from configs/models.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]

@@ -10,12 +10,13 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import typer
 
-__all__ = ["OneLineErrors", "app", "check_output_dir", "check_output_file", "command", "emit_json", "engine_options", "guard", "parse_budget", "parse_list", "parse_option"]
+__all__ = [
+    "OneLineErrors", "app", "command", "emit_json", "engine_options", "guard", "parse_budget", "parse_list", "parse_option",
+]
 
 class OneLineErrors(typer.core.TyperGroup):
     """Usage errors (a bad option value, a missing option) as one ``error:`` line on stderr
@@ -122,96 +123,6 @@ def parse_option(text: str) -> tuple[str, Any]:
     except ValueError:
         value = raw  # plain strings need no quotes
     return key.strip(), value
-
-
-# The folders of a pilot store that hold records (runners.store's layout).
-STORE_FOLDERS = ("runs", "failed", "corrupt")
-
-
-def check_output_file(path: str | Path, field: str) -> Path:
-    """``path`` if a file can be written there; else a one-line :class:`ConfigError`.
-
-    Checked before the work that produces it, so a typo costs nothing to find out."""
-    from planner.errors import ConfigError
-    from planner.files import check_creatable
-
-    path = Path(path)
-    check_creatable(path, field)  # first: is_dir() raises on a name over the length limit
-    if path.is_dir():
-        raise ConfigError(f"{field}: {str(path)!r} is a directory; give a file name")
-    folder = path.resolve().parent
-    if is_store_folder(folder):
-        # A pilot store's record folder: a file there replaces or poses as a record.
-        raise ConfigError(f"{field}: {str(path)!r} is inside a pilot store's {folder.name}/ folder, where it "
-                          f"would replace or pose as a run record; write it beside the store, e.g. "
-                          f"{str(folder.parent / path.name)!r}")
-    kind = _summary_kind(path)
-    if kind:
-        raise ConfigError(f"{field}: {str(path)!r} holds {kind}, which this would replace; write it elsewhere, "
-                          f"e.g. {str(path.with_name('proposals.json'))!r}")
-    return path
-
-
-def _summary_kind(path: Path) -> str | None:
-    """What a race's or a report's summary file at ``path`` is (None for anything else):
-    the results of runs, which a proposals or plan file written over it would lose."""
-    try:
-        if not path.is_file() or path.suffix != ".json" or path.stat().st_size > 50_000_000:
-            return None
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(doc, dict):
-        return None
-    if doc.get("generated_by") == "planner report":
-        return "a report's regime calls"
-    if "stop_reason" in doc and "settings" in doc:
-        return "a race's results"
-    return None
-
-
-def is_store_folder(path: Path) -> bool:
-    """Whether ``path`` is (or, not there yet, would be) a pilot store's own ``runs/``,
-    ``failed/`` or ``corrupt/`` folder: so named, not itself a store (a store may be called
-    runs), and holding records or beside another of those folders. A lone folder that
-    merely shares the name is not one."""
-    if path.name not in STORE_FOLDERS:
-        return False
-    if path.is_dir():
-        if any((path / n).is_dir() for n in STORE_FOLDERS):
-            return False
-        if any(path.glob("*.parquet")):
-            return True
-    return any((path.parent / n).is_dir() for n in STORE_FOLDERS if n != path.name)
-
-
-def check_not_store_folder(data: Path, field: str = "data") -> None:
-    """Refuse a pilot store's own ``runs/``, ``failed/`` or ``corrupt/`` folder given as the
-    store (a slip of the shell's completion): read as a store it holds nothing, and runs
-    written into it would make a store inside the store."""
-    from planner.errors import ConfigError
-
-    if is_store_folder(data):
-        raise ConfigError(f"{field}: {str(data)!r} is a pilot store's {data.name}/ folder; pass the store itself, "
-                          f"{str(data.parent)!r}")
-
-
-def check_output_dir(path: str | Path, field: str) -> Path:
-    """``path`` if it is, or can become, a directory that takes new files; else a one-line
-    :class:`ConfigError`. Checked before any run, whose compute a refusal afterwards would
-    waste."""
-    from planner.errors import ConfigError
-    from planner.files import check_creatable
-
-    path = Path(path)
-    try:
-        is_file = path.is_file()
-    except OSError:  # a name over the length limit: check_creatable says so
-        is_file = False
-    if is_file:
-        raise ConfigError(f"{field}: {str(path)!r} is a file; give a directory")
-    check_creatable(path / "probe", field)
-    return path
 
 
 class Terminated(KeyboardInterrupt):

@@ -11,9 +11,6 @@ from typing import Annotated, Any
 import typer
 
 from planner.cli.app import (
-    check_not_store_folder,
-    check_output_dir,
-    check_output_file,
     command,
     emit_json,
     engine_options,
@@ -22,6 +19,7 @@ from planner.cli.app import (
     parse_list,
     terminate_as_interrupt,
 )
+from planner.cli.paths import check_not_store_folder, check_output_dir, check_output_file
 
 BudgetOpt = Annotated[str, typer.Option(help="Target FLOP budget of the decision, e.g. 1e18.")]
 ModelsOpt = Annotated[

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.app import check_not_store_folder, check_output_file, command, is_store_folder
+from planner.cli.app import command
+from planner.cli.paths import check_not_store_folder, check_output_file, is_store_folder
 
 __all__ = ["report"]
 

@@ -24,7 +24,8 @@ def calibrate_cmd(
     """Fit each policy's sim entry (base, ceiling, scale per target) to its real runs.
 
     The base is measured, ceiling and scale fit the runs' gains; --out writes a world with them."""
-    from planner.cli.app import check_output_file, parse_list
+    from planner.cli.app import parse_list
+    from planner.cli.paths import check_output_file
     from planner.errors import ConfigError
     from planner.files import atomic_write_text
     from runners.sim.calibrate import calibrate, measured_runs, world_text_with

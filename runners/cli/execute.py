@@ -14,12 +14,8 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.app import (
-    check_not_store_folder,
-    engine_options,
-    interrupted_code,
-    terminate_as_interrupt,
-)
+from planner.cli.app import engine_options, interrupted_code, terminate_as_interrupt
+from planner.cli.paths import check_not_store_folder
 from runners.cli.app import command
 
 DataOpt = Annotated[Path, typer.Option("--data", "-d", help="Pilot store directory.")]

@@ -27,7 +27,8 @@ def truth(
                                     "regimes along rho and the one-noise-sd band below the optimum"),
 ) -> None:
     """Print the noise-free frontier on a dense rho grid, and rho*, shares and regime at its argmax."""
-    from planner.cli.app import check_output_file, emit_json, parse_budget
+    from planner.cli.app import emit_json, parse_budget
+    from planner.cli.paths import check_output_file
     from planner.errors import ConfigError
     from planner.registry import get_model
     from runners.sim.truth import TIE, frontier
