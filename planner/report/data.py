@@ -30,7 +30,7 @@ __all__ = [
     "Disagreement",
     "Frontier",
     "ReportData",
-    "Setting",
+    "SettingAt",
     "TargetFit",
     "assemble",
     "check_campaign_dir",
@@ -46,8 +46,10 @@ StepFn = Callable[[str], None]
 
 
 @dataclass(frozen=True, order=True)
-class Setting:
-    """(policy model, reward system, budget); the target is carried next to it."""
+class SettingAt:
+    """A :class:`planner.frontier.Setting` (policy model, reward system) at one budget: the
+    report's unit, since a campaign may hold runs at several budgets. The target is carried
+    next to it."""
 
     model: str
     reward: str
@@ -70,7 +72,7 @@ class Frontier:
     """One setting's frontier under one target: posterior mean/std on a rho grid and the
     regime call from joint posterior samples."""
 
-    setting: Setting
+    setting: SettingAt
     target: str
     grid: NDArray[np.float64]
     mean: NDArray[np.float64]
@@ -101,7 +103,7 @@ class TargetFit:
 
     target: str
     n_obs: int = 0
-    frontiers: dict[Setting, Frontier] = field(default_factory=dict)
+    frontiers: dict[SettingAt, Frontier] = field(default_factory=dict)
     loo: Any = None  # surrogate.LOOResult
     fit_seconds: float = 0.0
     error: str | None = None
@@ -117,7 +119,7 @@ class Disagreement:
     """rho* of one setting under every fitted target, and the target pairs whose credible
     intervals do not overlap (they disagree by more than the uncertainty)."""
 
-    setting: Setting
+    setting: SettingAt
     calls: dict[str, RegimeCall]
     flagged: tuple[tuple[str, str], ...]
 
@@ -133,7 +135,7 @@ class ReportData:
     ok: list[RunRecord]
     failed: list[RunRecord]
     corrupt: list[tuple[str, str]]
-    settings: list[Setting] = field(default_factory=list)
+    settings: list[SettingAt] = field(default_factory=list)
     fits: dict[str, TargetFit] = field(default_factory=dict)
     race: dict[str, Any] | None = None  # DIR/regimes.json of `planner race`, when there is one
     notes: list[str] = field(default_factory=list)
@@ -192,8 +194,8 @@ def load_records(data_dir: Path) -> tuple[list[RunRecord], list[RunRecord], list
     return sorted(ok, key=key), sorted(failed, key=key), corrupt
 
 
-def settings_of(records: Iterable[RunRecord]) -> list[Setting]:
-    return sorted({Setting(r.model, r.reward, float(r.budget)) for r in records})
+def settings_of(records: Iterable[RunRecord]) -> list[SettingAt]:
+    return sorted({SettingAt(r.model, r.reward, float(r.budget)) for r in records})
 
 
 def read_race(data_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
@@ -280,7 +282,7 @@ def _metered_fraction(runs: Sequence[RunRecord]) -> float:
     return w / (s + w) if s + w > 0 else 0.0
 
 
-def _frontier(model: Any, setting: Setting, target: str, runs: Sequence[RunRecord], seed: int = 0) -> Frontier:
+def _frontier(model: Any, setting: SettingAt, target: str, runs: Sequence[RunRecord], seed: int = 0) -> Frontier:
     """The frontier and regime call, computed exactly as ``planner race`` does
     (:mod:`planner.frontier`: same rho grid, shares, sample count, and the race's seed from
     its regimes.json), so the report and the race's own regimes.json agree on the same fit."""
@@ -357,11 +359,11 @@ def assemble(
     if race is not None:
         # The decision the race made is at its target budget, where there may be no runs
         # at all (pilots are cheaper): evaluate those settings too.
-        extra = {Setting(e["model"], e["reward"], float(race["budget"])) for e in race["settings"]}
+        extra = {SettingAt(e["model"], e["reward"], float(race["budget"])) for e in race["settings"]}
         data.settings = sorted(set(data.settings) | extra)
     if not ok:
         return data
-    by_setting = {s: [r for r in ok if Setting(r.model, r.reward, float(r.budget)) == s] for s in data.settings}
+    by_setting = {s: [r for r in ok if SettingAt(r.model, r.reward, float(r.budget)) == s] for s in data.settings}
     known = {(r.model, r.reward) for r in ok}
     order = [target, *(t for t in targets if t != target)]
     import warnings
@@ -376,7 +378,7 @@ def assemble(
     return data
 
 
-def _fit_all(data: ReportData, order: Sequence[str], by_setting: dict[Setting, list[RunRecord]],
+def _fit_all(data: ReportData, order: Sequence[str], by_setting: dict[SettingAt, list[RunRecord]],
              say: StepFn) -> None:
     seed = (data.race or {}).get("seed", 0)
     seed = seed if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 else 0

@@ -13,7 +13,7 @@ from typing import Any
 
 from planner.regime import GUESSED_NOISE, RegimeCall
 from planner.report.cards import CARD_COLUMNS, card_rows
-from planner.report.data import ReportData, Setting, disagreements
+from planner.report.data import ReportData, SettingAt, disagreements
 from planner.report.render import Block, FigureRef
 from planner.schema import TARGETS
 
@@ -121,7 +121,7 @@ def _race(data: ReportData) -> list[Block]:
     fit = data.fits.get(str(race.get("target")))
     rows, differ = [], []
     for e in entries:
-        s = Setting(str(e["model"]), str(e["reward"]), budget)
+        s = SettingAt(str(e["model"]), str(e["reward"]), budget)
         mine = fit.frontiers.get(s) if fit else None
         # A hand-edited summary may hold anything here: what is not a pair of numbers or a
         # table of probabilities reads as missing, not as a crash of the whole report.

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from planner.regime import LABELS, regime_labels, shares_for_rho
-from planner.report.data import Frontier, ReportData, Setting, disagreements, observed
+from planner.report.data import Frontier, ReportData, SettingAt, disagreements, observed
 
 __all__ = ["FigureSpec", "all_figures", "save"]
 
@@ -80,7 +80,7 @@ def frontier_figure(data: ReportData, fr: Frontier) -> FigureSpec:
     ax.fill_between(g, m - Z90 * sd, m + Z90 * sd, color="#4C72B0", alpha=0.15, lw=0, label="90% band")
     ax.fill_between(g, m - Z50 * sd, m + Z50 * sd, color="#4C72B0", alpha=0.30, lw=0, label="50% band")
     ax.plot(g, m, color="#1f3b73", lw=2, label="posterior mean")
-    runs = [r for r in data.ok if Setting(r.model, r.reward, float(r.budget)) == fr.setting]
+    runs = [r for r in data.ok if SettingAt(r.model, r.reward, float(r.budget)) == fr.setting]
     if not runs:
         # bottom centre, clear of the regime box bottom left
         ax.text(0.62, 0.04, "no runs at this budget:\nextrapolated from other budgets",

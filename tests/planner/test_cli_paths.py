@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from planner.cli.paths import STORE_FOLDERS, check_not_store_folder, check_output_file, is_store_folder
+from planner.cli.paths import (
+    STORE_FOLDERS,
+    check_not_store_folder,
+    check_output_file,
+    is_store_folder,
+)
 from planner.errors import ConfigError
 from runners.store import PilotStore
 

@@ -219,12 +219,12 @@ def test_predicted_value_is_the_mean_at_rho_star_not_the_frontier_maximum() -> N
     import numpy as np
 
     from planner.regime import RegimeCall
-    from planner.report.data import Frontier, Setting
+    from planner.report.data import Frontier, SettingAt
 
     grid = np.linspace(0.1, 0.9, 9)
     mean = np.array([0.9, 0.5, 0.5, 0.5, 0.6, 0.7, 0.5, 0.5, 0.5])  # peak at 0.1, call at 0.6
     call = RegimeCall(0.6, (0.5, 0.7), "update-heavy", {"search-heavy": 0.2, "update-heavy": 0.8, "reward-heavy": 0})
-    f = Frontier(Setting("m", "sparse", 1e16), "native", grid, mean, np.full(9, 0.01), call, 0.0)
+    f = Frontier(SettingAt("m", "sparse", 1e16), "native", grid, mean, np.full(9, 0.01), call, 0.0)
     assert f.predicted_at_rho_star == pytest.approx(0.7) and f.to_dict()["predicted_at_rho_star"] == pytest.approx(0.7)
 
 

@@ -7,17 +7,17 @@ from types import SimpleNamespace
 from typing import Any
 
 from planner.regime import RegimeCall
-from planner.report.data import Setting, disagreements
+from planner.report.data import SettingAt, disagreements
 
-S = Setting("tiny-s", "sparse", 5e11)
-T = Setting("tiny-s", "prm", 5e11)
+S = SettingAt("tiny-s", "sparse", 5e11)
+T = SettingAt("tiny-s", "prm", 5e11)
 
 
 def call(regime: str, optimum: tuple[float, float] | None, rho_ci: tuple[float, float] = (0.4, 0.6)) -> RegimeCall:
     return RegimeCall(0.5, rho_ci, regime, {regime: 1.0}, optimum_ci=optimum)
 
 
-def data(calls: dict[str, dict[Setting, RegimeCall]]) -> Any:
+def data(calls: dict[str, dict[SettingAt, RegimeCall]]) -> Any:
     fits = {t: SimpleNamespace(frontiers={s: SimpleNamespace(call=c) for s, c in by.items()})
             for t, by in calls.items()}
     return SimpleNamespace(settings=[S, T], fits=fits)
