@@ -160,15 +160,21 @@ def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> Trai
     """Average seed replicates and estimate their noise.
 
     Replicates share (model, reward, planned rho, nominal budget). When they carry at least
-    ``_MIN_DOF`` degrees of freedom in total, each group becomes one row whose ``yvar`` is
-    the pooled within-group variance (per reward system, shrunk toward the overall pool)
-    divided by the group size; otherwise every run is its own row and ``yvar`` is None.
+    ``_MIN_DOF`` degrees of freedom in total and do not all agree exactly, each group becomes
+    one row whose ``yvar`` is the pooled within-group variance (per reward system, shrunk
+    toward the overall pool) divided by the group size; otherwise every run is its own row
+    and ``yvar`` is None (the fit infers the noise).
     """
     groups: dict[tuple[str, str, float, float], list[Observation]] = {}
     for o in obs:
         groups.setdefault((o.model, o.reward, round(o.rho_planned, 4), o.budget), []).append(o)
     dof = sum(len(g) - 1 for g in groups.values())
-    if dof < _MIN_DOF:
+    # Replicates that agree to the last digit (a metric that rounds every run alike: pass@1
+    # on a few problems, a policy that never scores) say the noise is below the metric's
+    # resolution, not that it is zero: fixing it at the conditioning floor made the GP
+    # interpolate every run exactly. The fit infers the noise instead.
+    identical = all(len({o.y for o in g}) == 1 for g in groups.values())
+    if dof < _MIN_DOF or identical:
         X = np.array([_feature(o, rewards, o.rho, o.flops) for o in obs], dtype=float)
         y = np.array([o.y for o in obs], dtype=float)
         return TrainingData(X.reshape(-1, len(FEATURES)), y, None, np.ones(len(obs), dtype=np.int64), tuple(rewards))

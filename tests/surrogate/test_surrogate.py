@@ -75,6 +75,21 @@ def test_replicates_set_the_noise() -> None:
     assert sur.data_.yvar is not None
 
 
+def test_replicates_that_agree_exactly_leave_the_noise_to_the_fit() -> None:
+    # A metric coarser than the noise (pass@1 on a few problems) can give seeds that agree
+    # to the last digit: that is no evidence of zero noise, and a zero-noise fit would
+    # interpolate every run.
+    same = rows(n_rho=4, seeds=2, noise=0.0)
+    data = group_replicates(extract(same, "native"), REWARDS)
+    assert data.yvar is None and len(data.y) == len(same)
+    sur = FrontierSurrogate(rewards=REWARDS).fit(same)
+    assert sur.noise_source("sparse") == "inferred"
+    assert sur.run_noise_variance("sparse") > 3e-8  # the floor was 1e-8; the fit's noise is bounded below
+    one_differs = [dict(r) for r in same]
+    one_differs[1]["native"] += 1e-3  # one group's seeds differ: replicates speak again
+    assert group_replicates(extract(one_differs, "native"), REWARDS).yvar is not None
+
+
 def test_no_replicates_infers_noise_and_skips_bad_records() -> None:
     rs = rows(n_rho=4)
     rs.append({**rs[0], "status": "failed"})
