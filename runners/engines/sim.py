@@ -79,9 +79,12 @@ class SimEngine:
             self.world.capacity(model, "native")
 
     def _rng(self, plan: RunPlan, seed: int) -> np.random.Generator:
-        # Noise is a pure function of (what was run, seed): re-running a proposal with the
-        # same seed reproduces it, whatever its id; distinct settings draw independently.
-        key = (f"{plan.model}|{plan.reward}|{plan.total_prompts}|{plan.completions_per_prompt}"
+        # Noise is a pure function of (world, what was run, seed): re-running a proposal with
+        # the same seed reproduces it, whatever its id; distinct settings draw independently,
+        # and so do worlds (noisy.toml is paper.toml with 4x the noise sd: without its name in
+        # the key a noisy run drew its paper twin's standard-normal draw, and pooled benchmark
+        # standard errors counted the two worlds as independent evidence).
+        key = (f"{self.world.name}|{plan.model}|{plan.reward}|{plan.total_prompts}|{plan.completions_per_prompt}"
                f"|{plan.completions_kept}|{plan.num_iterations}")
         return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(key.encode())])
 

@@ -80,7 +80,7 @@ def simulate(
     values = simulate_all(w, model, reward, rho, budget)[target]
     if seed is None:
         return values
-    # The setting and target join the seed, as in the engine: one seed must not give every
-    # target and setting the same standardised draw.
-    key = zlib.crc32(f"{model}|{reward}|{target}".encode())
+    # The world, setting and target join the seed, as in the engine: one seed must not give
+    # every world, target and setting the same standardised draw.
+    key = zlib.crc32(f"{w.name}|{model}|{reward}|{target}".encode())
     return add_noise(w, target, values, np.random.default_rng([int(seed) & 0xFFFFFFFF, key]))

@@ -120,8 +120,10 @@ def test_cost_power_sets_how_a_pick_trades_gain_against_flops() -> None:
         assert pick.value(1e15, power) == pytest.approx(best)
         picks[power] = pick
     assert picks[0.0].gain == pytest.approx(max(c.gain for c in cands))
-    # Here a pilot is the best buy per FLOP, and a target run once cost counts less.
-    assert picks[1.0].budget < 1e16 <= picks[0.5].budget
+    # A pick's cost cannot grow with the power (argmax of log gain - p log cost over one
+    # candidate set); here a pilot is the best buy per FLOP, the target run the best outright.
+    assert picks[1.0].cost <= picks[0.5].cost <= picks[0.0].cost
+    assert picks[1.0].budget < 1e16 <= picks[0.0].budget
 
 
 @pytest.mark.parametrize("power", [-0.1, 1.5])

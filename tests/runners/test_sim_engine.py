@@ -97,6 +97,18 @@ def test_one_seed_draws_independently_across_settings_and_targets() -> None:
         assert abs(np.corrcoef(draws[a], draws[b])[0, 1]) < 0.3  # were identical z-scores
 
 
+def test_worlds_draw_their_own_noise() -> None:
+    # noisy.toml is paper.toml with 4x the noise: with the world out of the noise key its
+    # runs were paper's standard-normal draws scaled by 4 (correlation 1).
+    rho, budget = np.full(200, 0.6), np.full(200, 1e16)
+    z = [(simulate(w, M15, "sparse", rho, budget, seed=0) - simulate(w, M15, "sparse", rho, budget))
+         / load_world(w).noise["native"] for w in ("paper", "noisy")]
+    assert abs(np.corrcoef(z[0], z[1])[0, 1]) < 0.3
+    plan = compile_plan(M15, "sparse", 0.6, 1e16)  # the engine's draws, seed by seed
+    runs = [[SimEngine(world=w).metrics(plan, s).native for s in range(60)] for w in ("paper", "noisy")]
+    assert abs(np.corrcoef(runs[0], runs[1])[0, 1]) < 0.4
+
+
 def test_a_saturated_budget_says_its_regime_is_a_tie() -> None:
     from runners.sim.truth import frontier
 
