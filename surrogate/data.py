@@ -142,6 +142,8 @@ class TrainingData:
         counts: ``(n,)`` runs behind each row.
         rewards: the category order of the reward column.
         noise_dof: replicate degrees of freedom behind ``yvar`` (0 when inferred).
+        replicates_identical: seed replicates there were, but every group agreed to the
+            last digit, so ``yvar`` is None (inferred) all the same.
     """
 
     X: NDArray[np.float64]
@@ -150,6 +152,7 @@ class TrainingData:
     counts: NDArray[np.int64]
     rewards: tuple[str, ...]
     noise_dof: int = 0
+    replicates_identical: bool = False
 
 
 def _feature(o: Observation, rewards: Sequence[str], rho: float, flops: float) -> list[float]:
@@ -177,7 +180,8 @@ def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> Trai
     if dof < _MIN_DOF or identical:
         X = np.array([_feature(o, rewards, o.rho, o.flops) for o in obs], dtype=float)
         y = np.array([o.y for o in obs], dtype=float)
-        return TrainingData(X.reshape(-1, len(FEATURES)), y, None, np.ones(len(obs), dtype=np.int64), tuple(rewards))
+        return TrainingData(X.reshape(-1, len(FEATURES)), y, None, np.ones(len(obs), dtype=np.int64), tuple(rewards),
+                            replicates_identical=dof >= _MIN_DOF and identical)
 
     # Pooled within-group variance, overall and per reward system.
     ss: dict[str, float] = {}

@@ -383,13 +383,15 @@ class FrontierSurrogate:
     def noise_source(self, reward: str | None = None) -> str:
         """Where :meth:`run_noise_variance` of ``reward`` comes from: ``"replicates"`` (its
         seed replicates), ``"other replicates"`` (the pooled replicates of other reward
-        systems, where this one has none), or ``"inferred"`` (the fit's noise level). Without
+        systems, where this one has none), ``"identical replicates"`` (seed replicates that
+        agreed to the last digit: a metric coarser than the noise; the fit's level stands
+        in) or ``"inferred"`` (the fit's noise level). Without
         replicates few runs hardly identify the noise: the fit then sits near its prior's
         mode, a small fraction of the runs' spread, which is too small wherever that spread
         is mostly noise (a 10-run race: 0.0009 against the world's 0.010)."""
         self._check()
         if self.data_.yvar is None:
-            return "inferred"
+            return "identical replicates" if self.data_.replicates_identical else "inferred"
         if reward is None or reward not in self.rewards_:
             return "replicates"
         mine = self.data_.X[:, 1] == float(self.rewards_.index(reward))

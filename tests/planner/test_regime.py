@@ -7,6 +7,7 @@ import pytest
 
 from planner.regime import (
     LABELS,
+    RegimeCall,
     classify,
     expected_loss,
     regime_entropy,
@@ -220,3 +221,11 @@ def test_eligible_points_restrict_rho_star_within_the_regime() -> None:
     # No eligible point in the called regime: the best mean within the regime.
     far = np.abs(GRID - 0.2) <= 0.05
     assert classify(samples, GRID, RULE, mean=mean, eligible=far).rho_star == pytest.approx(0.7)
+
+
+def test_a_guessed_noise_is_marked_whether_no_replicates_or_identical_ones_gave_it() -> None:
+    def call(source: str | None) -> RegimeCall:
+        return RegimeCall(0.5, (0.4, 0.6), "update-heavy", {"update-heavy": 1.0}, extra={"noise_source": source})
+
+    assert call("inferred").noise_guessed and call("identical replicates").noise_guessed
+    assert not any(call(s).noise_guessed for s in ("replicates", "other replicates", None))

@@ -83,8 +83,9 @@ def test_replicates_that_agree_exactly_leave_the_noise_to_the_fit() -> None:
     data = group_replicates(extract(same, "native"), REWARDS)
     assert data.yvar is None and len(data.y) == len(same)
     sur = FrontierSurrogate(rewards=REWARDS).fit(same)
-    assert sur.noise_source("sparse") == "inferred"
+    assert sur.noise_source("sparse") == "identical replicates"
     assert sur.run_noise_variance("sparse") > 3e-8  # the floor was 1e-8; the fit's noise is bounded below
+    assert group_replicates(extract(rows(n_rho=4), "native"), REWARDS).replicates_identical is False
     one_differs = [dict(r) for r in same]
     one_differs[1]["native"] += 1e-3  # one group's seeds differ: replicates speak again
     assert group_replicates(extract(one_differs, "native"), REWARDS).yvar is not None
