@@ -142,8 +142,8 @@ class TrainingData:
         counts: ``(n,)`` runs behind each row.
         rewards: the category order of the reward column.
         noise_dof: replicate degrees of freedom behind ``yvar`` (0 when inferred).
-        replicates_identical: seed replicates there were, but every group agreed to the
-            last digit, so ``yvar`` is None (inferred) all the same.
+        identical_rewards: reward systems whose seed replicates all agreed (within the
+            conditioning floor): they measured no noise and are not in ``noise_dof``.
     """
 
     X: NDArray[np.float64]
@@ -152,7 +152,7 @@ class TrainingData:
     counts: NDArray[np.int64]
     rewards: tuple[str, ...]
     noise_dof: int = 0
-    replicates_identical: bool = False
+    identical_rewards: tuple[str, ...] = ()
 
 
 def _feature(o: Observation, rewards: Sequence[str], rho: float, flops: float) -> list[float]:
@@ -162,28 +162,20 @@ def _feature(o: Observation, rewards: Sequence[str], rho: float, flops: float) -
 def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> TrainingData:
     """Average seed replicates and estimate their noise.
 
-    Replicates share (model, reward, planned rho, nominal budget). When they carry at least
-    ``_MIN_DOF`` degrees of freedom in total and do not all agree exactly, each group becomes
-    one row whose ``yvar`` is the pooled within-group variance (per reward system, shrunk
-    toward the overall pool) divided by the group size; otherwise every run is its own row
-    and ``yvar`` is None (the fit infers the noise).
+    Replicates share (model, reward, planned rho, nominal budget). A reward system whose
+    replicates all agree (within the conditioning floor) measured no noise and is left out
+    of the estimate (``identical_rewards``). When the others carry at least ``_MIN_DOF``
+    degrees of freedom in total, each group becomes one row whose ``yvar`` is the pooled
+    within-group variance (per reward system, shrunk toward the overall pool) divided by
+    the group size; otherwise every run is its own row and ``yvar`` is None (the fit infers
+    the noise).
     """
     groups: dict[tuple[str, str, float, float], list[Observation]] = {}
     for o in obs:
         groups.setdefault((o.model, o.reward, round(o.rho_planned, 4), o.budget), []).append(o)
-    dof = sum(len(g) - 1 for g in groups.values())
-    # Replicates that agree to the last digit (a metric that rounds every run alike: pass@1
-    # on a few problems, a policy that never scores) say the noise is below the metric's
-    # resolution, not that it is zero: fixing it at the conditioning floor made the GP
-    # interpolate every run exactly. The fit infers the noise instead.
-    identical = all(len({o.y for o in g}) == 1 for g in groups.values())
-    if dof < _MIN_DOF or identical:
-        X = np.array([_feature(o, rewards, o.rho, o.flops) for o in obs], dtype=float)
-        y = np.array([o.y for o in obs], dtype=float)
-        return TrainingData(X.reshape(-1, len(FEATURES)), y, None, np.ones(len(obs), dtype=np.int64), tuple(rewards),
-                            replicates_identical=dof >= _MIN_DOF and identical)
-
-    # Pooled within-group variance, overall and per reward system.
+    all_y = np.array([o.y for o in obs], dtype=float)
+    floor = max(1e-8, 1e-6 * float(all_y.var())) if len(obs) else 1e-8  # keeps the noise matrix well conditioned
+    # Within-group sums of squares and degrees of freedom, per reward system.
     ss: dict[str, float] = {}
     df: dict[str, int] = {}
     for (_, reward, _, _), g in groups.items():
@@ -191,9 +183,20 @@ def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> Trai
             ys = np.array([o.y for o in g])
             ss[reward] = ss.get(reward, 0.0) + float(((ys - ys.mean()) ** 2).sum())
             df[reward] = df.get(reward, 0) + len(g) - 1
+    # Replicates that agree to the last digit (a metric that rounds every run alike: pass@1
+    # on a few problems, a policy that never scores) say the noise is below the metric's
+    # resolution, not that it is zero: fixed at the floor, it made the GP interpolate every
+    # run. Such a reward system takes the others' pooled noise, or the fit's where none is left.
+    identical = tuple(r for r in rewards if r in df and ss[r] <= floor * df[r])
+    for r in identical:
+        del ss[r], df[r]
+    dof = sum(df.values())
+    if dof < _MIN_DOF:
+        X = np.array([_feature(o, rewards, o.rho, o.flops) for o in obs], dtype=float)
+        return TrainingData(X.reshape(-1, len(FEATURES)), all_y, None, np.ones(len(obs), dtype=np.int64),
+                            tuple(rewards), identical_rewards=identical)
+
     pooled = sum(ss.values()) / dof
-    all_y = np.array([o.y for o in obs])
-    floor = max(1e-8, 1e-6 * float(all_y.var()))  # keeps the noise matrix well conditioned
     rows, ys_out, var_out, counts = [], [], [], []
     for (_, reward, _, _), g in groups.items():
         d = df.get(reward, 0)
@@ -213,4 +216,5 @@ def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> Trai
         np.array(counts, dtype=np.int64),
         tuple(rewards),
         noise_dof=dof,
+        identical_rewards=identical,
     )

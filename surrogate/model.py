@@ -383,17 +383,23 @@ class FrontierSurrogate:
     def noise_source(self, reward: str | None = None) -> str:
         """Where :meth:`run_noise_variance` of ``reward`` comes from: ``"replicates"`` (its
         seed replicates), ``"other replicates"`` (the pooled replicates of other reward
-        systems, where this one has none), ``"identical replicates"`` (seed replicates that
-        agreed to the last digit: a metric coarser than the noise; the fit's level stands
-        in) or ``"inferred"`` (the fit's noise level). Without
+        systems, where this one has none or its own all agreed), ``"identical replicates"``
+        (its seed replicates agreed to the last digit, a metric coarser than the noise, and
+        no other reward system's measured it: the fit's level stands in) or ``"inferred"``
+        (the fit's noise level). Without
         replicates few runs hardly identify the noise: the fit then sits near its prior's
         mode, a small fraction of the runs' spread, which is too small wherever that spread
         is mostly noise (a 10-run race: 0.0009 against the world's 0.010)."""
         self._check()
+        same = self.data_.identical_rewards
         if self.data_.yvar is None:
-            return "identical replicates" if self.data_.replicates_identical else "inferred"
+            if reward is None:
+                return "identical replicates" if same else "inferred"
+            return "identical replicates" if reward in same else "inferred"
         if reward is None or reward not in self.rewards_:
             return "replicates"
+        if reward in same:
+            return "other replicates"
         mine = self.data_.X[:, 1] == float(self.rewards_.index(reward))
         return "replicates" if (self.data_.counts[mine] > 1).any() else "other replicates"
 

@@ -81,14 +81,28 @@ def test_replicates_that_agree_exactly_leave_the_noise_to_the_fit() -> None:
     # interpolate every run.
     same = rows(n_rho=4, seeds=2, noise=0.0)
     data = group_replicates(extract(same, "native"), REWARDS)
-    assert data.yvar is None and len(data.y) == len(same)
+    assert data.yvar is None and len(data.y) == len(same) and data.identical_rewards == REWARDS
     sur = FrontierSurrogate(rewards=REWARDS).fit(same)
     assert sur.noise_source("sparse") == "identical replicates"
     assert sur.run_noise_variance("sparse") > 3e-8  # the floor was 1e-8; the fit's noise is bounded below
-    assert group_replicates(extract(rows(n_rho=4), "native"), REWARDS).replicates_identical is False
-    one_differs = [dict(r) for r in same]
-    one_differs[1]["native"] += 1e-3  # one group's seeds differ: replicates speak again
-    assert group_replicates(extract(one_differs, "native"), REWARDS).yvar is not None
+    nearly = [dict(r, native=r["native"] + 1e-12 * r["seed"]) for r in same]  # float dust is no noise either
+    assert group_replicates(extract(nearly, "native"), REWARDS).yvar is None
+    assert group_replicates(extract(rows(n_rho=4), "native"), REWARDS).identical_rewards == ()
+
+
+def test_a_reward_whose_replicates_agree_takes_the_others_noise() -> None:
+    # prm's seeds scatter, sparse's agree exactly: sparse's noise is prm's pooled level,
+    # not its own zero shrunk toward it, and it says so.
+    mixed = [dict(r) for r in rows(n_rho=4, seeds=2, noise=0.02)]
+    first = {}
+    for r in mixed:
+        if r["reward"] == "sparse":
+            r["native"] = first.setdefault((r["model"], r["rho_planned"]), r["native"])
+    data = group_replicates(extract(mixed, "native"), REWARDS)
+    assert data.yvar is not None and data.identical_rewards == ("sparse",) and data.noise_dof == 8
+    sur = FrontierSurrogate(rewards=REWARDS).fit(mixed)
+    assert sur.noise_source("sparse") == "other replicates" and sur.noise_source("prm") == "replicates"
+    assert sur.run_noise_variance("sparse") == pytest.approx(sur.run_noise_variance("prm"))
 
 
 def test_no_replicates_infers_noise_and_skips_bad_records() -> None:
