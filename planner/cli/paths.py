@@ -98,4 +98,3 @@ def check_output_dir(path: str | Path, field: str) -> Path:
         raise ConfigError(f"{field}: {str(path)!r} is a file; give a directory")
     check_creatable(path / "probe", field)
     return path
-
