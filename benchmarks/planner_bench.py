@@ -112,7 +112,7 @@ class MemoryStore:
 
 class SeededEngine:
     """The sim engine with repetition-specific noise: replicate ``i`` of repetition ``rep``
-    draws with seed ``1000 * rep + i`` (the sim's noise is a function of plan and seed)."""
+    draws with seed ``1000 * rep + i`` (the sim's noise is a function of world, plan and seed)."""
 
     name = "sim"
 

@@ -2,8 +2,11 @@
 posterior-mean frontier at the target budget next to the sim's truth.
 
 The benchmark's protocol (6 Qwen settings, target 1e16, pilots 1e15, a cap of 36
-target-run units, the benchmark's seeds), so repetition ``--rep`` is the race the stored
-results score. docs/benchmark.md quotes the default (shifted, 7b, prm); docs/planner.md others.
+target-run units, the benchmark's seeds), so repetition ``--rep`` is the race that
+``planner_bench.py`` runs at this commit on this machine. The traces docs/benchmark.md
+(the default: shifted, 7b, prm) and docs/planner.md quote are of the stored run
+(``planner_bench_results.json``), which needs that run's commit: before 12-02 the sim's noise
+key held no world name.
 
     python benchmarks/race_trace.py [--world shifted] [--rep 0] [--model qwen2.5-7b] [--reward prm]
                                     [--cost-power P]

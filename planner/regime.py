@@ -45,7 +45,7 @@ LABELS: tuple[str, ...] = ("search-heavy", "update-heavy", "reward-heavy")
 
 
 # What the ``*`` of a stake in noise sd (``sd*``) means, in the race's table and the report.
-GUESSED_NOISE = ("that noise is the fit's guess, no seed replicates measured it (or theirs agreed exactly): "
+GUESSED_NOISE = ("that noise is the fit's guess, no seed replicates measured it (or theirs all agreed): "
                  "with few runs it can be "
                  "several times too small, and P and the stake too sure (--seeds 2 measures it)")
 
@@ -82,7 +82,7 @@ class RegimeCall:
     def noise_guessed(self) -> bool:
         """Whether ``extra["noise_sd"]`` is the fit's own noise level, no seed replicates
         measured (``extra["noise_source"]`` is ``"inferred"``, or ``"identical replicates"``
-        where they agreed to the last digit): tables mark its stakes ``sd*``."""
+        where they agreed to within the conditioning floor): tables mark its stakes ``sd*``."""
         return self.extra.get("noise_source") in ("inferred", "identical replicates")
 
     @property

@@ -384,8 +384,9 @@ class FrontierSurrogate:
         """Where :meth:`run_noise_variance` of ``reward`` comes from: ``"replicates"`` (its
         seed replicates), ``"other replicates"`` (the pooled replicates of other reward
         systems, where this one has none or its own all agreed), ``"identical replicates"``
-        (its seed replicates agreed to the last digit, a metric coarser than the noise, and
-        no other reward system's measured it: the fit's level stands in) or ``"inferred"``
+        (its seed replicates agreed to within the conditioning floor, a metric coarser than
+        the noise, and no other reward system's measured it: the fit's level stands in) or
+        ``"inferred"``
         (the fit's noise level). Without
         replicates few runs hardly identify the noise: the fit then sits near its prior's
         mode, a small fraction of the runs' spread, which is too small wherever that spread

@@ -4,7 +4,8 @@ race makes of the same repetition.
 Compared side by side, in one process, not with a stored file: a race is a chain of GP fits
 and acquisition choices, and another CPU's floating-point rounding (BLAS kernels differ
 between machines) can move a near-tied choice and with it the rest of the race. The stored
-races replay exactly on the machine that stored them, and not always on another.
+races replay exactly only at their commit (before 12-02 the sim's noise key held no world
+name) and on the machine that stored them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from types import ModuleType
 def test_ours_column_replays_the_benchmark_race(load_script: Callable[..., ModuleType]) -> None:
     pb = load_script("planner_bench")  # call_rules imports it by name
     rules = load_script("call_rules", "call_rules_t")
-    # shifted rep 0: the race with the fewest rounds (7) of the stored ones that got calls wrong.
+    # shifted rep 0: in the stored run (world-blind noise) the race with the fewest rounds (7)
+    # that got calls wrong.
     row = rules.world_calls("shifted", [0], pb.FLOPS_PER_SETTING)[0]
     problem = pb.RaceProblem(tuple(pb.Setting(m, r) for m in pb.POLICIES_QWEN for r in pb.REWARDS), budget=1e16,
                              pilot_budget=1e15, target="native", confidence=0.9)
