@@ -183,10 +183,11 @@ def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> Trai
             ys = np.array([o.y for o in g])
             ss[reward] = ss.get(reward, 0.0) + float(((ys - ys.mean()) ** 2).sum())
             df[reward] = df.get(reward, 0) + len(g) - 1
-    # Replicates that agree to the last digit (a metric that rounds every run alike: pass@1
-    # on a few problems, a policy that never scores) say the noise is below the metric's
-    # resolution, not that it is zero: fixed at the floor, it made the GP interpolate every
-    # run. Such a reward system takes the others' pooled noise, or the fit's where none is left.
+    # Replicates that all agree, to the last digit or within the floor (a metric that rounds
+    # every run alike: pass@1 on a few problems, a policy that never scores) say the noise is
+    # below the metric's resolution, not that it is zero: fixed at the floor, it made the GP
+    # interpolate every run. Such a reward system takes the others' pooled noise, or the
+    # fit's where none is left.
     identical = tuple(r for r in rewards if r in df and ss[r] <= floor * df[r])
     for r in identical:
         del ss[r], df[r]
