@@ -17,7 +17,7 @@ from planner.errors import ConfigError
 from planner.schema import Proposal, RunRecord
 
 __all__ = [
-    "Engine", "ProgressFn", "RecordStore", "StoreScan", "available_engines", "check_same_source", "engine_source",
+    "Engine", "ProgressFn", "RecordStore", "StoreScan", "available_engines", "check_same_source", "diverged", "engine_source",
     "failure_kind", "load_engine", "nonfinite_fields", "one_line", "open_batches", "open_store", "prepare_engine",
 ]
 
@@ -123,6 +123,17 @@ def nonfinite_fields(record: Any) -> str | None:
     vals = dict(record.metrics.model_dump()) | {"flops_total": record.card.flops.total}
     bad = [k for k, v in vals.items() if isinstance(v, float) and not math.isfinite(v)]
     return ", ".join(bad) or None
+
+
+def diverged(record: Any) -> tuple[str, Any] | None:
+    """``(error, card)`` of the failure an ok ``record`` with non-finite values becomes (see
+    :func:`nonfinite_fields`), or None. The card is dropped where its own total is not
+    finite: a NaN total would poison every FLOP sum over the store and make every
+    ``--max-flops`` test false."""
+    bad = nonfinite_fields(record) if record.status == "ok" else None
+    if bad is None:
+        return None
+    return f"non-finite values in {bad}", record.card if math.isfinite(record.card.flops.total) else None
 
 
 def one_line(text: str, limit: int = 500) -> str:

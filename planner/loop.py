@@ -25,8 +25,8 @@ from planner.engine import (
     Engine,
     RecordStore,
     check_same_source,
+    diverged,
     failure_kind,
-    nonfinite_fields,
     one_line,
 )
 from planner.errors import RaceError
@@ -224,11 +224,9 @@ def _one_by_one(
             t0 = time.perf_counter()
             try:
                 rec = engine.run(p, seed)
-                bad = nonfinite_fields(rec) if rec.status == "ok" else None
-                if bad:
-                    # A NaN total would make every --max-flops test false: no card then.
-                    rec = _failed(engine, p, seed, "nan", f"non-finite values in {bad}", time.perf_counter() - t0,
-                                  card=rec.card if math.isfinite(rec.card.flops.total) else None)
+                if (bad := diverged(rec)) is not None:
+                    error, card = bad
+                    rec = _failed(engine, p, seed, "nan", error, time.perf_counter() - t0, card=card)
             except RaceError:
                 raise
             except Exception as exc:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from planner.engine import Engine, failure_kind, load_engine, nonfinite_fields, one_line
+from planner.engine import Engine, diverged, failure_kind, load_engine, one_line
 from planner.errors import ConfigError, RaceError
 from planner.schema import (
     ComputeCard,
@@ -284,11 +284,8 @@ def _run_held(task: Task, store: PilotStore, prog: ProgressFile, lease: RunLease
         with _alarm(task.timeout_s):
             record = engine.run(task.proposal, task.seed, progress)
         record = record.model_copy(update={"attempt": task.attempt, "run_id": task.run_id})
-        bad = nonfinite_fields(record) if record.status == "ok" else None
-        if bad:
-            # A NaN total would poison every FLOP sum over the store: no card then.
-            raise RunFailed(f"non-finite values in {bad}", kind="nan",
-                            card=record.card if math.isfinite(record.card.flops.total) else None)
+        if (bad := diverged(record)) is not None:
+            raise RunFailed(bad[0], kind="nan", card=bad[1])
     except RunFailed as exc:
         record = failed_record(task, str(exc), exc.kind, card=exc.card, metrics=exc.metrics,
                                engine=engine, wall_s=time.monotonic() - t0, last_progress=last)

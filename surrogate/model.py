@@ -386,11 +386,10 @@ class FrontierSurrogate:
         systems, where this one has none or its own all agreed), ``"identical replicates"``
         (its seed replicates agreed to within the conditioning floor, a metric coarser than
         the noise, and no other reward system's measured it: the fit's level stands in) or
-        ``"inferred"``
-        (the fit's noise level). Without
-        replicates few runs hardly identify the noise: the fit then sits near its prior's
-        mode, a small fraction of the runs' spread, which is too small wherever that spread
-        is mostly noise (a 10-run race: 0.0009 against the world's 0.010)."""
+        ``"inferred"`` (the fit's noise level). Without replicates few runs hardly identify
+        the noise: the fit then sits near its prior's mode, a small fraction of the runs'
+        spread, which is too small wherever that spread is mostly noise (a 10-run race:
+        0.0009 against the world's 0.010)."""
         self._check()
         same = self.data_.identical_rewards
         if self.data_.yvar is None:

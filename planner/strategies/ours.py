@@ -409,17 +409,20 @@ class RaceStrategy:
         iso = self.pilot_budgets(todo)
         compiled = [(pt, *compile_feasible(pt.setting, pt.rho, iso[pt.setting], p.opts, target_budget=p.budget))
                     for pt in design]
+        # No one budget up to the target compiles every point of a setting: said, as a raise is.
+        scattered: dict[Setting, str] = {}
+        for s in todo:
+            mine = [b.budget for q, b, _ in compiled if q.setting == s and b is not None]
+            n = sum(q.setting == s for q in design)
+            if mine and (max(mine) > 1.02 * min(mine) or len(mine) < n):
+                scattered[s] = scattered_note(len(mine), n, min(mine), max(mine), p.budget)
         for pt, plan, note in compiled:
             if plan is None:
                 continue
             budget = iso[pt.setting]
             if budget > pt.budget:
                 note = iso_note(pt.budget, budget) + note
-            mine = [b.budget for q, b, _ in compiled if q.setting == pt.setting and b is not None]
-            if max(mine) > 1.02 * min(mine) or len(mine) < sum(q.setting == pt.setting for q in design):
-                # No one budget up to the target compiles every point: say so, as a raise is said.
-                note = scattered_note(len(mine), sum(q.setting == pt.setting for q in design), min(mine),
-                                      max(mine), p.budget) + note
+            note = scattered.get(pt.setting, "") + note
             pred = self._predict(plan)
             reason = (
                 f"initial design: {self.n_init} space-filling pilot runs over the reachable rho range "
