@@ -41,7 +41,6 @@ import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,6 +80,7 @@ from planner.strategies import RaceProblem, make_strategy  # noqa: E402
 from planner.strategies.ours import N_ANCHOR  # noqa: E402
 from runners.engines.sim import SimEngine  # noqa: E402
 from runners.sim.world import list_worlds  # noqa: E402
+from runners.store import Scan  # noqa: E402
 
 STRATEGIES = ("ours", "grid", "random", "optuna-tpe", "optuna-gp")
 GRID_POINTS = (3, 5, 9)
@@ -106,8 +106,8 @@ class MemoryStore:
     def records(self, *, status: str | None = "ok") -> list[RunRecord]:
         return [r for r in self._records.values() if status is None or r.status == status]
 
-    def scan(self, *, status: str | None = "ok") -> SimpleNamespace:
-        return SimpleNamespace(records=self.records(status=status), corrupt=[])
+    def scan(self, *, status: str | None = "ok") -> Scan:
+        return Scan(records=self.records(status=status), corrupt=[])
 
 
 class SeededEngine:
