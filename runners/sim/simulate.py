@@ -72,15 +72,19 @@ def simulate(
     """Simulated ``target`` metric of runs at each (rho, budget) (broadcast together).
 
     ``seed=None`` is the noise-free truth; an integer seed adds the world's noise,
-    reproducibly, independently across settings and targets. Each rho snaps to the nearest point of a 0.005 grid of compiled plans;
-    rho out of the compiler's reach raises :class:`~planner.errors.InfeasibleError`.
+    reproducibly, independently across worlds, settings, targets and budgets (the whole
+    budget array is part of the key: the same call draws the same noise). Each rho snaps
+    to the nearest point of a 0.005 grid of compiled plans; rho out of the compiler's
+    reach raises :class:`~planner.errors.InfeasibleError`.
     """
     check_target(target)
     w = load_world(world)
     values = simulate_all(w, model, reward, rho, budget)[target]
     if seed is None:
         return values
-    # The world, setting and target join the seed, as in the engine: one seed must not give
-    # every world, target and setting the same standardised draw.
-    key = zlib.crc32(f"{w.name}|{model}|{reward}|{target}".encode())
+    # The world, setting, target and budgets join the seed, as in the engine: one seed must
+    # not give every world, target, setting or budget the same standardised draw (a pilot
+    # and a target-budget call with one seed would share their noise, exactly correlated).
+    budgets = np.ascontiguousarray(np.broadcast_to(np.asarray(budget, dtype=float), np.shape(values)))
+    key = zlib.crc32(budgets.tobytes(), zlib.crc32(f"{w.name}|{model}|{reward}|{target}".encode()))
     return add_noise(w, target, values, np.random.default_rng([int(seed) & 0xFFFFFFFF, key]))

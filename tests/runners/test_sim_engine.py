@@ -109,6 +109,17 @@ def test_worlds_draw_their_own_noise() -> None:
     assert abs(np.corrcoef(runs[0], runs[1])[0, 1]) < 0.4
 
 
+def test_budgets_draw_their_own_noise() -> None:
+    # With the budget out of the key a pilot call and a target-budget call with one seed
+    # drew the same standard-normal vector (correlation 1).
+    rho = np.full(200, 0.6)
+    z = [(simulate("paper", M15, "sparse", rho, np.full(200, b), seed=0)
+          - simulate("paper", M15, "sparse", rho, np.full(200, b))) for b in (1e15, 1e16)]
+    assert abs(np.corrcoef(z[0], z[1])[0, 1]) < 0.3
+    again = simulate("paper", M15, "sparse", rho, 1e15, seed=0)  # a scalar budget broadcasts
+    assert np.array_equal(again, simulate("paper", M15, "sparse", rho, np.full(200, 1e15), seed=0))
+
+
 def test_a_saturated_budget_says_its_regime_is_a_tie() -> None:
     from runners.sim.truth import frontier
 
