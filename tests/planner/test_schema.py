@@ -100,6 +100,10 @@ def _set_json(**overrides: object) -> str:
         ({"proposals__0__model": "tiny-prm"}, "model"),
         ({"schema_version": 7}, "schema_version"),
         ({"proposals__0__plan__num_iterations": "many"}, "num_iterations"),
+        # Unpriced by the accountant: a KeyError traceback before the schema checked names.
+        ({"proposals__0__plan__lora_targets": ["nope"]}, "lora_targets': unknown module 'nope'"),
+        ({"proposals__0__plan__lora_targets": []}, "lora_targets': empty"),
+        ({"proposals__0__plan__lora_targets": ["q_proj", "q_proj"]}, "names a module twice"),
     ],
 )
 def test_bad_proposals_name_the_field(overrides: dict, field: str) -> None:
