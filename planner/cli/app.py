@@ -15,8 +15,13 @@ from typing import Any
 import typer
 
 __all__ = [
-    "OneLineErrors", "app", "command", "emit_json", "engine_options", "guard", "parse_budget", "parse_list", "parse_option",
+    "SEED_MAX", "OneLineErrors", "app", "command", "emit_json", "engine_options", "guard", "parse_budget", "parse_list",
+    "parse_option",
 ]
+
+# The largest --seed every sampler takes: Optuna's and numpy's legacy seeding stop at
+# 2**32 - 1, torch's generators at 2**64 - 1 (a larger one was a traceback mid-race).
+SEED_MAX = 2**32 - 1
 
 class OneLineErrors(typer.core.TyperGroup):
     """Usage errors (a bad option value, a missing option) as one ``error:`` line on stderr

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from planner.cli.app import (
+    SEED_MAX,
     command,
     emit_json,
     engine_options,
@@ -82,7 +83,7 @@ def suggest(
     data: Annotated[Path | None, typer.Option(help="Pilot dataset directory (records so far).")] = None,
     out: Annotated[Path, typer.Option(help="Where to write the proposals.")] = Path("proposals.json"),
     pending: Annotated[Path | None, typer.Option(help="proposals.json of runs still executing (not proposed again, conditioned on).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the posterior samplers.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=SEED_MAX, help="Seed of the posterior samplers.")] = 0,
     anchors: Annotated[int | None, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots).")] = None,
     cost_power: Annotated[float | None, typer.Option(help="ours: the acquisition values a run's expected gain / FLOPs**p (default 0.5; 1 = gain per FLOP, favours pilots; 0 ignores cost).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the proposals as JSON.")] = False,
@@ -204,7 +205,7 @@ def race(
     seeds: Annotated[int, typer.Option(min=1, help="Seed replicates of every proposal.")] = 1,
     pilot_budget: PilotOpt = None,
     batch: Annotated[int | None, typer.Option(min=1, help="Proposals per round (default: the strategy's).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the strategy's samplers.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=SEED_MAX, help="Seed of the strategy's samplers.")] = 0,
     anchors: Annotated[int | None, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots).")] = None,
     cost_power: Annotated[float | None, typer.Option(help="ours: the acquisition values a run's expected gain / FLOPs**p (default 0.5; 1 = gain per FLOP, favours pilots; 0 ignores cost).")] = None,
     quiet: Annotated[bool, typer.Option(help="No live progress display.")] = False,

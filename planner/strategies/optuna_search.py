@@ -41,9 +41,11 @@ class OptunaStrategy:
         for i, s in enumerate(problem.settings):
             # Pilot campaigns give each setting ~5-15 trials: Optuna's default 10 random
             # start-up trials would leave both samplers as plain random search.
-            smp = (optuna.samplers.TPESampler(seed=seed * 1000 + i, n_startup_trials=n_startup)
+            # Optuna takes seeds below 2**32; the wrap keeps every small seed's stream.
+            sub = (seed * 1000 + i) % 2**32
+            smp = (optuna.samplers.TPESampler(seed=sub, n_startup_trials=n_startup)
                    if sampler == "tpe"
-                   else optuna.samplers.GPSampler(seed=seed * 1000 + i, n_startup_trials=n_startup))
+                   else optuna.samplers.GPSampler(seed=sub, n_startup_trials=n_startup))
             self._studies[s] = optuna.create_study(direction="maximize", sampler=smp)
             lo, hi = achievable_rho_range(s.model, s.reward, problem.opts)
             self._dist[s] = optuna.distributions.FloatDistribution(lo, hi)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from planner.cli.app import SEED_MAX
 from runners.cli.app import command
 
 __all__ = ["pretrain"]
@@ -20,7 +21,7 @@ __all__ = ["pretrain"]
 def pretrain(
     model: str = typer.Option("tiny-s", "--model", help="tiny policies, comma-separated (tiny-s,tiny-m,tiny-l)"),
     quick: bool = typer.Option(False, "--quick", help="the reduced pretraining the test suite uses"),
-    seed: int = typer.Option(0, "--seed", help="pretraining seed (models are cached per seed)"),
+    seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="pretraining seed (models are cached per seed)"),
     cache_dir: Path | None = typer.Option(None, "--cache-dir", help="default: $RACE_CACHE or ~/.cache/race-planner"),
     prms: bool = typer.Option(True, "--prms/--no-prms", help="also train the tiny PRMs (tiny-prm, tiny-prm-s)"),
     n: int = typer.Option(256, "--n", min=16, help="evaluation problems per split"),
@@ -42,8 +43,6 @@ def pretrain(
         arch = get_model(name)
         if arch.family != "tiny" or arch.role != "policy":
             raise ConfigError(f"model: {name!r} is not a tiny-world policy; use tiny-s, tiny-m or tiny-l")
-    if seed < 0:
-        raise ConfigError(f"seed: must be >= 0, got {seed}")
     if cache_dir is not None and cache_dir.exists() and not cache_dir.is_dir():
         raise ConfigError(f"cache-dir: {str(cache_dir)!r} is a file; give a directory for the model cache")
 

@@ -166,6 +166,9 @@ def test_suggest_lists_and_n(tmp_path: Path) -> None:
         (["--budget", "1e16", "--models", "qwen2.5-1.5b,,qwen2.5-3b"], "models: empty item"),
         (["--budget", "1e16", "--rewards", "sparse,"], "rewards: empty item"),
         (["--budget", "1e16", "--rewards", "sparse,prm,sparse"], "rewards: sparse given more than once"),
+        # Past what the samplers take: a traceback from the first fit, mid-race in `race`.
+        (["--budget", "1e16", "--seed", "99999999999999999999999"], "Invalid value for '--seed'"),
+        (["--budget", "1e16", "--seed", "-5"], "Invalid value for '--seed'"),
     ],
 )
 def test_suggest_bad_input_is_one_line(tmp_path: Path, args: list[str], field: str) -> None:
@@ -280,6 +283,19 @@ def test_race_grid_strategy_stops_when_exhausted(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     doc = json.loads((tmp_path / "regimes.json").read_text())
     assert doc["strategy"] == "grid" and doc["stop_reason"] == "exhausted" and doc["runs"] == 5
+
+
+@pytest.mark.parametrize("strategy", ["ours", "optuna-tpe", "grid"])
+def test_race_refuses_a_seed_its_samplers_cannot_take_before_any_run(tmp_path: Path, strategy: str) -> None:
+    for seed in ("4294967296", "-1"):
+        res = runner.invoke(app, ["race", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                                  "--strategy", strategy, "--seed", seed, "--data", str(tmp_path / "d")])
+        assert res.exit_code == 2 and res.output.startswith("error: Invalid value for '--seed'"), res.output
+        assert not (tmp_path / "d").exists()
+    res = runner.invoke(app, ["race", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                              "--strategy", strategy, "--seed", "4294967295", "--max-runs", "2",
+                              "--data", str(tmp_path / "d")])
+    assert res.exit_code == 0, res.output  # the largest seed every sampler takes
 
 
 def test_race_rejects_unknown_engine_and_world_for_trl(tmp_path: Path) -> None:
