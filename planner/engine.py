@@ -176,6 +176,18 @@ def check_same_source(records: Iterable[RunRecord], engine: Engine, data: str | 
     want = engine_source(engine)
     for r in records:
         got = {k: r.engine if k == "engine" else r.provenance.get(k) for k in want}
+        # (Not the options: runs made before they were kept have none, meaning the defaults.)
+        lost = [k for k in want if k != "options" and want[k] is not None and got[k] is None]
+        if lost and got["engine"] == want["engine"]:  # another engine's runs lack other keys
+            # Every engine's runs record these keys: one that lacks them was damaged or
+            # edited by hand, and "holds runs of engine 'sim', not engine 'sim', world ..."
+            # named neither the run nor the fix.
+            folder = "runs" if r.status == "ok" else "failed"
+            raise ConfigError(
+                f"data: run {r.run_id} in {str(data)!r} records no {lost[0]} in its provenance (damaged, "
+                f"edited by hand or written by an older version), so its source cannot be checked; move its file out of "
+                f"{str(Path(data) / folder)!r} (the run is redone) or use a separate --data directory"
+            )
         if got != want:
             edited = " (the world file changed since those runs)" if got.get("world") == want.get("world") \
                 and got.get("world_sha256") != want.get("world_sha256") and "world_sha256" in want else ""

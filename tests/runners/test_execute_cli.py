@@ -266,6 +266,23 @@ def test_an_empty_proposals_file_says_there_is_nothing_to_run(tmp_path: Path) ->
     assert res.stdout.startswith("0 ok, 0 failed") and not (tmp_path / "d").exists()
 
 
+def test_a_record_without_its_source_is_named_with_the_fix(proposals: Path, tmp_path: Path) -> None:
+    """A record whose provenance lost its world (damaged, edited) was refused as "runs of
+    engine 'sim', not engine 'sim', world 'paper'": neither the run nor the fix named."""
+    from planner.engine import check_same_source
+    from planner.errors import ConfigError
+    from planner.proposals import read_proposals
+
+    rec = SimEngine(world="paper").run(read_proposals(proposals).proposals[0], 0)
+    check_same_source([rec], SimEngine(world="paper"), tmp_path)
+    bad = rec.model_copy(update={"provenance": {}})
+    with pytest.raises(ConfigError) as info:
+        check_same_source([bad], SimEngine(world="paper"), tmp_path)
+    msg = str(info.value)
+    assert f"run {rec.run_id}" in msg and "records no world" in msg and str(tmp_path / "runs") in msg
+    assert "\n" not in msg
+
+
 def test_a_trl_store_refuses_runs_made_with_other_outcome_options(proposals: Path, tmp_path: Path) -> None:
     """A run id is proposal + seed: a rerun with another learning rate or evaluation size
     passed as 'already done', and scores on 64 and 256 evaluation problems mixed in one fit."""
