@@ -105,6 +105,11 @@ def engine_options(engine: str, options: list[str] | None, world: str | None) ->
     opts: dict[str, Any] = dict(parse_option(o) for o in options or [])
     if world is not None:
         if engine != "sim":
+            from planner.engine import available_engines
+
+            known = available_engines()
+            if ":" not in engine and engine not in known:  # the first mistake to name
+                raise ConfigError(f"engine: unknown engine {engine!r}; use one of: {', '.join(known)}")
             raise ConfigError(f"world: only the sim engine takes a world, not {engine!r}; drop --world")
         if opts.get("world", world) != world:
             raise ConfigError(f"world: --world {world} and -o world={opts['world']} disagree; give one")

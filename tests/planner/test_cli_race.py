@@ -303,6 +303,9 @@ def test_race_rejects_unknown_engine_and_world_for_trl(tmp_path: Path) -> None:
     assert res.exit_code == 2 and res.output.startswith("error: engine")
     res = runner.invoke(app, ["race", "--budget", "1e16", "--engine", "trl", "--world", "paper", "--data", str(tmp_path)])
     assert res.exit_code == 2 and res.output.startswith("error: world")
+    # An unknown engine is the first mistake, not the world it cannot take.
+    res = runner.invoke(app, ["race", "--budget", "1e16", "--engine", "SIM", "--world", "paper", "--data", str(tmp_path)])
+    assert res.exit_code == 2 and res.output.startswith("error: engine: unknown engine 'SIM'"), res.output
 
 
 def test_help_lists_the_commands() -> None:
