@@ -371,6 +371,10 @@ def check_plan(plan: RunPlan, where: str = "plan") -> None:
     if plan.rounds != math.ceil(plan.total_prompts / plan.prompts_per_round):
         raise bad("rounds", f"{plan.rounds} rounds of {plan.prompts_per_round} prompts do not make "
                             f"{plan.total_prompts} prompts")
+    if plan.max_completion_length < plan.completion_len:
+        # The FLOPs are priced at completion_len; a cap below it generates shorter runs.
+        raise bad("max_completion_length", f"{plan.max_completion_length} is below the expected "
+                                           f"completion_len {plan.completion_len}")
     if plan.old_logprobs != (plan.num_iterations > 1):
         raise bad("old_logprobs", f"must be {plan.num_iterations > 1} with num_iterations {plan.num_iterations}")
     arch, rs = get_model(plan.model), get_reward(plan.reward)

@@ -259,6 +259,7 @@ def _edit(dotted: str, value: Any) -> bytes:
         (_edit("rho", 0.9), "rho 0.9 disagrees with plan.rho_target"),
         (_edit("model,plan.model", "tiny-m"), "proposals.0.plan.flops_per_prompt.search"),
         (_edit("plan.completions_kept", 100), "proposals.0.plan.completions_kept: 100 kept of"),
+        (_edit("plan.max_completion_length", 1), "proposals.0.plan.max_completion_length: 1 is below"),
         (_edit("plan.flops.total", 1.0), "proposals.0.plan.flops.total: states 1 FLOPs"),
         (_edit("plan.total_prompts", 7), "proposals.0.plan.rounds"),
         (_edit("plan.num_iterations", 5), "proposals.0.plan.old_logprobs"),
