@@ -70,7 +70,7 @@ def use_noise_prior(loc: float | None) -> None:
     sm.FrontierSurrogate._build = build
 
 
-def short_races(reps: int) -> list[dict[str, Any]]:
+def short_races(reps: int, seeds: int = 1) -> list[dict[str, Any]]:
     import numpy as np
     from planner_bench import SeededEngine
 
@@ -90,7 +90,7 @@ def short_races(reps: int) -> list[dict[str, Any]]:
             try:
                 problem = race_problem(budget, model, reward, "native", None)
                 res = run_race(problem, make_strategy("ours", problem, rep), SeededEngine("paper", rep),
-                               open_store(data), max_runs=cap)
+                               open_store(data), max_runs=cap, seeds=seeds)
             finally:
                 shutil.rmtree(data)
             (c,) = res.calls.values()
@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("what", choices=["short", "bench"])
     ap.add_argument("--loc", default="base", help="LogNormal loc of the noise prior, or 'base' (BoTorch's -4)")
     ap.add_argument("--reps", type=int, default=4)
+    ap.add_argument("--seeds", type=int, default=1, help="short: seed replicates of every proposal (the cap counts runs)")
     a, rest = ap.parse_known_args(argv)  # bench: the rest are planner_bench.py's arguments
     if rest and a.what == "short":
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -116,8 +117,8 @@ def main(argv: list[str] | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    rows = short_races(a.reps)
-    t = Table(title=f"short races on paper, noise prior {a.loc} (world noise sd 0.010)")
+    rows = short_races(a.reps, a.seeds)
+    t = Table(title=f"short races on paper, noise prior {a.loc}, seeds {a.seeds} (world noise sd 0.010)")
     for col in ("setting", "rep", "call", "P", "truth", "noise sd", "stake sd"):
         t.add_column(col)
     for r in rows:

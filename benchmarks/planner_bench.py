@@ -251,6 +251,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     help="ours: where the anchors go (see planner.strategies.ours)")
     ap.add_argument("--cost-power", type=float, default=None,
                     help="ours: acquisition value = gain / cost**p (default: ours' own, 0.5; 1 = gain per FLOP)")
+    ap.add_argument("--ours-seeds", type=int, default=1,
+                    help="ours: seed replicates of every proposal (planner race --seeds; default 1)")
     ap.add_argument("--flops-per-setting", type=float, default=FLOPS_PER_SETTING,
                     help="ours' FLOP cap per setting, in target-budget runs (default 6); the equal-spend "
                          "baselines follow it")
@@ -293,6 +295,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         raise ConfigError(f"jobs: need at least one process, got {a.jobs}")
     if a.anchors is not None and a.anchors < 0:
         raise ConfigError(f"anchors: must be >= 0, got {a.anchors}")
+    if a.ours_seeds < 1:
+        raise ConfigError(f"ours-seeds: need at least one seed per proposal, got {a.ours_seeds}")
     if a.out is None and not a.latency_only:
         a.out = "planner_bench.json"
     if a.out is not None:  # --latency-only writes only where --out is given
@@ -330,6 +334,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                           "target-budget runs; the default is 6")
     ours_opts: dict[str, Any] = {"n_anchor": N_ANCHOR if a.anchors is None else a.anchors, "anchor": a.anchor,
                                  "cost_power": cost_power}
+    if a.ours_seeds > 1:  # _race's own keyword: every ours proposal runs this many seeds
+        ours_opts["seeds"] = a.ours_seeds
     outcomes: list[Outcome] = []
     if a.jobs > 1 and len(worlds) > 1:
         import multiprocessing as mp
