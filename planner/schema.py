@@ -442,10 +442,23 @@ class RunRecord(BaseModel):
                 attempt=row.get("attempt", 1),
                 wall_s=row.get("wall_s", 0.0),
                 created_at=row.get("created_at", ""),
-                provenance=json.loads(row.get("provenance_json") or "{}"),
+                provenance=_provenance(row.get("provenance_json")),
             )
+        except KeyError as exc:  # a bare "'schema_version'" said nothing of what was wrong
+            raise ConfigError(f"record: no column {exc.args[0]!r} (not a run record, or one written by another "
+                              "tool)") from None
         except Exception as exc:
             raise ConfigError(f"record: {first_error(exc)}") from None
+
+
+def _provenance(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text or "{}")
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"provenance_json is not valid JSON ({exc.msg} at character {exc.pos})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"provenance_json must be a JSON object, got {type(value).__name__}")
+    return value
 
 
 _NESTED = {"plan", "card", "metrics", "provenance"}

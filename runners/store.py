@@ -133,6 +133,8 @@ def _read_one(path: Path) -> list[RunRecord]:
     A file in ``runs/`` must hold the one ok record its name says, and a file in
     ``failed/`` the failed attempt its name says: a record copied under another run's
     name would otherwise count that run as done and hide it for good."""
+    if path.is_dir():  # polars' own message is a glob "Hint:" about expanded paths
+        raise ConfigError("a directory, not a record file")
     frame = pl.read_parquet(path)
     if frame.height == 0:
         raise ConfigError("empty file (no rows)")
@@ -298,6 +300,11 @@ class PilotStore:
         corrupt: list[CorruptRecord] = []
         seen: set[tuple[str, str, int]] = set()
         for folder in folders[status]:
+            if folder.exists() and not folder.is_dir():
+                # Not an empty store: whatever was recorded there is unreadable, and a store
+                # that read as "0 ok" would quietly redo every run.
+                corrupt.append(CorruptRecord(folder, f"{folder.name}/ is a file, not the folder of records"))
+                continue
             for path in self._files(folder):
                 try:
                     recs = _read_one(path)

@@ -89,6 +89,29 @@ def test_corrupt_files_reported_by_name_and_skipped(tmp_path: Path) -> None:
     assert [c.path.name for c in store.corrupt_] == sorted(c.path.name for c in scan.corrupt)
 
 
+def test_corrupt_reasons_say_what_is_wrong(tmp_path: Path) -> None:
+    # These read as a bare "'schema_version'", a JSON parser's message with no field, and a
+    # polars glob hint; a store whose runs/ was a file read as an empty store.
+    store = PilotStore(tmp_path)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    row = record(1).to_row()
+    pl.DataFrame([row], schema=ROW_SCHEMA).drop("schema_version").write_parquet(runs / "nocol-s0.parquet")
+    pl.DataFrame([row | {"provenance_json": "{bad"}], schema=ROW_SCHEMA).write_parquet(runs / "prov-s0.parquet")
+    pl.DataFrame([row | {"provenance_json": "[1]"}], schema=ROW_SCHEMA).write_parquet(runs / "list-s0.parquet")
+    (runs / "dir-s0.parquet").mkdir()
+    reasons = {c.path.name: c.reason for c in store.scan().corrupt}
+    assert reasons["nocol-s0.parquet"].startswith("record: no column 'schema_version'")
+    assert reasons["prov-s0.parquet"].startswith("record: provenance_json is not valid JSON")
+    assert reasons["list-s0.parquet"] == "record: provenance_json must be a JSON object, got list"
+    assert reasons["dir-s0.parquet"] == "a directory, not a record file"
+    other = PilotStore(tmp_path / "other")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "runs").write_text("x")
+    (bad,) = other.scan().corrupt
+    assert bad.reason == "runs/ is a file, not the folder of records"
+
+
 def test_rewriting_a_corrupt_record_moves_it_aside(tmp_path: Path) -> None:
     store = PilotStore(tmp_path)
     target = store.path_for(record(5))
