@@ -15,13 +15,17 @@ from typing import Any
 import typer
 
 __all__ = [
-    "SEED_MAX", "OneLineErrors", "app", "command", "emit_json", "engine_options", "guard", "parse_budget", "parse_list",
+    "MAX_BUDGET", "SEED_MAX", "OneLineErrors", "app", "command", "emit_json", "engine_options", "guard", "parse_budget", "parse_list",
     "parse_option",
 ]
 
 # The largest --seed every sampler takes: Optuna's and numpy's legacy seeding stop at
 # 2**32 - 1, torch's generators at 2**64 - 1 (a larger one was a traceback mid-race).
 SEED_MAX = 2**32 - 1
+
+# A run budget above this is a typo (1e180 for 1e18), not a plan: frontier pretraining runs
+# are ~1e25-1e26 FLOPs. Compiling it gave plans of ~1e297 prompts, and exit 0.
+MAX_BUDGET = 1e30
 
 class OneLineErrors(typer.core.TyperGroup):
     """Usage errors (a bad option value, a missing option) as one ``error:`` line on stderr
@@ -64,8 +68,9 @@ app = typer.Typer(
 )
 
 
-def parse_budget(value: str, field: str = "budget") -> float:
-    """A positive, finite FLOP count like ``1e18``; raises ConfigError naming ``field``."""
+def parse_budget(value: str, field: str = "budget", most: float | None = MAX_BUDGET) -> float:
+    """A positive, finite FLOP count like ``1e18``, at most ``most`` (None: no bound);
+    raises ConfigError naming ``field``."""
     from planner.errors import ConfigError
 
     try:
@@ -74,6 +79,9 @@ def parse_budget(value: str, field: str = "budget") -> float:
         raise ConfigError(f"{field}: {value!r} is not a number; give FLOPs like 1e18") from None
     if not math.isfinite(x) or x <= 0:
         raise ConfigError(f"{field}: must be a positive finite number of FLOPs, got {value!r}")
+    if most is not None and x > most:
+        raise ConfigError(f"{field}: {x:.3g} FLOPs is beyond any training run (at most {most:.0e}); "
+                          "check the exponent, e.g. 1e18")
     return x
 
 

@@ -228,7 +228,7 @@ def race(
     _check_target(target)
     problem = race_problem(budget, models, rewards, target, pilot_budget, confidence, indifference)
     check_seed_count(seeds)
-    flops_cap = parse_budget(max_flops, "max-flops") if max_flops is not None else None
+    flops_cap = parse_budget(max_flops, "max-flops", most=None) if max_flops is not None else None
     runs_cap = max_runs if max_runs is not None else DEFAULT_RUNS_PER_SETTING * len(problem.settings)
     # Before any run: a store refused after one wastes it. The store's own check knows
     # its layout (runs/, failed/); opening it creates nothing.

@@ -48,6 +48,8 @@ def test_plan_table() -> None:
         (["plan", "-m", "tiny-s", "-r", "sparse", "--rho", "0.5", "--budget", "lots"], "budget"),
         (["plan", "-m", "tiny-s", "-r", "sparse", "--rho", "0.5", "--budget", "nan"], "budget"),
         (["plan", "-m", "tiny-s", "-r", "sparse", "--rho", "0.5", "--budget", "inf"], "budget"),
+        # A typo'd exponent compiled a plan of ~1e297 prompts and exited 0.
+        (["plan", "-m", "tiny-s", "-r", "sparse", "--rho", "0.5", "--budget", "1e180"], "budget: 1e+180 FLOPs is beyond"),
         (["plan", "-m", "qwen2.5-7b", "-r", "prm", "--rho", "0.3", "--budget", "1e13"], "budget"),
         (["flops", "-m", "nope"], "model"),
         (["plan", "-m", "qwen2.5-math-prm-7b", "-r", "sparse", "--rho", "0.5", "--budget", "1e17"], "model"),
