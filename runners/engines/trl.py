@@ -92,6 +92,11 @@ def _check_paths(opts: dict[str, Any]) -> None:
         if not isinstance(v, str | Path) or not str(v):
             raise ConfigError(f"engine trl: option {key!r} must be a path, got {v!r}")
         path = Path(str(v)).expanduser()
+        if hub and path.exists() and not path.is_dir():
+            # A model loads from a folder; given a file, transformers falls back to the Hub
+            # and a run fails after a minute of retried lookups.
+            raise ConfigError(f"engine trl: option {key!r}: {str(v)!r} is a file; give the model's folder "
+                              "(with its config.json) or a Hub id like Qwen/Qwen2.5-1.5B-Instruct")
         if path.exists():
             opts[key] = str(path)  # the loaders take the string as given: "~" would read as a Hub id
             continue

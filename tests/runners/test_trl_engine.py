@@ -209,6 +209,19 @@ def test_a_missing_local_path_is_refused_before_any_run(key: str, value: str) ->
     TrlEngine(policy_path="Qwen/Qwen2.5-1.5B-Instruct")  # a Hub id is not a local path
 
 
+@pytest.mark.parametrize("key", ["policy_path", "scorer_path"])
+def test_a_model_path_that_is_a_file_is_refused_before_any_run(key: str, tmp_path: Path) -> None:
+    # It passed as "exists", then a run spent a minute on Hub lookups for the file's name.
+    from planner.errors import ConfigError
+    from runners.engines.trl import TrlEngine
+
+    f = tmp_path / "model.safetensors"
+    f.write_bytes(b"x")
+    with pytest.raises(ConfigError, match=f"option '{key}': .* is a file; give the model's folder"):
+        TrlEngine(**{key: str(f)})
+    TrlEngine(**{key: str(tmp_path)})  # a folder is checked when a run loads it
+
+
 def test_run_threads_defaults_to_one_for_tiny_policies_on_cpu_only() -> None:
     from planner.registry import get_model
     from runners.grpo.run import run_threads
