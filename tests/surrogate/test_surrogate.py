@@ -81,13 +81,25 @@ def test_replicates_that_agree_exactly_leave_the_noise_to_the_fit() -> None:
     # interpolate every run.
     same = rows(n_rho=4, seeds=2, noise=0.0)
     data = group_replicates(extract(same, "native"), REWARDS)
-    assert data.yvar is None and len(data.y) == len(same) and data.identical_rewards == REWARDS
+    assert data.yvar is None and data.identical_rewards == REWARDS
+    assert len(data.y) == len(same) // 2 and np.all(data.counts == 2)  # one row per plan
     sur = FrontierSurrogate(rewards=REWARDS).fit(same)
     assert sur.noise_source("sparse") == "identical replicates"
     assert sur.run_noise_variance("sparse") > 3e-8  # the floor was 1e-8; the fit's noise is bounded below
     nearly = [dict(r, native=r["native"] + 1e-12 * r["seed"]) for r in same]  # float dust is no noise either
     assert group_replicates(extract(nearly, "native"), REWARDS).yvar is None
     assert group_replicates(extract(rows(n_rho=4), "native"), REWARDS).identical_rewards == ()
+
+
+def test_copies_of_runs_do_not_shrink_the_inferred_noise() -> None:
+    # Each run a row, copies of one value read as evidence of no noise: a race's runs,
+    # each duplicated, fitted noise sd 0.0012 against 0.0094, and P 0.80 became 0.99.
+    once = rows(n_rho=4, noise=0.02)
+    twice = once + [dict(r, seed=r["seed"] + 1) for r in once]
+    a = FrontierSurrogate(rewards=REWARDS).fit(once)
+    b = FrontierSurrogate(rewards=REWARDS).fit(twice)
+    assert b.noise_source("sparse") == "identical replicates"
+    assert b.run_noise_variance("sparse") == pytest.approx(a.run_noise_variance("sparse"), rel=0.05)
 
 
 def test_a_reward_whose_replicates_agree_takes_the_others_noise() -> None:
