@@ -105,6 +105,7 @@ def suggest(
         check_not_store_folder(data)
     if data is not None and not data.exists():
         typer.echo(f"note: no pilot store at {str(data)!r} yet: proposing the initial design", err=True)
+    from planner.frontier import Setting
     from planner.proposals import read_proposals, write_proposals
     from planner.strategies.ours import RaceStrategy
 
@@ -119,6 +120,13 @@ def suggest(
     waiting = list(read_proposals(pending, field="pending").proposals) if pending is not None else []
     done = {r.proposal_id for r in strategy.records_}
     waiting = [p for p in waiting if p.id not in done]
+    # Runs of settings not asked about cannot condition this batch (the surrogate knows only
+    # the requested models and rewards: a KeyError traceback), nor be proposed again.
+    other = [p for p in waiting if Setting(p.model, p.reward) not in problem.settings]
+    if other:
+        typer.echo(f"note: pending: {len(other)} of its runs are of settings not asked about here "
+                   f"(e.g. {other[0].model}/{other[0].reward}); this batch ignores them", err=True)
+        waiting = [p for p in waiting if p not in other]
     skip = {p.id for p in waiting}
     props = [p for p in strategy.ask(n, pending=waiting) if p.id not in skip]
     write_proposals(out, props, target_budget=problem.budget)

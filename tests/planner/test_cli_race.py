@@ -392,6 +392,24 @@ def test_suggest_n_with_pending_proposes_the_rest_of_the_phase(tmp_path: Path) -
     assert res.exit_code == 0 and "4 pending runs complete the current phase" in " ".join(res.output.split())
 
 
+def test_suggest_ignores_pending_runs_of_settings_not_asked_about(tmp_path: Path) -> None:
+    # The acquisition conditioned on them through a surrogate that knows only the
+    # requested settings: a KeyError traceback.
+    data, other, out = tmp_path / "data", tmp_path / "other.json", tmp_path / "next.json"
+    one = ["--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse"]
+    res = runner.invoke(app, ["race", *one, "--engine", "sim", "--world", "paper", "--max-runs", "6",
+                              "--quiet", "--data", str(data)])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["suggest", "--budget", "1e15", "--models", "qwen2.5-3b", "--rewards", "prm",
+                              "--out", str(other)])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["suggest", *one, "--data", str(data), "--pending", str(other), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "pending: 4 of its runs are of settings not asked about here (e.g. qwen2.5-3b/prm)" in res.stderr
+    props = read_proposals(out).proposals
+    assert props and all((p.model, p.reward) == ("qwen2.5-1.5b", "sparse") for p in props)
+
+
 def test_cost_power_option_reaches_the_acquisition(tmp_path: Path) -> None:
     data = tmp_path / "data"
     base = ["--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b", "--rewards", "prm",
