@@ -78,6 +78,18 @@ def _fmt_stake(call: RegimeCall) -> str:
     return f"{call.stake:.4f} ({call.stake_sd:.1f} sd{mark})"
 
 
+def _decided(entry: dict[str, Any]) -> str:
+    """The race's decision on a setting: confident, indifferent or open. A call at the
+    confidence that its validation runs had not yet checked is open, not "confident yes"
+    (the race counts it undecided); summaries from before "decided" was kept say yes/no."""
+    state = entry.get("decided")
+    if state not in ("confident", "indifferent", "open"):
+        return "confident" if entry.get("confident") else "open"
+    if state == "open" and entry.get("confident"):
+        return "open (unchecked)"
+    return str(state)
+
+
 def _fmt_ci(ci: Sequence[float]) -> str:
     return f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
@@ -132,13 +144,14 @@ def _race(data: ReportData) -> list[Block]:
         if mine is not None and mine.call.regime != e.get("regime"):
             differ.append(f"{s.model}/{s.reward}")
         rows.append([s.model, s.reward, f"{_float(e.get('rho_star')):.2f}", _fmt_ci(ci),
-                     str(e.get("regime")), f"{_float(p):.2f}", "yes" if e.get("confident") else "no",
+                     str(e.get("regime")), f"{_float(p):.2f}", _decided(e),
                      f"{mine.call.rho_star:.2f} {_fmt_ci(mine.call.rho_star_ci)} {mine.call.regime}"
                      if mine else "n/a"])
     out.append(Block("table", headers=["model", "reward", "race rho*", "90% interval", "regime", "P",
-                                       "confident", "report (same data, refitted)"], rows=rows,
-                     flags=[r[6] == "no" for r in rows]))
-    out.append(Block("note", "Rows in bold (red in HTML) are calls the race did not reach its confidence on."))
+                                       "decided", "report (same data, refitted)"], rows=rows,
+                     flags=[r[6].startswith("open") for r in rows]))
+    out.append(Block("note", "Rows in bold (red in HTML) are calls the race left open: below its confidence, "
+                             "or (\"unchecked\") at it but not yet checked by runs at the target budget."))
     if differ:
         older = "" if all("stake" in e for e in entries) else " (by an older version of the planner, too)"
         out.append(Block("warn", (

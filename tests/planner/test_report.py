@@ -450,3 +450,16 @@ def test_a_guessed_noise_and_a_predicted_rho_star_are_marked(tmp_path: Path) -> 
     doc = json.loads((tmp_path / "out" / "regimes.json").read_text())
     supports = {s.get("rho_star_support") for s in doc["settings"]}
     assert ("posterior-mean" in supports) == ("rho*+: a prediction" in calls)
+
+
+def test_the_race_table_says_decided_not_merely_confident() -> None:
+    # A call at the confidence that its validation runs had not checked was "confident yes"
+    # beside a paragraph counting it undecided.
+    from planner.report.document import _decided
+
+    assert _decided({"decided": "open", "confident": True}) == "open (unchecked)"
+    assert _decided({"decided": "open", "confident": False}) == "open"
+    assert _decided({"decided": "confident", "confident": True}) == "confident"
+    assert _decided({"decided": "indifferent", "confident": False}) == "indifferent"
+    assert _decided({"confident": True}) == "confident"  # a summary from before "decided"
+    assert _decided({"decided": 7, "confident": False}) == "open"  # hand-edited: read as missing
