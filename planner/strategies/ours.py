@@ -300,6 +300,8 @@ class RaceStrategy:
                 if self._near_target_run(s, rho, _tolerance(role)):
                     continue
                 for dr in (0.0, 0.02, -0.02, 0.04, -0.04):  # nearest plan not run yet
+                    if not 0 < rho + dr < 1:  # past an end of the range (rho* at 0.98, say)
+                        continue
                     plan, note = compile_feasible(s, rho + dr, p.budget, p.opts)
                     if plan is not None and plan_key(plan) not in done:
                         break

@@ -323,6 +323,36 @@ def test_ours_validates_a_call_whose_rho_star_lies_outside_its_interval() -> Non
     assert st._validated(S, outside)
 
 
+def test_ours_validation_near_an_end_of_the_range_does_not_step_past_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With rho* at the top of the range and the plan there unusable (run, or abandoned),
+    the search for the nearest untried plan stepped to rho 1.0007: a ConfigError that
+    stopped the race, and every resume of it, before any run."""
+    import dataclasses
+
+    peak = {S: 0.72, P: 0.44}
+    st = make_strategy("ours", PROBLEM, 0)
+    for _ in range(2):  # pilots, then anchors
+        st.tell([run(p, peak) for p in st.ask()])
+    call = dataclasses.replace(st.decide()[S], rho_star=0.99)
+    call.extra["needs_validation"] = True
+    monkeypatch.setattr(st, "_would_decide", lambda c: True)
+    monkeypatch.setattr(st, "_duel", lambda s, c: [("rho*", 0.99)])
+    monkeypatch.setattr(st, "_near_target_run", lambda s, rho, tol: False)
+    import planner.strategies.ours as ours
+
+    real = ours.compile_feasible
+    asked: list[float] = []
+
+    def only_below(s: Setting, rho: float, *a: object, **k: object) -> object:
+        asked.append(rho)
+        return (None, "") if 0.985 <= rho < 1 else real(s, rho, *a, **k)  # past 1: the real refusal
+
+    monkeypatch.setattr(ours, "compile_feasible", only_below)
+    props = st._validation({S: call})
+    assert asked == [pytest.approx(0.99), pytest.approx(0.97)]  # 1.01 skipped, not compiled
+    assert [round(p.rho, 2) for p in props] == [0.97]
+
+
 def test_ours_min_batch_fills_a_round_that_holds_only_validation() -> None:
     """With workers to keep busy (``planner race --workers N`` sets ``min_batch``), a round
     whose only proposal is a validation run gets the acquisition's next best picks for the
