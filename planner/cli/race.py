@@ -82,7 +82,7 @@ def suggest(
     pilot_budget: PilotOpt = None,
     data: Annotated[Path | None, typer.Option(help="Pilot dataset directory (records so far).")] = None,
     out: Annotated[Path, typer.Option(help="Where to write the proposals.")] = Path("proposals.json"),
-    pending: Annotated[Path | None, typer.Option(help="proposals.json of runs still executing (not proposed again, conditioned on).")] = None,
+    pending: Annotated[list[Path] | None, typer.Option(help="proposals.json of runs still executing (not proposed again, conditioned on); repeat for several files.")] = None,
     seed: Annotated[int, typer.Option(min=0, max=SEED_MAX, help="Seed of the posterior samplers.")] = 0,
     anchors: Annotated[int | None, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots).")] = None,
     cost_power: Annotated[float | None, typer.Option(help="ours: the acquisition values a run's expected gain / FLOPs**p (default 0.5; 1 = gain per FLOP, favours pilots; 0 ignores cost).")] = None,
@@ -96,7 +96,7 @@ def suggest(
     from planner.errors import ConfigError
 
     check_output_file(out, "out")
-    if pending is not None and pending.resolve() == out.resolve():
+    if any(f.resolve() == out.resolve() for f in pending or ()):
         raise ConfigError(f"out: {str(out)!r} is also --pending; writing the new batch there would lose the "
                           "pending runs, so give another --out (e.g. next.json)")
     if data is not None and data.exists() and not data.is_dir():
@@ -117,7 +117,9 @@ def suggest(
         scan = store.scan(status=None)
         strategy.tell(scan.records)  # failed too: abandoned runs are not proposed again
         _warn_corrupt(store.root, scan.corrupt)
-    waiting = list(read_proposals(pending, field="pending").proposals) if pending is not None else []
+    # Every --pending file (a second one used to replace the first, whose runs were proposed
+    # again); a run listed in two files is one run.
+    waiting = list({p.id: p for f in pending or () for p in read_proposals(f, field="pending").proposals}.values())
     done = {r.proposal_id for r in strategy.records_}
     waiting = [p for p in waiting if p.id not in done]
     # Runs of settings not asked about cannot condition this batch (the surrogate knows only

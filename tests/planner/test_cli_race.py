@@ -410,6 +410,23 @@ def test_suggest_ignores_pending_runs_of_settings_not_asked_about(tmp_path: Path
     assert props and all((p.model, p.reward) == ("qwen2.5-1.5b", "sparse") for p in props)
 
 
+def test_suggest_takes_several_pending_files(tmp_path: Path) -> None:
+    # A second --pending silently replaced the first, whose runs were proposed again.
+    base = ["suggest", "--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b",
+            "--rewards", "sparse", "--n", "1"]
+    files = [tmp_path / f"p{i}.json" for i in range(3)]
+    assert runner.invoke(app, [*base, "--out", str(files[0])]).exit_code == 0
+    res = runner.invoke(app, [*base, "--pending", str(files[0]), "--out", str(files[1])])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, [*base, "--pending", str(files[0]), "--pending", str(files[1]), "--pending",
+                              str(files[1]), "--out", str(files[2])])
+    assert res.exit_code == 0, res.output
+    ids = [read_proposals(f).proposals[0].id for f in files]
+    assert len(set(ids)) == 3
+    res = runner.invoke(app, [*base, "--pending", str(files[0]), "--pending", str(files[2]), "--out", str(files[2])])
+    assert res.exit_code == 2 and "is also --pending" in res.output
+
+
 def test_cost_power_option_reaches_the_acquisition(tmp_path: Path) -> None:
     data = tmp_path / "data"
     base = ["--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b", "--rewards", "prm",
