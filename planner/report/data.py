@@ -163,7 +163,8 @@ class ReportData:
 
     @property
     def source_text(self) -> str:
-        return f"{self.data_dir} ({len(self.ok)} ok runs, {len(self.failed)} failed)"
+        # Attempts, said so: the summary above counts failed *runs* (a run tried twice is one).
+        return f"{self.data_dir} ({len(self.ok)} ok runs, {len(self.failed)} failed attempts)"
 
     @property
     def empty(self) -> bool:

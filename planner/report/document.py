@@ -125,8 +125,8 @@ def _race(data: ReportData) -> list[Block]:
             f"at {budget:.3g} FLOPs; its last invocation ran {race.get('rounds', '?')} round(s) and stopped "
             f"({race.get('stop_reason', '?')}) with {decided} of {len(entries)} setting(s) decided "
             f"(confidence threshold {race.get('confidence', '?')}). Its settings have {race.get('runs', '?')} "
-            f"run(s) in the store, failed attempts included ({_float(race.get('flops_spent')):.3g} FLOPs)"
-            + (f", {ok} of them ok." if (ok := _ok_runs(entries)) is not None else "."))
+            f"attempt(s) in the store, failed ones included ({_float(race.get('flops_spent')):.3g} FLOPs)"
+            + (f", {ok} of them ok runs." if (ok := _ok_runs(entries)) is not None else "."))
     if other:
         text += " Their runs at other budgets were at " + ", ".join(f"{b:.4g}" for b in other) + " FLOPs."
     out = [Block("h2", "Race"), Block("p", text)]

@@ -244,7 +244,7 @@ def test_race_calls_the_refit_does_not_repeat_are_flagged_and_odd_summaries_rend
     assert "decided" in race and "decided the" not in race  # no claim the race decided anything
     # Rounds are the last invocation's, runs every attempt in the store: said as such.
     assert f"its last invocation ran {doc['rounds']} round(s)" in race
-    assert f"Its settings have {doc['runs']} run(s) in the store" in race
+    assert f"Its settings have {doc['runs']} attempt(s) in the store" in race
     for line in md.splitlines():  # captions: rho* is a name, never the end of the italics
         if line.startswith("*") and "rho" in line:
             assert "rho\\*" in line and "rho* " not in line
