@@ -107,8 +107,14 @@ class FrontierBand:
     std: NDArray[np.float64]
 
     def band(self, level: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """(lo, hi) of the central ``level`` band (0.5 or 0.9)."""
-        z = _Z[level]
+        """(lo, hi) of the central ``level`` band, ``0 < level < 1`` (normal quantiles)."""
+        if not 0 < level < 1:
+            raise ValueError(f"level: a central band's probability lies in (0, 1), got {level!r}")
+        z = _Z.get(level)
+        if z is None:
+            from statistics import NormalDist
+
+            z = NormalDist().inv_cdf(0.5 + level / 2)
         return self.mean - z * self.std, self.mean + z * self.std
 
     def to_dict(self) -> dict[str, Any]:

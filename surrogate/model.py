@@ -123,6 +123,10 @@ class FrontierSurrogate:
         warm_start: bool = False,
         reuse: Callable[[str, str, NDArray[np.float64], float], NDArray[np.float64]] | None = None,
     ) -> None:
+        if models is not None and not isinstance(models, Mapping):
+            raise TypeError("models: a mapping {policy name: parameter count}, e.g. {'qwen2.5-7b': 7.6e9}")
+        if budget_range is not None and not (0 < budget_range[0] < budget_range[1] < math.inf):
+            raise ValueError(f"budget_range: (lowest, highest) FLOPs with 0 < lowest < highest, got {budget_range!r}")
         self.target = target
         self.rewards = tuple(rewards) if rewards is not None else None
         self.models = dict(models or {})

@@ -32,3 +32,18 @@ def test_reuse_at_reads_the_exact_budget() -> None:
     for b in (1.13296e16, 1.13e16):
         want = compile_plan("qwen2.5-7b", "sparse", 0.5694, b).num_iterations
         assert reuse_at("qwen2.5-7b", "sparse", np.array([0.5694]), b)[0] == want
+
+
+def test_a_frontier_band_takes_any_central_level() -> None:
+    import pytest
+
+    from planner.frontier import FrontierBand
+
+    f = FrontierBand("m", "r", "native", 1e16, np.array([0.3, 0.6]), np.array([0.5, 0.6]), np.array([0.1, 0.2]))
+    lo, hi = f.band(0.9)
+    assert np.allclose(hi - f.mean, 1.6448536 * f.std)
+    lo8, hi8 = f.band(0.8)  # was a KeyError: only 0.5 and 0.9 were tabled
+    assert np.allclose(hi8 - f.mean, 1.2815516 * f.std) and np.all(lo8 > lo)
+    for bad in (0.0, 1.0, 90):
+        with pytest.raises(ValueError, match="level"):
+            f.band(bad)

@@ -407,3 +407,14 @@ def test_a_retried_fit_is_seeded_and_leaves_the_global_generator_alone(monkeypat
     assert calls["n"] == 4  # two attempts per fit: the retry happened
     for name, value in params[0].items():
         assert torch.equal(value, params[1][name]), name
+
+
+def test_constructor_arguments_are_checked_where_given() -> None:
+    # A list of names failed as "dictionary update sequence element #0 has length 10", an
+    # inverted budget range was taken, and (0, hi) failed later as "math domain error".
+    with pytest.raises(TypeError, match="models: a mapping"):
+        FrontierSurrogate(models=["qwen2.5-7b"])  # type: ignore[arg-type]
+    for bad in ((1e16, 1e13), (0.0, 1e16), (1e13, float("inf"))):
+        with pytest.raises(ValueError, match="budget_range"):
+            FrontierSurrogate(budget_range=bad)
+    FrontierSurrogate(models={"qwen2.5-7b": 7.6e9}, budget_range=(1e13, 1e16))
