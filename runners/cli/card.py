@@ -40,7 +40,8 @@ def card(
             raise ConfigError(f"run_id: the record of {run_id!r} is corrupt ({wrecks[0].path.name}: "
                               f"{wrecks[0].reason}); the next `runners execute` of its proposal reruns it")
         close = difflib.get_close_matches(run_id, sorted({r.run_id for r in records}), n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"{len(records)} run(s) are there; see DIR/runs/"
+        # Runs, not records: a run tried three times is three failed records.
+        hint = f"did you mean {close[0]!r}?" if close else f"{len({r.run_id for r in records})} run(s) are there; see DIR/runs/"
         raise ConfigError(f"run_id: no run {run_id!r} in {data}; {hint}")
     # The ok record is the run's result; without one, the latest failed attempt explains it.
     ok = [r for r in matches if r.status == "ok"]

@@ -212,6 +212,21 @@ def test_card_of_a_corrupt_record_says_so(proposals: Path, tmp_path: Path) -> No
     assert f"the record of '{path.stem}' is corrupt" in res.stderr and "reruns it" in res.stderr
 
 
+def test_card_of_an_unknown_run_counts_runs_not_records(proposals: Path, tmp_path: Path) -> None:
+    from planner.proposals import read_proposals
+
+    assert RUNNER.invoke(app, ["execute", str(proposals), "--data", str(tmp_path), "--engine", "sim"]).exit_code == 0
+    store = PilotStore(tmp_path)
+    for attempt in (1, 2):  # two failed attempts of one more run: one run, two records
+        prop = read_proposals(proposals).proposals[0]
+        store.write(RunRecord.failed(prop, 5, engine="sim", simulated=True, error="crash: x").model_copy(
+            update={"attempt": attempt}))
+    runs = len({r.run_id for r in store.records(status=None)})
+    assert runs == len(store.records()) + 1 and len(store.records(status=None)) == runs + 1
+    res = RUNNER.invoke(app, ["card", "zzzz", "--data", str(tmp_path)])
+    assert res.exit_code == 2 and f"{runs} run(s) are there" in res.stderr, res.stderr
+
+
 class RacingSim(SimEngine):
     """Another driver records the same run while this one is still running it."""
 
