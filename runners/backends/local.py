@@ -172,6 +172,15 @@ class LocalBackend:
             if w.handle is None:
                 w.proc.join(timeout=max(0.0, deadline - time.monotonic()))
             self._kill(w)  # still busy: the driver is stopping (Ctrl-C or an error)
+            if w.handle is not None and not w.proc.is_alive():
+                # Its attempt is over, with no record: its lease and progress file would
+                # outlive it (a rerun from another host waits out the lease's TTL).
+                from runners.backends.progress import ProgressFile
+                from runners.lease import release_dead
+
+                t = w.handle.task
+                ProgressFile(t.data, t.run_id, t.attempt, t.nonce).clear()
+                release_dead(t.data, t.run_id, t.nonce)
             self._slots[i] = None
 
     # -- internals -------------------------------------------------------------------------

@@ -131,3 +131,6 @@ def test_sigterm_stops_the_workers_too_and_exits_143(tmp_path: Path) -> None:
     assert err.strip().splitlines()[-1].startswith(f"interrupted: the finished runs are kept in {data}")
     time.sleep(3.5)  # an orphaned worker would have finished and recorded its run by now
     assert PilotStore(data).scan(status=None).records == []
+    # The stopped attempts' leases and progress files go with them: a rerun from another
+    # host would wait out each lease's TTL (the local host sees the dead pid).
+    assert list((data / ".leases").glob("*.json")) == [] and list((data / ".progress").glob("*.json")) == []
