@@ -131,7 +131,10 @@ class Driver:
             self.result.ok.append(task.run_id)
             return None
         if out.status == "skipped":
+            # Another driver finished it while this one waited on its lease: counted as
+            # skipped, not as an attempt this call made.
             self.result.skipped.append(task.run_id)
+            self.result.attempts -= 1
             return None
         self.tries[task.run_id] += 1
         if self.tries[task.run_id] <= self.retries:

@@ -409,6 +409,7 @@ def test_a_rerun_after_sigkill_waits_for_the_orphan_instead_of_running_its_run_a
     assert second.returncode == 0, second.stderr
     summary = json.loads(second.stdout)
     assert (summary["ok"], summary["skipped"]) == (1, 1), summary
+    assert summary["attempts"] == 1  # the run only waited for is no attempt of this call
     started = [line.split()[0] for line in log.read_text().splitlines()]
     assert sorted(started) == sorted(run_id_for(p.id, 0) for p in props)  # each run ran once
     assert PilotStore(data).scan(status=None).corrupt == []
