@@ -37,7 +37,7 @@ from planner.errors import ConfigError
 from planner.files import default_file_mode, remove_idle
 from planner.schema import RunRecord
 
-__all__ = ["ROW_SCHEMA", "CorruptRecord", "PilotStore", "Scan"]
+__all__ = ["ROW_SCHEMA", "CorruptRecord", "PilotStore", "Scan", "attempt_of"]
 
 _F, _I, _S = pl.Float64, pl.Int64, pl.String
 
@@ -75,6 +75,14 @@ ROW_SCHEMA: dict[str, Any] = {
 }
 
 _FAILED_NAME = re.compile(r"^(?P<run>.+)\.a(?P<attempt>\d+)\.parquet$")
+
+
+def attempt_of(path: Path, default: int) -> int:
+    """The attempt number a failed record's file took (``PilotStore.add`` moves a failure
+    to the next free number when another writer holds the one it asked for); ``default``
+    for an ok record's file."""
+    m = _FAILED_NAME.match(path.name)
+    return int(m["attempt"]) if m else default
 
 
 @dataclass(frozen=True)

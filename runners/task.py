@@ -34,7 +34,7 @@ from planner.schema import (
 )
 from runners.backends.progress import ProgressFile
 from runners.lease import RunLease
-from runners.store import PilotStore
+from runners.store import PilotStore, attempt_of
 
 __all__ = [
     "Outcome",
@@ -293,12 +293,13 @@ def _run_held(task: Task, store: PilotStore, prog: ProgressFile, lease: RunLease
         kind = failure_kind(exc)
         record = failed_record(task, f"{type(exc).__name__}: {exc}", kind, engine=engine,
                                wall_s=time.monotonic() - t0, last_progress=last)
-    _, created = store.add(record)
+    path, created = store.add(record)
     if record.status == "ok" and not created:  # another driver recorded this run first
         return Outcome(task.run_id, "skipped", task.attempt)
     kind = (record.provenance or {}).get("failure_kind") if record.status == "failed" else None
     reward = getattr(record.metrics, task.proposal.target, None)
-    return Outcome(task.run_id, record.status, task.attempt, record.error, kind,
+    # The number the record took: another driver's failure may have held the planned one.
+    return Outcome(task.run_id, record.status, attempt_of(path, task.attempt), record.error, kind,
                    time.monotonic() - t0, reward, record.card.flops.total)
 
 

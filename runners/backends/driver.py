@@ -16,7 +16,7 @@ from runners.backends import Backend, Handle
 from runners.backends.progress import ProgressFile, RunView, read_progress, render
 from runners.execution import ExecutionResult
 from runners.lease import release_dead
-from runners.store import PilotStore
+from runners.store import PilotStore, attempt_of
 from runners.task import Outcome, Task, failed_record, make_engine, new_nonce
 
 __all__ = ["Driver"]
@@ -121,6 +121,7 @@ class Driver:
             out = self._lost(h, exc)
         v = self.views[task.run_id]
         v.state, v.wall_s, v.error = out.status, out.wall_s or v.wall_s, out.error
+        v.attempt = out.attempt  # the number its record took, if a collision moved it
         if out.reward is not None:
             v.reward, v.reward_of = out.reward, task.proposal.target
         if out.flops:
@@ -166,9 +167,9 @@ class Driver:
         wall = time.time() - float(last["started"]) if last and last.get("started") else 0.0
         rec = failed_record(task, str(exc) or type(exc).__name__, kind, engine=_engine_of(task), wall_s=wall,
                             last_progress=last)
-        self.store.add(rec)
+        path, _ = self.store.add(rec)
         self._forget(task)
-        return Outcome(task.run_id, "failed", task.attempt, rec.error, kind, wall)
+        return Outcome(task.run_id, "failed", attempt_of(path, task.attempt), rec.error, kind, wall)
 
     @staticmethod
     def _forget(task: Task) -> None:

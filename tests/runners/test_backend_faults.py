@@ -334,3 +334,17 @@ def test_a_lost_attempt_is_recorded_though_another_driver_failed_under_its_numbe
     assert out.status == "failed" and out.kind == "crash" and "after recording" not in (out.error or "")
     recs = sorted(store.records(status="failed"), key=lambda r: r.attempt)
     assert [(r.attempt, r.provenance["task"]) for r in recs] == [(1, theirs.nonce), (2, mine.nonce)]
+    assert out.attempt == 2  # what the progress line and summary show: the number it took
+
+
+def test_a_failed_attempt_reports_the_number_its_record_took(tmp_path: Path) -> None:
+    """Another driver's failure under the planned number moves this one's record to the
+    next; the progress line used to show the planned number (1, 2, 1, 3 for a1-a4)."""
+    from runners.task import failed_record, run_task
+
+    store = PilotStore(tmp_path / "data")
+    theirs = Task(BY_FAULT["raise"], 0, 1, ENGINE, str(store.root), {}, None)
+    store.add(failed_record(theirs, "RuntimeError: boom", "error"))
+    out = run_task(Task(BY_FAULT["raise"], 0, 1, ENGINE, str(store.root), {}, None))
+    assert out.status == "failed" and out.attempt == 2
+    assert sorted(r.attempt for r in store.records(status="failed")) == [1, 2]
