@@ -11,7 +11,7 @@ from typing import Any
 
 from planner.errors import ConfigError
 
-__all__ = ["LINEAR_MODULES", "Architecture", "FamilyDefaults", "architecture_from_hf_config"]
+__all__ = ["LINEAR_MODULES", "Architecture", "FamilyDefaults", "architecture_from_hf_config", "lora_targets_problem"]
 
 # Every linear layer of a Qwen2 decoder block, as peft names them.
 LINEAR_MODULES: tuple[str, ...] = (
@@ -23,6 +23,20 @@ LINEAR_MODULES: tuple[str, ...] = (
     "up_proj",
     "down_proj",
 )
+
+
+def lora_targets_problem(targets: tuple[str, ...]) -> str | None:
+    """What is wrong with a list of LoRA-adapted modules, or None: the accountant prices
+    each by its shape (an unknown name has none), and a repeat doubled the adapter's
+    forward FLOPs but not its backward (membership tests)."""
+    if not targets:
+        return f"empty; name the adapted modules, e.g. {list(LINEAR_MODULES)}"
+    bad = [t for t in targets if t not in LINEAR_MODULES]
+    if bad:
+        return f"unknown module {bad[0]!r}; use names from {list(LINEAR_MODULES)}"
+    if len(set(targets)) != len(targets):
+        return f"{list(targets)} names a module twice; list each once"
+    return None
 
 
 @dataclass(frozen=True)

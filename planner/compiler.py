@@ -35,7 +35,7 @@ from planner.accountant import (
     reward_model_flops,
     train_pass_flops,
 )
-from planner.architecture import LINEAR_MODULES, Architecture
+from planner.architecture import LINEAR_MODULES, Architecture, lora_targets_problem
 from planner.errors import ConfigError, InfeasibleError
 from planner.registry import RewardSystem, get_model, get_reward, scorer_for
 from planner.schema import FlopsSplit, RunPlan
@@ -91,12 +91,8 @@ class CompileOptions:
             raise ConfigError(f"beta: must be a finite number >= 0 (the KL coefficient), got {self.beta!r}")
         if self.lm_head_positions not in (None, "completion", "all"):
             raise ConfigError(f"lm_head_positions: must be 'completion' or 'all', got {self.lm_head_positions!r}")
-        bad = [t for t in self.lora_targets if t not in LINEAR_MODULES]
-        if bad or not self.lora_targets:
-            raise ConfigError(f"lora_targets: unknown module {bad[0]!r}" if bad else "lora_targets: empty")
-        if len(set(self.lora_targets)) != len(self.lora_targets):
-            # A repeat doubled the adapter's forward but not its backward (membership tests).
-            raise ConfigError(f"lora_targets: {list(self.lora_targets)} names a module twice; list each once")
+        if (problem := lora_targets_problem(tuple(self.lora_targets))) is not None:
+            raise ConfigError(f"lora_targets: {problem}")
         if not (math.isfinite(self.rho_tolerance) and self.rho_tolerance > 0):
             raise ConfigError(f"rho_tolerance: must be a positive number, got {self.rho_tolerance!r}")
 

@@ -33,7 +33,7 @@ from planner.schema import (
     run_id_for,
 )
 from runners.backends.progress import ProgressFile
-from runners.lease import RunLease
+from runners.lease import RunLease, release_dead
 from runners.store import PilotStore, attempt_of
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "RunFailed",
     "Task",
     "failed_record",
+    "forget_attempt",
     "make_engine",
     "placed_options",
     "run_task",
@@ -214,6 +215,14 @@ def _alarm(seconds: float | None) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def forget_attempt(task: Task) -> None:
+    """Remove what an attempt whose worker is known dead left behind: its progress file and
+    its lease (which, held on another node, would keep the run from everyone for the
+    lease's TTL)."""
+    ProgressFile(task.data, task.run_id, task.attempt, task.nonce).clear()
+    release_dead(task.data, task.run_id, task.nonce)
 
 
 def run_task(task: Task) -> Outcome:

@@ -13,11 +13,10 @@ from dataclasses import replace
 from typing import Any
 
 from runners.backends import Backend, Handle
-from runners.backends.progress import ProgressFile, RunView, read_progress, render
+from runners.backends.progress import RunView, read_progress, render
 from runners.execution import ExecutionResult
-from runners.lease import release_dead
 from runners.store import PilotStore, attempt_of
-from runners.task import Outcome, Task, failed_record, make_engine, new_nonce
+from runners.task import Outcome, Task, failed_record, forget_attempt, make_engine, new_nonce
 
 __all__ = ["Driver"]
 
@@ -151,13 +150,13 @@ class Driver:
         already written its ok record just before dying)."""
         task = h.task
         if self.store.has_ok(task.run_id):
-            self._forget(task)
+            forget_attempt(task)
             return Outcome(task.run_id, "ok", task.attempt)
         if self.store.failed_by(task.run_id, task.nonce):
             # It wrote this attempt's failed record, then died before replying: a second
             # record would count one failure twice. (By the attempt's nonce, not its number:
             # another driver's failure under the same number is not this one's.)
-            self._forget(task)
+            forget_attempt(task)
             return Outcome(task.run_id, "failed", task.attempt, f"{exc or type(exc).__name__} (after recording "
                            "the attempt as failed)", "crash")
         last = read_progress(self.store.root, task.run_id, task.nonce)
@@ -168,15 +167,9 @@ class Driver:
         rec = failed_record(task, str(exc) or type(exc).__name__, kind, engine=_engine_of(task), wall_s=wall,
                             last_progress=last)
         path, _ = self.store.add(rec)
-        self._forget(task)
+        forget_attempt(task)
         return Outcome(task.run_id, "failed", attempt_of(path, task.attempt), rec.error, kind, wall)
 
-    @staticmethod
-    def _forget(task: Task) -> None:
-        """Remove what a dead worker left of its attempt: its progress file and its lease
-        (which, held on another node, would keep the run from everyone for the lease's TTL)."""
-        ProgressFile(task.data, task.run_id, task.attempt, task.nonce).clear()
-        release_dead(task.data, task.run_id, task.nonce)
 
     # -- display ---------------------------------------------------------------------------
 

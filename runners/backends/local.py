@@ -27,7 +27,7 @@ from typing import Any
 
 from planner.errors import ConfigError
 from runners.backends import Handle, WorkerLost
-from runners.task import Outcome, Task
+from runners.task import Outcome, Task, forget_attempt
 
 __all__ = ["LocalBackend", "visible_gpus"]
 
@@ -173,14 +173,7 @@ class LocalBackend:
                 w.proc.join(timeout=max(0.0, deadline - time.monotonic()))
             self._kill(w)  # still busy: the driver is stopping (Ctrl-C or an error)
             if w.handle is not None and not w.proc.is_alive():
-                # Its attempt is over, with no record: its lease and progress file would
-                # outlive it (a rerun from another host waits out the lease's TTL).
-                from runners.backends.progress import ProgressFile
-                from runners.lease import release_dead
-
-                t = w.handle.task
-                ProgressFile(t.data, t.run_id, t.attempt, t.nonce).clear()
-                release_dead(t.data, t.run_id, t.nonce)
+                forget_attempt(w.handle.task)  # over, with no record: nothing may outlive it
             self._slots[i] = None
 
     # -- internals -------------------------------------------------------------------------
