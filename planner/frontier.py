@@ -9,6 +9,7 @@ Heavy imports (torch via ``surrogate``) happen only when a surrogate is passed i
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -17,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from planner.compiler import CompileOptions, achievable_rho_range, compile_plan, per_completion
-from planner.errors import RaceError
+from planner.errors import ConfigError, RaceError
 from planner.regime import RegimeCall, classify, shares_for_rho
 from planner.registry import get_model, get_reward
 
@@ -61,7 +62,10 @@ def reward_fraction(model: str, reward: str, opts: CompileOptions | None = None)
 
 
 def rho_grid(model: str, reward: str, n: int = 61, opts: CompileOptions | None = None) -> NDArray[np.float64]:
-    """``n`` evenly spaced rho values ``(n,)`` spanning the levers' reachable range."""
+    """``n`` evenly spaced rho values ``(n,)`` spanning the levers' reachable range, ``n >= 2``
+    (both ends of the range)."""
+    if not (isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 2):
+        raise ConfigError(f"n: grid points, a whole number >= 2 (both ends of the rho range), got {n!r}")
     lo, hi = achievable_rho_range(model, reward, opts)
     return np.linspace(lo, hi, n)
 
@@ -83,6 +87,9 @@ def reuse_at(
     # The exact budget: below ~20 prompt groups a 1% change of budget can change the levers
     # (qwen2.5-7b sparse at rho 0.57: mu 2 at 1.13296e16, mu 1 at 1.13e16).
     b = float(budget)
+    if not 0 < b < math.inf:
+        raise ConfigError(f"budget: FLOPs must be a positive finite number, got {budget!r}")
+    get_model(model), get_reward(reward)  # unknown names fail here, not as mu = 1 below
     return np.array([_reuse_one(model, reward, round(float(r), 4), b, opts) for r in np.atleast_1d(rho)], dtype=float)
 
 

@@ -29,7 +29,7 @@ from planner.engine import (
     failure_kind,
     one_line,
 )
-from planner.errors import RaceError
+from planner.errors import ConfigError, RaceError
 from planner.frontier import Setting
 from planner.regime import RegimeCall
 from planner.schema import ComputeCard, Metrics, Proposal, RunRecord, run_id_for
@@ -134,6 +134,7 @@ def run_race(
     records, already stored, in order (``runners.batches.ParallelBatches``: workers in
     parallel); without it each run goes through ``engine.run`` here, one after another.
     """
+    _check_race_args(seeds, batch_size, max_runs, max_flops)
     all_records = store.records(status=None)
     check_same_source(all_records, engine, store.root)
     done = {r.run_id: r for r in all_records if r.status == "ok"}
@@ -293,6 +294,22 @@ def _trim(
         n_runs += new
         n_flops += cost
     return out, ""
+
+
+def _check_race_args(seeds: int, batch_size: int | None, max_runs: int | None, max_flops: float | None) -> None:
+    """The loop's own arguments, for callers from Python (the CLI checks its flags): zero
+    seeds or a zero batch ended a race as "exhausted" after no run, with the prior's call."""
+    def whole(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if not (whole(seeds) and seeds >= 1):
+        raise ConfigError(f"seeds: replicates per proposal, a whole number >= 1, got {seeds!r}")
+    if batch_size is not None and not (whole(batch_size) and batch_size >= 1):
+        raise ConfigError(f"batch_size: runs per round, a whole number >= 1 (or None), got {batch_size!r}")
+    if max_runs is not None and not (whole(max_runs) and max_runs >= 0):
+        raise ConfigError(f"max_runs: a run cap >= 0 (or None: no cap), got {max_runs!r}")
+    if max_flops is not None and not (isinstance(max_flops, int | float) and max_flops >= 0):
+        raise ConfigError(f"max_flops: a FLOP cap >= 0 (or None: no cap), got {max_flops!r}")
 
 
 def regimes_document(

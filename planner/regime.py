@@ -123,6 +123,8 @@ def shares_for_rho(rho: ArrayLike, reward_fraction: ArrayLike) -> NDArray[np.flo
     """
     r = np.asarray(rho, dtype=float)
     f = np.broadcast_to(np.asarray(reward_fraction, dtype=float), r.shape)
+    if not (np.all((r >= 0) & (r <= 1)) and np.all((f >= 0) & (f <= 1))):  # NaN fails too
+        raise ValueError("rho and reward_fraction are fractions in [0, 1]; a share outside it would be negative")
     rest = 1.0 - r
     return np.stack([rest * (1.0 - f), r, rest * f], axis=-1)
 
@@ -139,6 +141,19 @@ def regime_labels(shares: ArrayLike) -> NDArray[np.int64]:
     return np.argmax(s, axis=-1)
 
 
+def _paths(samples: ArrayLike, shares: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Sample paths ``(..., S, G)`` checked against the grid's shares ``(G, 3)``, and the
+    grid's labels ``(G,)``: a path of another grid's length would be labelled by the wrong
+    allocations, and argmax reads the first NaN as the maximum."""
+    s = np.asarray(samples, dtype=float)
+    labels = regime_labels(shares)
+    if s.ndim < 2 or s.shape[-1] != labels.shape[0] or s.shape[-2] == 0:
+        raise ValueError(f"samples must be (..., S, {labels.shape[0]}) with S >= 1 for this grid's shares, got {s.shape}")
+    if not np.isfinite(s).all():
+        raise ValueError("samples must be finite; the surrogate returned NaN or inf sample paths")
+    return s, labels
+
+
 def sample_argmax(samples: ArrayLike) -> NDArray[np.int64]:
     """Grid index of each sample path's maximum: ``(..., S, G) -> (..., S)``."""
     return np.argmax(np.asarray(samples, dtype=float), axis=-1)
@@ -146,8 +161,8 @@ def sample_argmax(samples: ArrayLike) -> NDArray[np.int64]:
 
 def regime_probabilities(samples: ArrayLike, shares: ArrayLike) -> NDArray[np.float64]:
     """Posterior probability of each label: ``(..., S, G), (G, 3) -> (..., 3)``."""
-    labels = regime_labels(shares)
-    idx = labels[sample_argmax(samples)]  # (..., S)
+    s, labels = _paths(samples, shares)
+    idx = labels[sample_argmax(s)]  # (..., S)
     onehot = idx[..., None] == np.arange(len(LABELS))
     return onehot.mean(axis=-2)
 
@@ -177,8 +192,8 @@ def expected_loss(samples: ArrayLike, shares: ArrayLike, label: int | str) -> fl
     ``(S, G)`` of (best value anywhere) - (best value within the regime); ``inf`` when no
     grid point carries the label (committing to it is impossible). Small values mean the
     regime hardly matters."""
-    s = np.asarray(samples, dtype=float)
-    inside = regime_labels(shares) == _index(label)
+    s, labels = _paths(samples, shares)
+    inside = labels == _index(label)
     if not inside.any():
         return float("inf")
     return float(np.mean(s.max(axis=-1) - s[:, inside].max(axis=-1)))
@@ -195,8 +210,7 @@ def regime_stake(samples: ArrayLike, shares: ArrayLike, label: int | str) -> flo
     regimes differ but the runs do not yet say which way. NaN when ``label`` or every other
     label is absent from the grid.
     """
-    s = np.asarray(samples, dtype=float)
-    labels = regime_labels(shares)
+    s, labels = _paths(samples, shares)
     label = _index(label)
     inside = labels == label
     others = [k for k in range(len(LABELS)) if k != label and (labels == k).any()]
@@ -216,6 +230,10 @@ def rho_star_interval(
     """
     grid = np.asarray(rho_grid, dtype=float)
     s = np.asarray(samples, dtype=float)
+    if grid.ndim != 1 or s.ndim != 2 or s.shape[0] == 0 or s.shape[1] != grid.shape[0]:
+        raise ValueError(f"samples must be (S, {grid.shape[0] if grid.ndim == 1 else 'G'}) with S >= 1 for a 1-D rho grid, got {s.shape}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
     if within is not None:
         w = np.asarray(within, dtype=bool)
         if w.any():
@@ -256,8 +274,15 @@ def classify(
     """
     s = np.asarray(samples, dtype=float)
     grid = np.asarray(rho_grid, dtype=float)
-    if s.ndim != 2 or s.shape[1] != grid.shape[0]:
-        raise ValueError(f"samples must be (S, {grid.shape[0]}), got {s.shape}")
+    if grid.ndim != 1 or not np.isfinite(grid).all():
+        raise ValueError(f"rho_grid must be a finite 1-D array, got shape {grid.shape}")
+    if s.ndim != 2 or s.shape[1] != grid.shape[0] or s.shape[0] == 0:
+        raise ValueError(f"samples must be (S, {grid.shape[0]}) with S >= 1, got {s.shape}")
+    for name, v in (("mean", mean), ("eligible", eligible)):
+        if v is not None and np.shape(v) != grid.shape:
+            raise ValueError(f"{name} must be ({grid.shape[0]},) like rho_grid, got {np.shape(v)}")
+    if mean is not None and not np.isfinite(np.asarray(mean, dtype=float)).all():
+        raise ValueError("mean must be finite; the surrogate returned NaN or inf")
     if np.shape(shares) != (grid.shape[0], 3):
         # A longer shares array would label grid points by another grid's allocations.
         raise ValueError(f"shares must be ({grid.shape[0]}, 3) for this grid, got {np.shape(shares)}")

@@ -29,6 +29,7 @@ __all__ = [
     "FEATURES",
     "MU",
     "RHO",
+    "TARGETS",
     "B",
     "C",
     "Observation",
@@ -37,6 +38,10 @@ __all__ = [
     "extract",
     "group_replicates",
 ]
+
+# The metrics a record may carry: planner.schema.TARGETS, restated because this package
+# imports nothing of the planner's (a test holds the two equal).
+TARGETS: tuple[str, ...] = ("native", "pass1", "judge")
 
 FEATURES: tuple[str, ...] = ("log10_params", "reward", "rho", "log10_budget", "log2_reuse")
 Z, C, RHO, B, MU = 0, 1, 2, 3, 4  # column indices of FEATURES
@@ -83,8 +88,7 @@ def _observation(rec: Any, target: str) -> Observation | None:
         return None
     budget = float(_get(rec, "budget"))
     rho_planned = float(_get(rec, "rho_planned", rho))
-    reuse = _reuse(rec)
-    return Observation(
+    obs = Observation(
         model=str(_get(rec, "model")),
         model_params=float(_get(rec, "model_params")),
         reward=str(_get(rec, "reward")),
@@ -94,8 +98,28 @@ def _observation(rec: Any, target: str) -> Observation | None:
         flops=float(flops) if flops else budget,
         seed=int(_get(rec, "seed", 0)),
         y=float(y),
-        reuse=reuse,
+        reuse=_reuse(rec),
     )
+    _check_observation(obs, _get(rec, "run_id"))
+    return obs
+
+
+def _check_observation(o: Observation, run_id: Any) -> None:
+    """A record whose features cannot be encoded is refused by name: the GP would fail on
+    it with a bare ``math domain error`` or botorch's NaN complaint, naming no run."""
+    for field, value, ok in (
+        ("model_params", o.model_params, 0 < o.model_params < math.inf),
+        ("budget", o.budget, 0 < o.budget < math.inf),
+        ("flops_total", o.flops, 0 < o.flops < math.inf),
+        ("rho", o.rho, 0 <= o.rho <= 1),
+        ("rho_planned", o.rho_planned, 0 <= o.rho_planned <= 1),
+        ("num_iterations", o.reuse, o.reuse >= 1),
+    ):
+        if not ok:
+            raise ValueError(
+                f"record {run_id or '(no run_id)'}: {field} = {value!r} cannot be a feature "
+                "(a corrupt record: check it with `runners card`, or leave it out)"
+            )
 
 
 def _reuse(rec: Any) -> int:
@@ -170,6 +194,9 @@ def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> Trai
     the group size; otherwise every run is its own row and ``yvar`` is None (the fit infers
     the noise).
     """
+    missing = sorted({o.reward for o in obs} - set(rewards))
+    if missing:
+        raise ValueError(f"rewards: the category order lacks {missing} that the observations carry; list every reward system")
     groups: dict[tuple[str, str, float, float], list[Observation]] = {}
     for o in obs:
         groups.setdefault((o.model, o.reward, round(o.rho_planned, 4), o.budget), []).append(o)

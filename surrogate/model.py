@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike, NDArray
 
-from surrogate.data import FEATURES, MU, RHO, B, TrainingData, Z, extract, group_replicates
+from surrogate.data import FEATURES, MU, RHO, TARGETS, B, TrainingData, Z, extract, group_replicates
 from surrogate.kernel import DTYPE, LOG2_REUSE_SPAN, frontier_kernel
 
 __all__ = ["FIT_SEED", "Domain", "FrontierSurrogate", "NotFittedError"]
@@ -85,6 +85,22 @@ def _span(values: Iterable[float], pad: float, min_width: float) -> tuple[float,
     return lo, hi
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+def _positive(v: Any, name: str, what: str) -> float:
+    """``v`` as a float when it is a positive finite number, else a ValueError naming ``name``."""
+    if not (_is_number(v) and 0 < float(v) < math.inf):
+        raise ValueError(f"{name}: {what} must be a positive finite number, got {v!r}")
+    return float(v)
+
+
+def _check_count(v: Any, name: str) -> None:
+    if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1):
+        raise ValueError(f"{name}: a positive whole number, got {v!r}")
+
+
 def _canonical(o: Any) -> tuple[Any, ...]:
     return (o.model, o.reward, o.budget, o.rho_planned, o.seed, o.flops, o.rho, o.reuse, o.y)
 
@@ -123,10 +139,21 @@ class FrontierSurrogate:
         warm_start: bool = False,
         reuse: Callable[[str, str, NDArray[np.float64], float], NDArray[np.float64]] | None = None,
     ) -> None:
+        if target not in TARGETS:
+            raise ValueError(f"target: one of {', '.join(TARGETS)}, got {target!r}")
+        if rewards is not None and (isinstance(rewards, str) or not all(isinstance(r, str) for r in rewards)):
+            raise TypeError(f"rewards: a list of reward-system names, e.g. ['sparse', 'prm'], got {rewards!r}")
         if models is not None and not isinstance(models, Mapping):
             raise TypeError("models: a mapping {policy name: parameter count}, e.g. {'qwen2.5-7b': 7.6e9}")
-        if budget_range is not None and not (0 < budget_range[0] < budget_range[1] < math.inf):
+        for name, params in (models or {}).items():
+            _positive(params, f"models[{name!r}]", "a parameter count")
+        if budget_range is not None and not (
+            len(budget_range) == 2 and all(_is_number(b) for b in budget_range)
+            and 0 < budget_range[0] < budget_range[1] < math.inf
+        ):
             raise ValueError(f"budget_range: (lowest, highest) FLOPs with 0 < lowest < highest, got {budget_range!r}")
+        if max_iter is not None and not (isinstance(max_iter, int) and max_iter >= 1):
+            raise ValueError(f"max_iter: a positive iteration cap, or None to run to convergence; got {max_iter!r}")
         self.target = target
         self.rewards = tuple(rewards) if rewards is not None else None
         self.models = dict(models or {})
@@ -229,7 +256,7 @@ class FrontierSurrogate:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(FIT_SEED)
                 fit_gpytorch_mll(
-                    mll, optimizer_kwargs={"options": {"maxiter": max_iter}} if max_iter else None
+                    mll, optimizer_kwargs={"options": {"maxiter": max_iter}} if max_iter is not None else None
                 )
             model.train()
             with torch.no_grad():
@@ -252,13 +279,20 @@ class FrontierSurrogate:
         ``(n,)`` gives each run's mu (a compiled plan's ``num_iterations``), else the
         ``reuse`` plug says what a request for that rho buys (mu = 1 without one)."""
         self._check()
-        params = self.models_.get(model) if isinstance(model, str) else float(model)
+        params = self.models_.get(model) if isinstance(model, str) else _positive(model, "model", "a parameter count")
         if params is None:
             raise KeyError(f"surrogate: unknown model {model!r}; pass models={{name: params}}")
         if reward not in self.rewards_:
             raise KeyError(f"surrogate: reward {reward!r} not in {self.rewards_}; pass rewards=")
         r = np.atleast_1d(np.asarray(rho, dtype=float))
-        b = np.broadcast_to(np.log10(np.asarray(budget, dtype=float)), r.shape)
+        if r.ndim != 1:
+            raise ValueError(f"rho: a 1-D array of update fractions, got shape {r.shape}")
+        if not np.all((r >= 0) & (r <= 1)):  # NaN fails too
+            raise ValueError(f"rho: update fractions in [0, 1], got {r[~((r >= 0) & (r <= 1))][:3].tolist()}")
+        raw_b = np.asarray(budget, dtype=float)
+        if not np.all((raw_b > 0) & np.isfinite(raw_b)):
+            raise ValueError(f"budget: FLOP budgets must be positive and finite, got {budget!r}")
+        b = np.broadcast_to(np.log10(raw_b), r.shape)
         if reuse is None:
             name = model if isinstance(model, str) else next(
                 (k for k, v in self.models_.items() if v == float(model)), None)
@@ -270,7 +304,10 @@ class FrontierSurrogate:
                     reuse[at] = np.asarray(self.reuse(name, reward, r[at], float(bb)), dtype=float)
             else:
                 reuse = np.ones(r.shape)
-        m = np.log2(np.broadcast_to(np.asarray(reuse, dtype=float), r.shape))
+        mu = np.broadcast_to(np.asarray(reuse, dtype=float), r.shape)
+        if not np.all((mu >= 1) & np.isfinite(mu)):
+            raise ValueError(f"reuse: update passes per batch must be >= 1, got {np.asarray(reuse).tolist()!r}")
+        m = np.log2(mu)
         return np.stack(
             [np.full(r.shape, math.log10(params)), np.full(r.shape, float(self.rewards_.index(reward))), r, b, m],
             axis=-1,
@@ -280,8 +317,22 @@ class FrontierSurrogate:
     def posterior(self, X: ArrayLike, observation_noise: bool = False) -> Any:
         """BoTorch posterior at ``X`` ``(..., n, 5)`` (joint over the ``n`` points)."""
         self._check()
+        Xa = self._rows(X, "X")
         with torch.no_grad():
-            return self.model_.posterior(torch.as_tensor(np.asarray(X), dtype=DTYPE), observation_noise=observation_noise)
+            return self.model_.posterior(torch.as_tensor(Xa, dtype=DTYPE), observation_noise=observation_noise)
+
+    def _rows(self, X: ArrayLike, name: str) -> NDArray[np.float64]:
+        """``X`` as float rows ``(..., n, 5)`` of finite features with known reward indices
+        (as :meth:`encode` builds them), else a ValueError naming ``name``."""
+        Xa = np.asarray(X, dtype=float)
+        if Xa.ndim < 2 or Xa.shape[-1] != len(FEATURES):
+            raise ValueError(f"{name}: feature rows of shape (n, {len(FEATURES)}) as encode() builds them, got {Xa.shape}")
+        if not np.isfinite(Xa).all():
+            raise ValueError(f"{name}: features must be finite (no NaN or inf)")
+        idx = Xa[..., 1]
+        if not np.all((idx >= 0) & (idx < len(self.rewards_)) & (idx == np.round(idx))):
+            raise ValueError(f"{name}: column 1 indexes rewards_ {self.rewards_}, got values outside 0..{len(self.rewards_) - 1}")
+        return Xa
 
     def predict(
         self, X: ArrayLike, observation_noise: bool = False
@@ -316,6 +367,10 @@ class FrontierSurrogate:
         """Joint posterior sample paths ``(n_samples, G)`` of one setting's frontier."""
         from botorch.sampling import SobolQMCNormalSampler
 
+        _check_count(n_samples, "n_samples")
+        if np.asarray(rho_grid).size == 0:
+            raise ValueError("rho_grid: at least one rho to sample the frontier at")
+
         post = self.posterior(self.encode(model, reward, rho_grid, budget))
         # Quasi-MC base samples: lower-variance regime probabilities than iid draws.
         sampler = SobolQMCNormalSampler(sample_shape=torch.Size([n_samples]), seed=seed)
@@ -348,7 +403,9 @@ class FrontierSurrogate:
         from botorch.utils.sampling import draw_sobol_normal_samples
         from linear_operator.utils.cholesky import psd_safe_cholesky
 
-        Xg, Xc = np.asarray(X_grid), np.asarray(X_candidates)
+        _check_count(n_fantasies, "n_fantasies")
+        _check_count(n_samples, "n_samples")
+        Xg, Xc = self._rows(X_grid, "X_grid"), self._rows(X_candidates, "X_candidates")
         G = Xg.shape[0]
         post = self.posterior(np.concatenate([Xg, Xc]))
         with torch.no_grad(), _jitter_handled():
@@ -428,8 +485,13 @@ class FrontierSurrogate:
         """A copy conditioned on extra observations ``y`` ``(k,)`` at ``X`` ``(k, 5)``
         without refitting hyperparameters (pending runs, kriging believer)."""
         self._check()
-        Xt = torch.as_tensor(np.asarray(X), dtype=DTYPE)
-        Yt = torch.as_tensor(np.asarray(y), dtype=DTYPE).reshape(-1, 1)
+        Xa, ya = self._rows(X, "X"), np.asarray(y, dtype=float).reshape(-1)
+        if Xa.ndim != 2 or ya.shape[0] != Xa.shape[0]:
+            raise ValueError(f"condition_on: y needs one value per row of X (k, 5); got X {Xa.shape}, y {ya.shape}")
+        if not np.isfinite(ya).all():
+            raise ValueError("y: observed values must be finite (no NaN or inf)")
+        Xt = torch.as_tensor(Xa, dtype=DTYPE)
+        Yt = torch.as_tensor(ya, dtype=DTYPE).reshape(-1, 1)
         kwargs: dict[str, Any] = {}
         noise = self._noise_for(Xt)
         if noise is not None:
@@ -455,5 +517,7 @@ class FrontierSurrogate:
         """Leave-one-out cross-validation at the fitted hyperparameters
         (:func:`surrogate.cv.loo_cv`)."""
         from surrogate.cv import loo_cv
+
+        self._check()
 
         return loo_cv(self)

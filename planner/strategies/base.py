@@ -27,6 +27,7 @@ __all__ = [
     "FailedRuns",
     "RaceProblem",
     "Strategy",
+    "check_batch",
     "decision_state",
     "flat_prior_call",
     "relevant_records",
@@ -58,6 +59,20 @@ class RaceProblem:
     def __post_init__(self) -> None:
         if not self.settings:
             raise ConfigError("settings: no (model, reward) setting requested; pass --models/--rewards")
+        # Plain (model, reward) pairs and numpy numbers are what Python callers hold; the
+        # normalised values are set once here, before anything reads them.
+        try:
+            if isinstance(self.settings, str) or any(isinstance(s, str) or len(s) != 2 for s in self.settings):
+                raise TypeError
+            settings = tuple(Setting(str(m), str(r)) for m, r in self.settings)
+        except TypeError:
+            raise ConfigError(f"settings: (model, reward) pairs, e.g. [Setting('qwen2.5-1.5b', 'prm')], "
+                              f"got {self.settings!r}") from None
+        object.__setattr__(self, "settings", settings)
+        for name in ("budget", "pilot_budget", "confidence", "indifference"):
+            v = getattr(self, name)
+            if isinstance(v, np.integer | np.floating):
+                object.__setattr__(self, name, float(v))
         if self.target not in TARGETS:
             raise ConfigError(f"target: unknown target {self.target!r}; use one of: {', '.join(TARGETS)}")
         if not 0.0 < self.confidence < 1.0:
@@ -167,6 +182,13 @@ def flat_prior_call(setting: Setting, problem: RaceProblem, level: float = 0.9) 
         level=level,
         extra={"method": "prior"},
     )
+
+
+def check_batch(n: int | None) -> None:
+    """``ask(n)``'s ``n``: None or a positive whole number (a negative one sliced the batch
+    from its end)."""
+    if n is not None and not (isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 1):
+        raise ConfigError(f"n: proposals per batch, a whole number >= 1 (or None: the strategy's own), got {n!r}")
 
 
 @runtime_checkable

@@ -22,7 +22,13 @@ from planner.frontier import Setting
 from planner.proposals import make_proposal
 from planner.regime import RegimeCall
 from planner.schema import Proposal, RunRecord
-from planner.strategies.base import FailedRuns, RaceProblem, relevant_records, target_value
+from planner.strategies.base import (
+    FailedRuns,
+    RaceProblem,
+    check_batch,
+    relevant_records,
+    target_value,
+)
 from planner.strategies.quadratic import quadratic_call
 
 __all__ = ["GridStrategy", "RandomStrategy"]
@@ -110,6 +116,7 @@ class GridStrategy(_PilotBaseline):
         self._failed.tell(records)
 
     def ask(self, n: int | None = None) -> list[Proposal]:
+        check_batch(n)
         done = {r.proposal_id for r in self.records_}
         skip = done | set(self._failed.abandoned(done))
         out: dict[str, Proposal] = {}
@@ -132,6 +139,7 @@ class RandomStrategy(_PilotBaseline):
         self._turn = 0
 
     def ask(self, n: int | None = None) -> list[Proposal]:
+        check_batch(n)
         from planner.compiler import achievable_rho_range
 
         settings = self.problem.settings

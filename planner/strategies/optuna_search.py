@@ -15,7 +15,13 @@ from planner.frontier import Setting, allocation_shares
 from planner.proposals import make_proposal
 from planner.regime import LABELS, RegimeCall, regime_labels
 from planner.schema import Proposal, RunRecord
-from planner.strategies.base import RaceProblem, flat_prior_call, relevant_records, target_value
+from planner.strategies.base import (
+    RaceProblem,
+    check_batch,
+    flat_prior_call,
+    relevant_records,
+    target_value,
+)
 
 __all__ = ["OptunaStrategy"]
 
@@ -55,6 +61,7 @@ class OptunaStrategy:
         self._turn = 0
 
     def ask(self, n: int | None = None) -> list[Proposal]:
+        check_batch(n)
         settings = self.problem.settings
         out: dict[str, Proposal] = {}
         for _ in range(n if n is not None else len(settings)):

@@ -46,7 +46,13 @@ from planner.proposals import make_proposal
 from planner.regime import RegimeCall
 from planner.registry import get_model
 from planner.schema import Prediction, Proposal, RunRecord
-from planner.strategies.base import FailedRuns, RaceProblem, flat_prior_call, relevant_records
+from planner.strategies.base import (
+    FailedRuns,
+    RaceProblem,
+    check_batch,
+    flat_prior_call,
+    relevant_records,
+)
 from planner.threads import one_thread
 
 __all__ = ["N_ANCHOR", "RaceStrategy"]
@@ -112,6 +118,10 @@ class RaceStrategy:
         self.anchor = anchor
         if min_batch < 1:
             raise ConfigError(f"min_batch: must be at least 1, got {min_batch}")
+        if batch_size is not None:
+            check_batch(batch_size)
+        if not (isinstance(n_samples, int) and n_samples >= 1):
+            raise ConfigError(f"n_samples: posterior sample paths per call, a whole number >= 1, got {n_samples!r}")
         self.batch_size = batch_size
         self.min_batch = min_batch
         self.config = config or AcquisitionConfig(seed=seed)
@@ -216,6 +226,7 @@ class RaceStrategy:
         else an acquisition batch over the undecided settings (all settings if all are
         decided). ``pending`` proposals are in flight: not proposed again, and the
         acquisition is conditioned on them."""
+        check_batch(n)
         p = self.problem
         # Distinct plans, not records: with --seeds 2 each design point is two records.
         plans: dict[Setting, set[str]] = {s: set() for s in p.settings}

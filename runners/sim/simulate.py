@@ -38,6 +38,9 @@ def simulate_all(
     NaN where the budget buys less than one prompt group at that rho.
     """
     w = load_world(world)
+    b = np.asarray(budget, dtype=float)
+    if not np.all(np.isfinite(b) & (b > 0)):
+        raise ConfigError(f"budget: FLOP budgets must be positive and finite, got {b[~(np.isfinite(b) & (b > 0))].ravel()[:3].tolist()}")
     shape = np.broadcast_shapes(np.shape(rho), np.shape(budget))
     lv = levers_at(model, reward, rho, budget)
     ok = np.isfinite(lv.prompts)

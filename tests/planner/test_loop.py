@@ -395,3 +395,16 @@ def test_a_run_that_succeeds_after_a_failure_is_recorded_as_its_second_attempt(t
     run_race(PROBLEM, RaceStrategy(PROBLEM, 0), FakeEngine(), store, max_runs=8)  # then succeeds
     ok = store.records(status="ok")
     assert len(ok) == 4 and {r.attempt for r in ok} == {2}
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"seeds": 0}, "seeds"), ({"batch_size": 0}, "batch_size"), ({"max_runs": -1}, "max_runs"),
+    ({"max_flops": float("nan")}, "max_flops"),
+])
+def test_loop_arguments_are_checked_before_anything_runs(tmp_path: Path, kwargs: dict, field: str) -> None:
+    # seeds=0 or batch_size=0 used to end the race "exhausted" after no run, with the prior's call.
+    from planner.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"^{field}: "):
+        run_race(PROBLEM, Scripted(), FakeEngine(), PilotStore(tmp_path / "data"), **kwargs)
+    assert not (tmp_path / "data" / "runs").exists() or not any((tmp_path / "data" / "runs").iterdir())

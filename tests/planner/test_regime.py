@@ -229,3 +229,23 @@ def test_a_guessed_noise_is_marked_whether_no_replicates_or_identical_ones_gave_
 
     assert call("inferred").noise_guessed and call("identical replicates").noise_guessed
     assert not any(call(s).noise_guessed for s in ("replicates", "other replicates", None))
+
+
+@pytest.mark.parametrize("call", [
+    lambda: regime_probabilities(humps(np.array([0.3]))[:, :5], RULE),  # another grid's paths
+    lambda: regime_probabilities(np.full((4, GRID.size), np.nan), RULE),
+    lambda: expected_loss(humps(np.array([0.3]))[:, :5], RULE, 1),
+    lambda: regime_stake(np.zeros((0, GRID.size)), RULE, 1),
+    lambda: classify(np.zeros((0, GRID.size)), GRID, RULE),
+    lambda: classify(humps(np.array([0.3])), GRID, RULE, mean=np.zeros(5)),
+    lambda: classify(humps(np.array([0.3])), GRID, RULE, mean=np.full(GRID.size, np.nan)),
+    lambda: rho_star_interval(humps(np.array([0.3])), GRID, -1),
+    lambda: rho_star_interval(humps(np.array([0.3])), GRID, 1.5),
+    lambda: shares_for_rho([0.5, 1.2], 0.0),
+    lambda: shares_for_rho([0.5], 2.0),
+])
+def test_malformed_paths_and_levels_are_refused(call) -> None:
+    # Each used to return a wrong answer silently (probabilities of another grid, a NaN
+    # read as the first regime, a reversed interval, negative shares) or fail in numpy.
+    with pytest.raises(ValueError):
+        call()

@@ -506,3 +506,19 @@ def test_a_target_request_the_compiler_raised_still_counts_as_at_the_target() ->
     st.tell([run(make_proposal(raised), {P: 0.4}), run(make_proposal(dear), {P: 0.4})])
     assert st._target_runs(P) == 1
     assert st._near_target_run(P, raised.rho, 0.01) and not st._near_target_run(P, dear.rho, 0.01)
+
+
+def test_a_problem_takes_plain_pairs_and_numpy_numbers() -> None:
+    p = RaceProblem((("qwen2.5-1.5b", "prm"),), budget=np.float32(1e16), pilot_budget=np.float64(1e15))
+    assert p.settings == (Setting("qwen2.5-1.5b", "prm"),) and isinstance(p.budget, float)
+    with pytest.raises(ConfigError, match="^settings: "):
+        RaceProblem(("qwen2.5-1.5b",), budget=1e16, pilot_budget=1e15)
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_ask_refuses_a_batch_below_one(name: str) -> None:
+    p = RaceProblem((Setting("qwen2.5-1.5b", "prm"),), budget=1e16, pilot_budget=1e15)
+    strat = make_strategy(name, p, seed=0)
+    for n in (0, -1):  # -1 sliced the batch from its end and returned all but one
+        with pytest.raises(ConfigError, match="^n: "):
+            strat.ask(n)
