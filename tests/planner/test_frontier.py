@@ -55,11 +55,11 @@ def test_grid_and_reuse_refuse_what_they_cannot_answer() -> None:
     from planner.errors import ConfigError
 
     for n in (0, 1, -3):  # an empty grid failed in the Sobol engine; one point is no range
-        with pytest.raises(ConfigError, match="^n: "):
+        with pytest.raises(ConfigError, match=r"^n: "):
             rho_grid("qwen2.5-1.5b", "prm", n)
     # reuse_at answered mu = 1 for anything it could not compile, a typo'd model included.
-    with pytest.raises(ConfigError, match="^model: "):
+    with pytest.raises(ConfigError, match=r"^model: "):
         reuse_at("nope", "prm", np.array([0.2]), 1e16)
     for b in (0.0, float("nan")):
-        with pytest.raises(ConfigError, match="^budget: "):
+        with pytest.raises(ConfigError, match=r"^budget: "):
             reuse_at("qwen2.5-1.5b", "prm", np.array([0.2]), b)

@@ -511,7 +511,7 @@ def test_a_target_request_the_compiler_raised_still_counts_as_at_the_target() ->
 def test_a_problem_takes_plain_pairs_and_numpy_numbers() -> None:
     p = RaceProblem((("qwen2.5-1.5b", "prm"),), budget=np.float32(1e16), pilot_budget=np.float64(1e15))
     assert p.settings == (Setting("qwen2.5-1.5b", "prm"),) and isinstance(p.budget, float)
-    with pytest.raises(ConfigError, match="^settings: "):
+    with pytest.raises(ConfigError, match=r"^settings: "):
         RaceProblem(("qwen2.5-1.5b",), budget=1e16, pilot_budget=1e15)
 
 
@@ -520,5 +520,5 @@ def test_ask_refuses_a_batch_below_one(name: str) -> None:
     p = RaceProblem((Setting("qwen2.5-1.5b", "prm"),), budget=1e16, pilot_budget=1e15)
     strat = make_strategy(name, p, seed=0)
     for n in (0, -1):  # -1 sliced the batch from its end and returned all but one
-        with pytest.raises(ConfigError, match="^n: "):
+        with pytest.raises(ConfigError, match=r"^n: "):
             strat.ask(n)

@@ -48,7 +48,7 @@ def test_constructor_names_the_bad_argument(kwargs: dict, field: str) -> None:
     (lambda s: s.predict(np.zeros((3, 4))), "X"),
     (lambda s: s.predict(np.zeros(5)), "X"),
     (lambda s: s.predict(np.full((2, 5), np.nan)), "X"),
-    (lambda s: s.predict(s.encode("small", "prm", [0.5], 1e15) + [0, 3, 0, 0, 0]), "X"),  # reward index 4
+    (lambda s: s.predict(s.encode("small", "prm", [0.5], 1e15) + np.array([0, 3, 0, 0, 0])), "X"),  # reward index 4
     (lambda s: s.condition_on(s.encode("small", "prm", [0.3, 0.5], 1e15), [0.5, 0.6, 0.7]), "condition_on"),
     (lambda s: s.condition_on(s.encode("small", "prm", [0.3], 1e15), [np.nan]), "y"),
 ])
@@ -81,5 +81,5 @@ def test_a_record_that_cannot_be_a_feature_is_named(field: str, value: float) ->
 
 def test_group_replicates_names_a_missing_reward() -> None:
     obs = extract(rows(n_rho=3), "native")
-    with pytest.raises(ValueError, match="^rewards: .*'sparse'"):
+    with pytest.raises(ValueError, match=r"^rewards: .*'sparse'"):
         group_replicates(obs, ("prm",))
