@@ -53,6 +53,9 @@ __all__ = [
 ]
 
 BUDGET_TOLERANCE = 0.02
+# Requests are compiled at rho rounded to this many digits (a cache key that float noise
+# does not split); anything that predicts the compiler's choice must round the same way.
+RHO_DIGITS = 6
 # How far a pilot's rho may move from the request to keep its target plan's mu.
 MATCH_RHO = 0.02
 KEPT_CHOICES = (16, 8, 4, 2)
@@ -91,8 +94,12 @@ class CompileOptions:
             raise ConfigError(f"beta: must be a finite number >= 0 (the KL coefficient), got {self.beta!r}")
         if self.lm_head_positions not in (None, "completion", "all"):
             raise ConfigError(f"lm_head_positions: must be 'completion' or 'all', got {self.lm_head_positions!r}")
+        if isinstance(self.lora_targets, str):
+            raise ConfigError(f"lora_targets: a list of module names, e.g. ('q_proj', 'v_proj'), got {self.lora_targets!r}")
         if (problem := lora_targets_problem(tuple(self.lora_targets))) is not None:
             raise ConfigError(f"lora_targets: {problem}")
+        # A list is what callers hold; plans are cached by their options, which must hash.
+        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
         if not (math.isfinite(self.rho_tolerance) and self.rho_tolerance > 0):
             raise ConfigError(f"rho_tolerance: must be a positive number, got {self.rho_tolerance!r}")
 
@@ -243,6 +250,11 @@ def compile_plan(
     if arch.role != "policy":  # a PRM has no LM head to sample with: its "plan" would be nonsense
         raise ConfigError(f"model: {model!r} is a reward model, not a policy; pick a policy model")
     o = (opts or CompileOptions()).resolve(arch)
+    tokens = o.prompt_len + o.completion_len
+    if tokens > arch.max_position_embeddings:  # a plan that cannot run, priced as if it could
+        field = "prompt_len" if o.prompt_len > o.completion_len else "completion_len"
+        raise ConfigError(f"{field}: prompt + completion = {tokens} tokens exceed {arch.name}'s context of "
+                          f"{arch.max_position_embeddings}; shorten prompt_len or completion_len")
     unit = per_completion(arch, rs, o)
     cands = _candidates(unit, o)
     best_err = min(abs(c[0] - rho) for c in cands)
@@ -346,7 +358,14 @@ def compile_pilot(
     """
     if budget >= target_budget:
         return compile_plan(model, reward, rho, budget, opts)
-    target = compile_plan(model, reward, rho, target_budget, opts)
+    try:
+        target = compile_plan(model, reward, rho, target_budget, opts)
+    except InfeasibleError as exc:
+        if exc.field != "budget":
+            raise
+        # The target budget buys no plan at this rho (a few prompt groups miss it by > 2%):
+        # there is no target recipe to keep, and its nearest budget is not the pilot's.
+        return compile_plan(model, reward, rho, budget, opts)
     return compile_plan(model, reward, rho, budget, opts, iterations=target.num_iterations)
 
 

@@ -15,7 +15,13 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
-from planner.compiler import CompileOptions, achievable_rho_range, compile_pilot, compile_plan
+from planner.compiler import (
+    RHO_DIGITS,
+    CompileOptions,
+    achievable_rho_range,
+    compile_pilot,
+    compile_plan,
+)
 from planner.errors import InfeasibleError
 from planner.frontier import Setting
 from planner.schema import RunPlan
@@ -89,7 +95,7 @@ def compile_feasible(
     same candidate grid every batch.
     """
     tb = None if target_budget is None else float(target_budget)
-    return _compile_feasible(Setting(*setting), round(float(rho), 6), float(budget), opts, tb)
+    return _compile_feasible(Setting(*setting), round(float(rho), RHO_DIGITS), float(budget), opts, tb)
 
 
 @lru_cache(maxsize=65536)
@@ -101,8 +107,8 @@ def _compile_feasible(
         try:
             if target_budget is not None and budget < target_budget:
                 plan = compile_pilot(setting.model, setting.reward, rho, budget, target_budget, opts)
-                mu = compile_plan(setting.model, setting.reward, rho, target_budget, opts).num_iterations
-                if plan.num_iterations != mu:
+                mu = _target_mu(setting, rho, target_budget, opts)
+                if mu is not None and plan.num_iterations != mu:
                     note += (f"mu {plan.num_iterations}, not the target plan's {mu}: no levers with "
                              f"{mu} passes land this budget; ")
             else:
@@ -125,6 +131,15 @@ def _compile_feasible(
             else:
                 return None, str(exc)
     return None, note + "no feasible plan"
+
+
+def _target_mu(setting: Setting, rho: float, target_budget: float, opts: CompileOptions | None) -> int | None:
+    """The update passes of the target-budget plan at ``rho``; None where the target budget
+    buys no plan there (its error is the target's, not the pilot's)."""
+    try:
+        return compile_plan(setting.model, setting.reward, rho, target_budget, opts).num_iterations
+    except InfeasibleError:
+        return None
 
 
 # How a proposal's reason starts its note when its setting's budget was raised (the CLI
@@ -165,7 +180,9 @@ def iso_pilot_budget(
 ) -> float:
     """The smallest budget >= ``budget`` (eighth-decade steps, at most 100x and not above
     ``target_budget``) at which every rho of ``rhos`` compiles *at* that budget, so that a
-    setting's pilots form one IsoFLOP set; ``budget`` itself when none does.
+    setting's pilots form one IsoFLOP set; ``budget`` itself when none does. Where even the
+    dearest of those runs costs more than ``budget`` (a pilot budget far below what any
+    run costs), the 100x search starts from that run's nearest feasible budget instead.
 
     Below a few prompt groups per run the compiler can only land a budget to 2% with some
     levers, and :func:`compile_feasible` moves each infeasible request to its own nearest

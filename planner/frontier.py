@@ -17,7 +17,13 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from planner.compiler import CompileOptions, achievable_rho_range, compile_plan, per_completion
+from planner.compiler import (
+    RHO_DIGITS,
+    CompileOptions,
+    achievable_rho_range,
+    compile_plan,
+    per_completion,
+)
 from planner.errors import ConfigError, RaceError
 from planner.regime import RegimeCall, classify, shares_for_rho
 from planner.registry import get_model, get_reward
@@ -90,7 +96,7 @@ def reuse_at(
     if not 0 < b < math.inf:
         raise ConfigError(f"budget: FLOPs must be a positive finite number, got {budget!r}")
     get_model(model), get_reward(reward)  # unknown names fail here, not as mu = 1 below
-    return np.array([_reuse_one(model, reward, round(float(r), 4), b, opts) for r in np.atleast_1d(rho)], dtype=float)
+    return np.array([_reuse_one(model, reward, round(float(r), RHO_DIGITS), b, opts) for r in np.atleast_1d(rho)], dtype=float)
 
 
 def allocation_shares(

@@ -74,6 +74,10 @@ def recipe_models(raw: dict[str, Any]) -> tuple[Architecture, Architecture | Non
     return policy, scorer
 
 
+# Layer indices a regex target is tried on (first, second, a two-digit one, a late one).
+_PROBE_LAYERS = (0, 1, 10, 27)
+
+
 def lora_targets(spec: Any) -> tuple[str, ...]:
     """The adapted module types, as peft reads ``target_modules``: None -> its Qwen2
     default (q, v); ``"all-linear"``; another string is a regex that must match a whole
@@ -88,8 +92,16 @@ def lora_targets(spec: Any) -> tuple[str, ...]:
         except re.error as exc:
             raise ConfigError(f"config: lora_target_modules: {spec!r} is not a valid regex ({exc})") from None
         attn = ("q_proj", "k_proj", "v_proj", "o_proj")
-        found = tuple(m for m in LINEAR_MODULES
-                      if pattern.fullmatch(f"model.layers.0.{'self_attn' if m in attn else 'mlp'}.{m}"))
+        # Layers of one and two digits: a pattern naming some layers adapts fewer modules
+        # than the audit, which costs every layer, would count (as a dotted list entry does).
+        hits = {m: [bool(pattern.fullmatch(f"model.layers.{i}.{'self_attn' if m in attn else 'mlp'}.{m}"))
+                    for i in _PROBE_LAYERS] for m in LINEAR_MODULES}
+        partial = [m for m, h in hits.items() if any(h) and not all(h)]
+        if partial:
+            raise ConfigError(f"config: lora_target_modules: the pattern {spec!r} adapts {partial[0]} in some layers "
+                              "only; the audit costs adapters on every layer: match every layer, e.g. "
+                              f"'.*{partial[0]}', or give a list like [{partial[0]}]")
+        found = tuple(m for m, h in hits.items() if all(h))
         if not found:
             raise ConfigError(f"config: lora_target_modules: the pattern {spec!r} matches no module (peft reads "
                               "a string as a regex on full names, e.g. '.*q_proj'); give a list like [q_proj, v_proj]")

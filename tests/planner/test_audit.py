@@ -218,6 +218,9 @@ def test_lora_targets_as_peft_reads_them(tmp_path: Path, spec: object, want: tup
     ({"lora_target_modules": ["foo.q_proj"]}, "names part of the model"),
     ({"lora_target_modules": ["mlp.q_proj"]}, "names part of the model"),
     ({"lora_target_modules": ["qproj"]}, "unknown module 'qproj'"),
+    # A regex naming one layer was costed on every layer; one naming layer 1 "matched no module".
+    ({"lora_target_modules": r".*layers\.0\.self_attn\.q_proj"}, "adapts q_proj in some layers only"),
+    ({"lora_target_modules": r".*layers\.1\..*q_proj"}, "adapts q_proj in some layers only"),
     # A reward model where the policy goes was costed as a policy.
     ({"model_name_or_path": "Qwen/Qwen2.5-Math-PRM-7B"}, "is a reward model, not a policy"),
     # A bad path names its recipe key, and a policy list for the policy.

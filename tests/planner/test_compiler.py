@@ -268,3 +268,40 @@ def test_a_reward_model_gets_no_plan() -> None:
 
     with pytest.raises(ConfigError, match="reward model, not a policy"):
         compile_plan("qwen2.5-math-prm-7b", "sparse", 0.5, 1e17)
+
+
+def test_a_pilot_whose_target_budget_buys_no_plan_is_the_plain_plan() -> None:
+    from planner.compiler import compile_pilot
+    from planner.design import compile_feasible
+    from planner.frontier import Setting
+
+    # At 2e14 the few prompt groups of qwen2.5-3b prm at rho 0.2 miss the budget by > 2%;
+    # that error escaped and compile_feasible "raised" the pilot to the target's nearest budget.
+    with pytest.raises(InfeasibleError):
+        compile_plan("qwen2.5-3b", "prm", 0.2, 2e14)
+    plain = compile_plan("qwen2.5-3b", "prm", 0.2, 1.5e14)
+    assert compile_pilot("qwen2.5-3b", "prm", 0.2, 1.5e14, 2e14) == plain
+    assert compile_feasible(Setting("qwen2.5-3b", "prm"), 0.2, 1.5e14, target_budget=2e14) == (plain, "")
+
+
+def test_options_take_a_list_of_targets_and_plans_fit_the_context() -> None:
+    from planner.compiler import CompileOptions
+    from planner.errors import ConfigError
+
+    listed = compile_plan("qwen2.5-1.5b", "sparse", 0.5, 1e17, CompileOptions(lora_targets=["q_proj", "v_proj"]))
+    assert listed == compile_plan("qwen2.5-1.5b", "sparse", 0.5, 1e17, CompileOptions(lora_targets=("q_proj", "v_proj")))
+    with pytest.raises(ConfigError, match=r"^lora_targets: "):
+        CompileOptions(lora_targets="q_proj")
+    # tiny-s reads 256 tokens: a 1015-token plan used to compile for library callers.
+    with pytest.raises(ConfigError, match=r"^completion_len: .* exceed tiny-s's context of 256"):
+        compile_plan("tiny-s", "sparse", 0.5, 1e12, CompileOptions(completion_len=1000))
+
+
+def test_reuse_at_rounds_rho_as_the_proposals_do() -> None:
+    import numpy as np
+
+    from planner.frontier import reuse_at
+
+    # Rounded to 4 digits this rho compiled to other levers (mu 3 against the plan's 8).
+    rho = 0.541727
+    assert reuse_at("qwen2.5-7b", "prm", np.array([rho]), 1e16)[0] == compile_plan("qwen2.5-7b", "prm", rho, 1e16).num_iterations
