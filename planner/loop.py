@@ -314,11 +314,12 @@ def _check_race_args(seeds: int, batch_size: int | None, max_runs: int | None, m
 
 def regimes_document(
     result: RaceResult, *, engine: str, simulated: bool, world: str | None = None, seed: int = 0,
-    pilot_budgets: dict[Setting, float] | None = None,
+    pilot_budgets: dict[Setting, float] | None = None, seeds: int = 1,
 ) -> dict[str, Any]:
     """The ``regimes.json`` body: race metadata plus one entry per setting. ``seed`` (the
     posterior samplers') is kept so ``planner report`` makes its calls with the same draws;
-    ``pilot_budgets`` are the settings' own where the strategy raised the requested one."""
+    ``pilot_budgets`` are the settings' own where their pilots ran elsewhere (a raised
+    design, a resume) than the requested one; ``seeds`` the replicates per proposal."""
     p = result.problem
     entries = []
     for s in p.settings:
@@ -359,6 +360,7 @@ def regimes_document(
         "confidence": p.confidence,
         "indifference": p.indifference,
         "seed": seed,
+        "seeds": seeds,
         "stop_reason": result.stop_reason,
         "rounds": result.rounds,
         "runs": result.total_runs,  # attempts, failed ones included: what --max-runs counts

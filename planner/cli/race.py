@@ -234,6 +234,7 @@ def race(
     from planner.loop import regimes_document, run_race, write_regimes
     from planner.schema import check_seed_count
     from planner.strategies import make_strategy
+    from planner.strategies.base import ran_pilot_budgets
 
     _check_target(target)
     problem = race_problem(budget, models, rewards, target, pilot_budget, confidence, indifference)
@@ -291,10 +292,14 @@ def race(
         cost = f" (the first proposal costs {seeds} x {first[0].plan.flops.total:.3g} FLOPs)" if first else ""
         raise ConfigError(f"{result.stop_reason}: the cap allows no run{cost}; raise --{result.stop_reason}")
     world_name = getattr(getattr(eng, "world", None), "name", None)
-    # Strategies without an initial design have no pilot budgets of their own.
-    budgets = strat.pilot_budgets() if callable(getattr(strat, "pilot_budgets", None)) else None
+    # Where each setting's pilots ran (a resume keeps them there whatever the flags say
+    # now); else the budget its initial design would take (ours), else the requested one.
+    after = store.records(status=None)
+    ran = ran_pilot_budgets(problem, after)
+    planned = strat.pilot_budgets() if callable(getattr(strat, "pilot_budgets", None)) else {}
+    budgets = {**planned, **ran}
     doc = regimes_document(result, engine=engine, simulated=bool(getattr(eng, "simulated", False)),
-                           world=world_name, seed=seed, pilot_budgets=budgets)
+                           world=world_name, seed=seed, pilot_budgets=budgets, seeds=seeds)
     replaced = _other_race(data / "regimes.json", doc)
     path = write_regimes(data / "regimes.json", doc)
     display.final(result, path)
@@ -312,8 +317,15 @@ def race(
         typer.echo(f"note: no runs for {', '.join(s.key for s in unrun)} ({why}): their entries in "
                    "regimes.json (runs 0) are the surrogate's predictions from the other settings' runs; "
                    "raise the cap, or race them on their own", err=True)
-    if budgets:  # only settings that ran: a raise for one that never did is no news
-        _say_raised_pilots(problem, {s: b for s, b in budgets.items() if result.measured.get(s, 0) > 0})
+    # Only pilots this invocation ran: a raise for a setting that never ran, or whose pilots
+    # an earlier invocation ran, is no news.
+    had = ran_pilot_budgets(problem, scan.records)
+    if result.rounds == 0 and result.stop_reason in ("max-runs", "max-flops"):
+        cap = runs_cap if result.stop_reason == "max-runs" else f"{flops_cap:.3g}"
+        typer.echo(f"note: the store already held {result.total_runs} run(s) ({result.total_flops:.3g} FLOPs) of these "
+                   f"settings, so --{result.stop_reason} {cap} allowed none more; raise it to go on", err=True)
+    _say_raised_pilots(problem, {s: b for s, b in ran.items() if s not in had})
+
     _warn_corrupt(store.root, store.scan(status=None).corrupt, said)
 
 
@@ -323,12 +335,19 @@ def _other_race(path: Path, doc: dict[str, Any]) -> str | None:
     try:
         old = json.loads(path.read_text())
         key = (float(old["budget"]), old["target"], frozenset((e["model"], e["reward"]) for e in old["settings"]))
-    except (OSError, ValueError, TypeError, KeyError):
+        was = str(old.get("strategy", doc["strategy"]))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
     mine = (float(doc["budget"]), doc["target"], frozenset((e["model"], e["reward"]) for e in doc["settings"]))
-    if key == mine:
+    if key == mine and was == doc["strategy"]:
         return None
-    return f"the {key[1]} race at {key[0]:.3g} FLOPs of {len(key[2])} setting(s)"
+    what = f"the {key[1]} race at {key[0]:.3g} FLOPs of {len(key[2])} setting(s)"
+    if was != doc["strategy"]:
+        # Its runs are in the store, so this strategy's calls rest on them too: no
+        # comparison of strategies, which needs a --data each.
+        what = (f"{what} by the {was} strategy, whose runs this {doc['strategy']} race's calls also rest on "
+                "(give each strategy its own --data to compare them)")
+    return what
 
 
 def _say_raised_pilots(problem: Any, budgets: dict[Any, float]) -> None:

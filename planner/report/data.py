@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 
 from planner.errors import ConfigError
 from planner.regime import RegimeCall, shares_for_rho
+from planner.registry import get_model, get_reward
 from planner.schema import TARGETS, RunRecord
 from planner.threads import torch_threads
 
@@ -303,25 +304,42 @@ def _frontier(model: Any, setting: SettingAt, target: str, runs: Sequence[RunRec
     return Frontier(setting, target, grid, np.asarray(mean), np.asarray(std), call, frac)
 
 
+def _reuse_or_one(model: str, reward: str, rho: Any, budget: float) -> Any:
+    """The surrogate's ``reuse`` plug: the compiler's mu for registry settings, 1 for a
+    policy or reward system outside the registry (its runs carry their own mu; a query
+    there assumes one pass, as the surrogate does without a plug)."""
+    from planner.frontier import reuse_at
+
+    try:
+        get_model(model), get_reward(reward)
+    except ConfigError:
+        return np.ones(np.shape(np.atleast_1d(rho)))
+    return reuse_at(model, reward, rho, budget)
+
+
 def _fit(target: str, ok: Sequence[RunRecord], race: dict[str, Any] | None) -> tuple[Any, TargetFit]:
     import time
 
-    from planner.frontier import reuse_at
+    from planner.strategies.base import budget_axis
     from surrogate import FrontierSurrogate
 
     fit = TargetFit(target)
     fit.n_obs = sum(1 for r in ok if getattr(r.metrics, target) is not None)
     t0 = time.perf_counter()
     try:
-        # The race fits its budget axis over (pilot / 10, target); the same range here
-        # keeps the report's calls those of the race.
-        span = (float(race["pilot_budget"]) / 10, float(race["budget"])) if race and race.get("pilot_budget") else None
+        # The race's budget axis (budget_axis over its settings' runs); the same range
+        # here keeps the report's calls those of the race.
+        span = None
+        if race and race.get("pilot_budget"):
+            keys = {(e.get("model"), e.get("reward")) for e in race.get("settings", []) if isinstance(e, dict)}
+            span = budget_axis(float(race["pilot_budget"]), float(race["budget"]),
+                               [r for r in ok if (r.model, r.reward) in keys and getattr(r.metrics, target) is not None])
         model = FrontierSurrogate(
             target,
             rewards=sorted({r.reward for r in ok}),
             models={r.model: r.model_params for r in ok},
             budget_range=span,
-            reuse=reuse_at,
+            reuse=_reuse_or_one,
         ).fit(ok)
     except Exception as exc:  # NotFittedError, numerical failures: report, don't crash
         fit.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -130,6 +130,14 @@ def _race(data: ReportData) -> list[Block]:
     if other:
         text += " Their runs at other budgets were at " + ", ".join(f"{b:.4g}" for b in other) + " FLOPs."
     out = [Block("h2", "Race"), Block("p", text)]
+    now = sum(1 for r in data.records if (r.model, r.reward) in keys)
+    stale = isinstance(race.get("runs"), int) and now > race["runs"]
+    if stale:
+        # An interrupted resume or `runners execute` added runs after the summary was written.
+        out.append(Block("warn", (
+            f"The store now holds {now} attempt(s) of these settings, {now - race['runs']} more than this summary "
+            "counts: runs were added after the race wrote it (an interrupted resume, or `runners execute`). "
+            "Its calls are older than the refit's; rerun the race's command to bring it up to date.")))
     fit = data.fits.get(str(race.get("target")))
     rows, differ = [], []
     for e in entries:
@@ -148,7 +156,7 @@ def _race(data: ReportData) -> list[Block]:
                      f"{mine.call.rho_star:.2f} {_fmt_ci(mine.call.rho_star_ci)} {mine.call.regime}"
                      if mine else "n/a"])
     out.append(Block("table", headers=["model", "reward", "race rho*", "90% interval", "regime", "P",
-                                       "decided", "report (same data, refitted)"], rows=rows,
+                                       "decided", "report (refitted on the store)" if stale else "report (same data, refitted)"], rows=rows,
                      flags=[r[6].startswith("open") for r in rows]))
     out.append(Block("note", "Rows in bold (red in HTML) are calls the race left open: below its confidence, "
                              "or (\"unchecked\") at it but not yet checked by runs at the target budget."))
@@ -157,8 +165,9 @@ def _race(data: ReportData) -> list[Block]:
         out.append(Block("warn", (
             f"The refit calls another regime than the race for {len(differ)} of {len(entries)} setting(s): "
             f"{', '.join(differ)}. The race's calls are the fits it made as it ran{older}; the refit uses "
-            "every record now in the store with the current surrogate. A call that flips between two fits "
-            "of the same runs rests on little evidence: read its P and stake.")))
+            "every record now in the store with the current surrogate. "
+            + ("Part of the difference is the runs added since (above)." if stale else
+               "A call that flips between two fits of the same runs rests on little evidence: read its P and stake."))))
     return out
 
 

@@ -9,6 +9,7 @@ are compared on equal terms.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -17,7 +18,7 @@ import numpy as np
 
 from planner.compiler import CompileOptions, compile_plan
 from planner.errors import ConfigError, InfeasibleError
-from planner.frontier import Setting, allocation_shares, rho_grid
+from planner.frontier import Setting, allocation_shares, at_budget, rho_grid
 from planner.regime import LABELS, RegimeCall, regime_labels
 from planner.registry import get_model, get_reward
 from planner.schema import TARGETS, Proposal, RunPlan, RunRecord
@@ -27,9 +28,11 @@ __all__ = [
     "FailedRuns",
     "RaceProblem",
     "Strategy",
+    "budget_axis",
     "check_batch",
     "decision_state",
     "flat_prior_call",
+    "ran_pilot_budgets",
     "relevant_records",
 ]
 
@@ -182,6 +185,28 @@ def flat_prior_call(setting: Setting, problem: RaceProblem, level: float = 0.9) 
         level=level,
         extra={"method": "prior"},
     )
+
+
+def ran_pilot_budgets(problem: RaceProblem, records: Sequence[RunRecord]) -> dict[Setting, float]:
+    """The budget each setting's pilots ran at: the most common nominal budget among its
+    ``records`` below the decision budget (ties: the smallest). Settings with no such
+    record are absent. A resumed race keeps it whatever --pilot-budget now says: its
+    half-done design is completed there, and regimes.json says where the runs are."""
+    seen: dict[Setting, Counter[float]] = {}
+    for r in records:
+        s = Setting(r.model, r.reward)
+        if s in problem.settings and r.budget < problem.budget and not at_budget(r.budget, problem.budget):
+            seen.setdefault(s, Counter())[float(r.budget)] += 1
+    return {s: min(c, key=lambda b: (-c[b], b)) for s, c in seen.items()}
+
+
+def budget_axis(pilot_budget: float, budget: float, records: Sequence[Any]) -> tuple[float, float]:
+    """The surrogate's budget axis, ``(lowest / 10, budget)`` FLOPs with ``lowest`` the
+    smaller of ``pilot_budget`` (<= ``budget``) and the cheapest record's budget: the race's and the
+    report's fits of one store then agree whether or not a resume repeats --pilot-budget
+    (a --budget 10x larger defaults it 10x higher, past pilots that ran lower)."""
+    lowest = min([float(pilot_budget), *(float(r.budget) for r in records)])
+    return lowest / 10, float(budget)
 
 
 def check_batch(n: int | None) -> None:

@@ -49,8 +49,10 @@ from planner.schema import Prediction, Proposal, RunRecord
 from planner.strategies.base import (
     FailedRuns,
     RaceProblem,
+    budget_axis,
     check_batch,
     flat_prior_call,
+    ran_pilot_budgets,
     relevant_records,
 )
 from planner.threads import one_thread
@@ -130,7 +132,6 @@ class RaceStrategy:
         self.records_: list[RunRecord] = []
         self._ids: set[str] = set()
         self._surrogate: Any = None
-        self._model: Any = None
         self._calls: dict[Setting, RegimeCall] | None = None
         self._failed = FailedRuns(problem)
 
@@ -147,27 +148,24 @@ class RaceStrategy:
     def surrogate(self) -> Any:
         """The surrogate fitted on every record told so far (None with < 2 records)."""
         if self._surrogate is None and len(self.records_) >= 2:
-            if self._model is None:
-                from surrogate import FrontierSurrogate
+            from surrogate import FrontierSurrogate, NotFittedError
 
-                p = self.problem
-                # Every refit starts fresh at the priors' modes. Warm starts (the last
-                # batch's optimum as well, keeping the better) measured no better in the
-                # benchmark (pooled same-regime 0.840 vs 0.827, decidable 0.957 vs 0.986)
-                # and cost a second fit; a warm start alone stayed collapsed (see
-                # FrontierSurrogate.fit).
-                self._model = FrontierSurrogate(
-                    p.target,
-                    rewards=sorted({s.reward for s in p.settings}),
-                    models={s.model: float(get_model(s.model).num_parameters) for s in p.settings},
-                    budget_range=(p.pilot_budget / 10, p.budget),
-                    warm_start=False,
-                    reuse=partial(reuse_at, opts=p.opts),
-                )
-            from surrogate import NotFittedError
-
+            p = self.problem
+            # Every refit starts fresh at the priors' modes, from a new model: warm starts
+            # (the last batch's optimum as well, keeping the better) measured no better in
+            # the benchmark (pooled same-regime 0.840 vs 0.827, decidable 0.957 vs 0.986)
+            # and cost a second fit; a warm start alone stayed collapsed (see
+            # FrontierSurrogate.fit). The budget axis follows the records (budget_axis).
+            model = FrontierSurrogate(
+                p.target,
+                rewards=sorted({s.reward for s in p.settings}),
+                models={s.model: float(get_model(s.model).num_parameters) for s in p.settings},
+                budget_range=budget_axis(p.pilot_budget, p.budget, self.records_),
+                warm_start=False,
+                reuse=partial(reuse_at, opts=p.opts),
+            )
             try:
-                self._surrogate = self._model.fit(self.records_)
+                self._surrogate = model.fit(self.records_)
             except NotFittedError:  # replicates of one plan: no trend to fit yet
                 return None
         return self._surrogate
@@ -400,14 +398,18 @@ class RaceStrategy:
                    for r in self.records_)
 
     def pilot_budgets(self, settings: Sequence[Setting] | None = None) -> dict[Setting, float]:
-        """Each setting's initial-design budget (of ``settings``, default all): ``--pilot-budget``,
+        """Each setting's initial-design budget (of ``settings``, default all): where its
+        pilots already ran, that budget (:func:`ran_pilot_budgets`: a resume with another
+        --budget or --pilot-budget completes the design it began); else ``--pilot-budget``,
         or where that buys about a prompt group (every point would land on a budget of its
         own) the smallest above it at which all the setting's design points compile
         (:func:`iso_pilot_budget`)."""
         p = self.problem
+        ran = ran_pilot_budgets(p, self.records_)
         design = initial_design(p.settings, p.pilot_budget, self.n_init, p.opts)
-        return {s: iso_pilot_budget(s, [pt.rho for pt in design if pt.setting == s], p.pilot_budget,
-                                    p.opts, target_budget=p.budget) for s in (settings or p.settings)}
+        return {s: ran[s] if s in ran else iso_pilot_budget(
+                    s, [pt.rho for pt in design if pt.setting == s], p.pilot_budget, p.opts, target_budget=p.budget)
+                for s in (settings or p.settings)}
 
     def _initial(self, todo: list[Setting], counts: dict[Setting, int]) -> list[Proposal]:
         p = self.problem
