@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-__all__ = ["one_thread", "torch_threads"]
+__all__ = ["one_thread", "one_thread_when", "torch_threads"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -34,6 +34,23 @@ def torch_threads(n: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def one_thread_when(needed: Callable[..., bool]) -> Callable[[F], F]:
+    """:func:`one_thread` for calls where ``needed(*args, **kwargs)`` says tensors will be
+    touched; otherwise the call runs as is, without importing torch (2-4 s of a cold
+    process: an empty-store ``planner suggest`` proposes its initial design without it)."""
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not needed(*args, **kwargs):
+                return fn(*args, **kwargs)
+            with torch_threads(1):
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return wrap
 
 
 def one_thread(fn: F) -> F:

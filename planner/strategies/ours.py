@@ -55,9 +55,13 @@ from planner.strategies.base import (
     ran_pilot_budgets,
     relevant_records,
 )
-from planner.threads import one_thread
+from planner.threads import one_thread_when
 
 __all__ = ["N_ANCHOR", "RaceStrategy"]
+
+# One torch thread for the surrogate's fits, calls and acquisition (planner.threads), where
+# there is a surrogate to fit: with fewer than two records nothing here touches a tensor.
+_fits = one_thread_when(lambda self, *a, **k: len(self.records_) >= 2)
 
 # Target-budget anchors per setting; measured against 3 (and duel placement) in
 # docs/planner.md "Proposals and acquisition".
@@ -144,7 +148,7 @@ class RaceStrategy:
             self._ids.update(r.run_id for r in new)
             self._surrogate, self._calls = None, None
 
-    @one_thread
+    @_fits
     def surrogate(self) -> Any:
         """The surrogate fitted on every record told so far (None with < 2 records)."""
         if self._surrogate is None and len(self.records_) >= 2:
@@ -170,7 +174,7 @@ class RaceStrategy:
                 return None
         return self._surrogate
 
-    @one_thread
+    @_fits
     def decide(self) -> dict[Setting, RegimeCall]:
         if self._calls is None:
             sur = self.surrogate()
@@ -218,7 +222,7 @@ class RaceStrategy:
         plan, _ = compile_feasible(Setting(r.model, r.reward), r.plan.rho_target, b, self.problem.opts)
         return plan is not None and math.isclose(plan.budget, r.budget, rel_tol=1e-9)
 
-    @one_thread
+    @_fits
     def ask(self, n: int | None = None, pending: Sequence[Proposal] = ()) -> list[Proposal]:
         """Initial-design points while a setting has fewer than ``n_init`` recorded plans,
         else an acquisition batch over the undecided settings (all settings if all are
