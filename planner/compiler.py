@@ -27,6 +27,9 @@ import math
 from dataclasses import dataclass
 from functools import cache
 
+import numpy as np
+from numpy.typing import NDArray
+
 from planner.accountant import (
     FlopsBreakdown,
     LoRA,
@@ -216,6 +219,13 @@ def _candidates(
     return out
 
 
+@cache
+def _lever_arrays(unit: PerCompletion, opts: CompileOptions) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """rho ``(n,)`` and mu ``(n,)`` of :func:`_candidates`, in its order."""
+    cands = _candidates(unit, opts)
+    return np.array([c[0] for c in cands], dtype=float), np.array([c[3] for c in cands], dtype=np.int64)
+
+
 def achievable_rho_range(model: str, reward: str, opts: CompileOptions | None = None) -> tuple[float, float]:
     arch, rs = get_model(model), get_reward(reward)
     o = (opts or CompileOptions()).resolve(arch)
@@ -257,13 +267,14 @@ def compile_plan(
                           f"{arch.max_position_embeddings}; shorten prompt_len or completion_len")
     unit = per_completion(arch, rs, o)
     cands = _candidates(unit, o)
-    best_err = min(abs(c[0] - rho) for c in cands)
-    if best_err > o.rho_tolerance:
-        lo, hi = min(c[0] for c in cands), max(c[0] for c in cands)
+    rhos, mus = _lever_arrays(unit, o)
+    err = np.abs(rhos - rho)  # (n_candidates,), in the order of cands
+    if float(err.min()) > o.rho_tolerance:
+        lo, hi = float(rhos.min()), float(rhos.max())
         # A rho the levers actually reach (the range has gaps), not just the request clamped.
         # A request for it gets a plan within about 0.01 (near-ties go to simpler levers, and
         # small budgets to other prompt counts): said, since asking for 0.068 may give 0.072.
-        nearest = min((c[0] for c in cands), key=lambda x: abs(x - rho))
+        nearest = float(rhos[int(np.argmin(err))])
         raise InfeasibleError(
             f"rho: {rho:.3f} is out of reach for {model} with {reward} rewards "
             f"(levers reach [{lo:.3f}, {hi:.3f}]); nearest feasible rho = {nearest:.3f} (a request "
@@ -272,16 +283,17 @@ def compile_plan(
             nearest=nearest,
         )
     # Closest rho bin first (0.01 wide, so near-ties go to the simplest levers), then the
-    # first setting whose prompt count lands the total within tolerance of the budget.
-    ranked = sorted(
-        (c for c in cands if abs(c[0] - rho) <= o.rho_tolerance),
-        key=lambda c: (
-            iterations is None or c[3] != iterations or abs(c[0] - rho) > MATCH_RHO,
-            round(abs(c[0] - rho) / 0.01),
-        ),
-    )
-    nearest_budget = ranked[0][4].total
+    # first setting whose prompt count lands the total within tolerance of the budget. A
+    # stable sort of the candidates in range, which are in simplest-first order; numpy,
+    # since a suggestion compiles thousands of requests over ~4000 candidates each.
+    near = np.flatnonzero(err <= o.rho_tolerance)
+    e = err[near]
+    other_mu = np.ones(near.shape, dtype=bool) if iterations is None else (mus[near] != iterations) | (e > MATCH_RHO)
+    ranked = (cands[i] for i in near[np.lexsort((np.rint(e / 0.01), other_mu))])
+    nearest_budget = math.nan
     for _r, generated, kept, mu, split in ranked:
+        if math.isnan(nearest_budget):
+            nearest_budget = split.total
         prompts = max(1, round(budget / split.total))
         planned = split.scaled(prompts)
         if abs(planned.total - budget) <= BUDGET_TOLERANCE * budget:
