@@ -20,7 +20,7 @@ from planner.strategies import RaceProblem, make_strategy
 from planner.strategies.ours import N_ANCHOR
 from runners.engines.sim import SimEngine
 
-__all__ = ["latency_records", "suggest_latency"]
+__all__ = ["cli_suggest_latency", "latency_records", "suggest_latency"]
 
 
 def latency_records(problem: RaceProblem, world: str, n_records: int = 200, seed: int = 0) -> list[RunRecord]:
@@ -103,3 +103,45 @@ def suggest_latency(base: RaceProblem, world: str, n_records: int = 200) -> dict
         raise RuntimeError("suggest latency: the batch with --n = validation runs + 8 has no acquisition proposal")
     return {"empty_s": empty, f"records_{n_records}_first_s": first, f"records_{n_records}_s": warm,
             f"records_{n_records}_acquisition_s": acq}
+
+
+def cli_suggest_latency(world: str, n_records: int = 200, budget: float = 1e18) -> dict[str, float]:
+    """Wall seconds of ``planner suggest --budget B --data DIR --out DIR/p.json`` run as its
+    own process, end to end (interpreter start, imports, reading the store, the fit, the
+    calls, the acquisition, writing the file), for the default 15 settings:
+
+    * ``cli_empty_s``: an empty ``DIR``;
+    * ``cli_records_N_s``: ``DIR`` holding ``n_records`` sim records (:func:`latency_records`
+      at ``budget``, pilots at ``budget / 100``, the command's default).
+
+    :func:`suggest_latency` times the same work inside one process, without the start-up
+    and the store; this is what a user waits for. Raises if a command fails."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from planner.registry import REWARD_SYSTEMS
+    from runners.store import PilotStore
+
+    problem = RaceProblem(tuple(Setting(m, r) for m in POLICIES_QWEN for r in REWARD_SYSTEMS),
+                          budget=budget, pilot_budget=budget / 100)
+
+    def run(data: Path) -> float:
+        # What the `planner` console script runs, with this interpreter.
+        cmd = [sys.executable, "-c", "import sys; from planner.cli import main; sys.argv[0] = 'planner'; main()",
+               "suggest", "--budget", f"{budget:g}", "--data", str(data), "--out", str(data / "p.json")]
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True)
+        return time.perf_counter() - t0
+
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        empty, full = Path(tmp) / "empty", Path(tmp) / "full"
+        empty.mkdir()
+        out["cli_empty_s"] = run(empty)
+        store = PilotStore(full)
+        for rec in latency_records(problem, world, n_records):
+            store.add(rec)
+        out[f"cli_records_{n_records}_s"] = run(full)
+    return out

@@ -22,8 +22,10 @@ the target budget (noise-free value lost), and the column ``ask s (no fit)``: wa
 ``ask()`` alone; the race loop calls ``decide()``, which fits the surrogate and makes the
 regime calls, before it starts that timer, so the column times the proposals (the
 acquisition), not the fit. The whole of a suggestion (fit, calls and proposals) is the
-latency of ``planner suggest``, timed on empty data and with 200 records
-(:func:`bench_latency.suggest_latency`; ``--latency-only`` runs just that).
+latency of ``planner suggest``, timed on empty data and with 200 records, in process
+(:func:`bench_latency.suggest_latency`) and as the command itself in a process of its own,
+start-up and store included (:func:`bench_latency.cli_suggest_latency`, ``cli_*``; not with
+``--quick``); ``--latency-only`` runs just those.
 
     python benchmarks/planner_bench.py [--quick] [--worlds paper,flat] [--seeds 10] [--out FILE]
     python benchmarks/planner_bench.py --from-json benchmarks/planner_bench_results.json   # stored: no races
@@ -51,7 +53,7 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:  # sibling modules (``planner bench`` loads this file by path)
     sys.path.insert(0, str(BENCH))
 
-from bench_latency import suggest_latency  # noqa: E402
+from bench_latency import cli_suggest_latency, suggest_latency  # noqa: E402
 from bench_plot import plot_bench  # noqa: E402
 from bench_progress import Log, bench_progress  # noqa: E402
 from bench_scoring import (  # noqa: E402
@@ -314,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             raise ConfigError(f"budget: {a.budget:.3g} FLOPs buys no {st.key} run"
                               + (f"; raise it to at least {exc.nearest:.3g}" if exc.nearest else "")) from None
     if a.latency_only:
-        latency = suggest_latency(problem, worlds[0])
+        latency = {**suggest_latency(problem, worlds[0]), **cli_suggest_latency(worlds[0])}
         print("suggest latency (s): " + ", ".join(f"{k} {v:.2f}" for k, v in latency.items()))
         doc_l = {"suggest_latency": latency, "world": worlds[0], "cpus": os.cpu_count(),
                  "date": time.strftime("%Y-%m-%d")}
@@ -387,6 +389,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                                       for k in ORACLE_RUNS},
         }
     latency = suggest_latency(problem, worlds[0]) if "ours" in strategies else {}
+    if latency and not a.quick:  # what a user waits for: `planner suggest` as its own process
+        latency.update(cli_suggest_latency(worlds[0]))
     pool = pooled(outcomes, rows)
     print_table(rows, latency)
     print_pooled(pool)
