@@ -105,7 +105,7 @@ class Outcome:
     """What a worker reports back (the record itself is already in the store)."""
 
     run_id: str
-    status: Literal["ok", "failed", "skipped"]
+    status: Literal["ok", "failed", "skipped", "refused"]  # refused: bad input, no record
     attempt: int
     error: str | None = None
     kind: str | None = None
@@ -298,6 +298,11 @@ def _run_held(task: Task, store: PilotStore, prog: ProgressFile, lease: RunLease
     except RunFailed as exc:
         record = failed_record(task, str(exc), exc.kind, card=exc.card, metrics=exc.metrics,
                                engine=engine, wall_s=time.monotonic() - t0, last_progress=last)
+    except RaceError as exc:
+        # Bad input the engine found only once the run began (a checkpoint of another
+        # shape, micro_batches that do not divide a round): every retry would fail alike,
+        # and it is the user's to fix, so no failed record; the driver stops with it.
+        return Outcome(task.run_id, "refused", task.attempt, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     except Exception as exc:
         kind = failure_kind(exc)
         record = failed_record(task, f"{type(exc).__name__}: {exc}", kind, engine=engine,

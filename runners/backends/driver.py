@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from planner.errors import ConfigError
 from runners.backends import Backend, Handle
 from runners.backends.progress import RunView, read_progress, render
 from runners.execution import ExecutionResult
@@ -118,6 +119,9 @@ class Driver:
             out = self.backend.result(h)
         except Exception as exc:
             out = self._lost(h, exc)
+        if out.status == "refused":  # bad input: not a failure to retry; the other runs stop too
+            self.result.attempts -= 1
+            raise ConfigError(out.error or f"{task.run_id}: the engine refused the run's input")
         v = self.views[task.run_id]
         v.state, v.wall_s, v.error = out.status, out.wall_s or v.wall_s, out.error
         v.attempt = out.attempt  # the number its record took, if a collision moved it

@@ -343,8 +343,9 @@ def test_a_failed_attempt_reports_the_number_its_record_took(tmp_path: Path) -> 
     from runners.task import failed_record, run_task
 
     store = PilotStore(tmp_path / "data")
-    theirs = Task(BY_FAULT["raise"], 0, 1, ENGINE, str(store.root), {}, None)
+    opts = {"faults": {BY_FAULT["raise"].id: "raise"}, "marker": str(tmp_path)}
+    theirs = Task(BY_FAULT["raise"], 0, 1, ENGINE, str(store.root), opts, None)
     store.add(failed_record(theirs, "RuntimeError: boom", "error"))
-    out = run_task(Task(BY_FAULT["raise"], 0, 1, ENGINE, str(store.root), {}, None))
+    out = run_task(Task(BY_FAULT["raise"], 0, 1, ENGINE, str(store.root), opts, None))
     assert out.status == "failed" and out.attempt == 2
     assert sorted(r.attempt for r in store.records(status="failed")) == [1, 2]

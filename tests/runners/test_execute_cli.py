@@ -33,6 +33,32 @@ class DivergingSim(SimEngine):
         return rec.model_copy(update={"metrics": rec.metrics.model_copy(update={"native": float("nan")})})
 
 
+class RefusingSim(SimEngine):
+    """Finds bad input only once the run began, as the trl engine does for a checkpoint of
+    another shape or micro_batches that do not divide a round."""
+
+    def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
+        from planner.errors import ConfigError
+
+        if seed == 1:
+            raise ConfigError("micro_batches: 3 must divide both the generated (19) and kept (8) completions")
+        return super().run(proposal, seed, progress)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_bad_input_found_in_a_run_stops_with_exit_2_and_no_failed_record(proposals: Path, tmp_path: Path,
+                                                                         workers: str) -> None:
+    # It was retried and recorded as two failed attempts (kind "error"), exit 1.
+    data = tmp_path / "data"
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", f"{__name__}:RefusingSim",
+                              "--seeds", "2", "--workers", workers, "--no-progress"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip().splitlines()[-1] == (
+        "error: micro_batches: 3 must divide both the generated (19) and kept (8) completions")
+    assert [r.status for r in PilotStore(data).records(status=None)] in ([], ["ok"])  # seed 0 may have finished
+    assert not list((data / "failed").glob("*")) if (data / "failed").exists() else True
+
+
 def test_a_diverged_run_is_a_failed_nan_record(proposals: Path, tmp_path: Path) -> None:
     """As the in-process race records it (tests/planner/test_loop.py): one label for one event."""
     data = tmp_path / "data"
