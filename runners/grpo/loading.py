@@ -118,6 +118,32 @@ def resolve_policy_path(arch: Architecture, policy_path: str | Path | None, *, q
     return arch.hub_id
 
 
+# Weights up to this size are hashed for a record's provenance (the tiny world's are under
+# 10 MB; a 7B checkpoint's 15 GB would take minutes of every run).
+FINGERPRINT_MAX_BYTES = 1 << 30
+
+
+def weights_fingerprint(path: str) -> str | None:
+    """``sha256:<hex>`` over a local checkpoint folder's ``*.safetensors`` (sorted by name),
+    or None for a Hub id, a folder without them, or more than :data:`FINGERPRINT_MAX_BYTES`.
+
+    Two machines can pretrain the tiny world's policy to different weights (float rounding
+    moves the draw), and a record names only the cache folder: the hash says which weights
+    a run started from."""
+    import hashlib
+
+    folder = Path(path)
+    files = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
+    if not files or sum(f.stat().st_size for f in files) > FINGERPRINT_MAX_BYTES:
+        return None
+    h = hashlib.sha256()
+    for f in files:
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return f"sha256:{h.hexdigest()}"
+
+
 def load_policy(path: str, arch: Architecture, tokenizer: Any, *, device: str) -> Any:
     """The causal LM at ``path`` on ``device``; checks it has the registry's shape."""
     import torch

@@ -209,7 +209,13 @@ def _execute(engine: Any, proposal: Proposal, seed: int, state: RunState,
     from peft import LoraConfig
     from transformers import set_seed
 
-    from runners.grpo.loading import load_policy, load_tokenizer, resolve_policy_path, train_rows
+    from runners.grpo.loading import (
+        load_policy,
+        load_tokenizer,
+        resolve_policy_path,
+        train_rows,
+        weights_fingerprint,
+    )
     from runners.grpo.trainer import RaceGRPOTrainer
     from runners.rewards import build_reward_system
 
@@ -294,6 +300,7 @@ def _execute(engine: Any, proposal: Proposal, seed: int, state: RunState,
     metrics = Metrics(**after, **{f"{k}_base": v for k, v in base.items()})
     provenance = {
         "policy": path,
+        "policy_weights": weights_fingerprint(path),
         "scorer": getattr(rewards, "scorer_name", None),
         "adapter_delta_norm": delta,
         "optimizer_steps": int(trainer.state.global_step),

@@ -110,6 +110,12 @@ def test_record_fields(name: str, records: dict) -> None:
         assert rec.rho_planned == pytest.approx(p.plan.rho)
         assert rec.model_params > 0
         assert rec.provenance.get("simulated") is rec.simulated
+        if not rec.simulated:  # which weights the run started from, not only their folder
+            import hashlib
+
+            files = sorted(Path(rec.provenance["policy"]).glob("*.safetensors"))
+            digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
+            assert rec.provenance["policy_weights"] == f"sha256:{digest}"
         m = rec.metrics
         for t in TARGETS:
             for v in (getattr(m, t), getattr(m, f"{t}_base")):
