@@ -99,10 +99,11 @@ class CompileOptions:
             raise ConfigError(f"lm_head_positions: must be 'completion' or 'all', got {self.lm_head_positions!r}")
         if isinstance(self.lora_targets, str):
             raise ConfigError(f"lora_targets: a list of module names, e.g. ('q_proj', 'v_proj'), got {self.lora_targets!r}")
-        if (problem := lora_targets_problem(tuple(self.lora_targets))) is not None:
-            raise ConfigError(f"lora_targets: {problem}")
         # A list is what callers hold; plans are cached by their options, which must hash.
+        # Set before the check: a generator would be spent by it.
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
+        if (problem := lora_targets_problem(self.lora_targets)) is not None:
+            raise ConfigError(f"lora_targets: {problem}")
         if not (math.isfinite(self.rho_tolerance) and self.rho_tolerance > 0):
             raise ConfigError(f"rho_tolerance: must be a positive number, got {self.rho_tolerance!r}")
 

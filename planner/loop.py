@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from planner.engine import (
     Engine,
     RecordStore,
@@ -300,7 +302,7 @@ def _check_race_args(seeds: int, batch_size: int | None, max_runs: int | None, m
     """The loop's own arguments, for callers from Python (the CLI checks its flags): zero
     seeds or a zero batch ended a race as "exhausted" after no run, with the prior's call."""
     def whole(v: Any) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool)
+        return isinstance(v, int | np.integer) and not isinstance(v, bool)
 
     if not (whole(seeds) and seeds >= 1):
         raise ConfigError(f"seeds: replicates per proposal, a whole number >= 1, got {seeds!r}")
@@ -308,7 +310,7 @@ def _check_race_args(seeds: int, batch_size: int | None, max_runs: int | None, m
         raise ConfigError(f"batch_size: runs per round, a whole number >= 1 (or None), got {batch_size!r}")
     if max_runs is not None and not (whole(max_runs) and max_runs >= 0):
         raise ConfigError(f"max_runs: a run cap >= 0 (or None: no cap), got {max_runs!r}")
-    if max_flops is not None and not (isinstance(max_flops, int | float) and max_flops >= 0):
+    if max_flops is not None and not (isinstance(max_flops, int | float | np.integer | np.floating) and max_flops >= 0):
         raise ConfigError(f"max_flops: a FLOP cap >= 0 (or None: no cap), got {max_flops!r}")
 
 

@@ -74,14 +74,16 @@ def recipe_models(raw: dict[str, Any]) -> tuple[Architecture, Architecture | Non
     return policy, scorer
 
 
-# Layer indices a regex target is tried on (first, second, a two-digit one, a late one).
+# Layer indices a regex target is tried on where the policy's depth is not given (first,
+# second, a two-digit one, a late one).
 _PROBE_LAYERS = (0, 1, 10, 27)
 
 
-def lora_targets(spec: Any) -> tuple[str, ...]:
+def lora_targets(spec: Any, layers: int | None = None) -> tuple[str, ...]:
     """The adapted module types, as peft reads ``target_modules``: None -> its Qwen2
     default (q, v); ``"all-linear"``; another string is a regex that must match a whole
-    module name; a list names modules by their last component."""
+    module name, in every one of the policy's ``layers`` (the audit costs adapters on every
+    layer); a list names modules by their last component."""
     if spec is None:
         return PEFT_QWEN2_DEFAULT_TARGETS
     if spec == "all-linear":
@@ -95,7 +97,7 @@ def lora_targets(spec: Any) -> tuple[str, ...]:
         # Layers of one and two digits: a pattern naming some layers adapts fewer modules
         # than the audit, which costs every layer, would count (as a dotted list entry does).
         hits = {m: [bool(pattern.fullmatch(f"model.layers.{i}.{'self_attn' if m in attn else 'mlp'}.{m}"))
-                    for i in _PROBE_LAYERS] for m in LINEAR_MODULES}
+                    for i in (range(layers) if layers else _PROBE_LAYERS)] for m in LINEAR_MODULES}
         partial = [m for m, h in hits.items() if any(h) and not all(h)]
         if partial:
             raise ConfigError(f"config: lora_target_modules: the pattern {spec!r} adapts {partial[0]} in some layers "
@@ -126,9 +128,10 @@ def lora_targets(spec: Any) -> tuple[str, ...]:
     return tuple(m for m in LINEAR_MODULES if m in names)
 
 
-def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any]) -> Recipe:
+def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any], layers: int | None = None) -> Recipe:
     """Merge a recipe's keys with TRL's defaults (:func:`trl_defaults`) into a :class:`Recipe`,
-    validating the keys the FLOP count needs (one-line errors naming the key)."""
+    validating the keys the FLOP count needs (one-line errors naming the key); ``layers``,
+    the policy's depth, is what a regex ``lora_target_modules`` must match in full."""
 
     unknown = sorted(set(raw) - set(defaults) - EXTRA_KEYS)
     if unknown:
@@ -164,7 +167,7 @@ def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any]) -> Recipe:
         raise ConfigError("config: use_peft is missing; TRL's ModelConfig defaults to full fine-tuning, "
                           "which this audit does not cost: add use_peft: true (and lora_r, lora_target_modules)")
     if flag("use_peft", False):
-        lora = LoRA(pos_int("lora_r", 16), lora_targets(cfg.get("lora_target_modules")))
+        lora = LoRA(pos_int("lora_r", 16), lora_targets(cfg.get("lora_target_modules"), layers))
     grad_accum = pos_int("gradient_accumulation_steps")
     world = pos_int("world_size", cfg.get("num_processes", 1))
     batch = pos_int("per_device_train_batch_size")

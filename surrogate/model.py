@@ -141,6 +141,8 @@ class FrontierSurrogate:
     ) -> None:
         if target not in TARGETS:
             raise ValueError(f"target: one of {', '.join(TARGETS)}, got {target!r}")
+        if rewards is not None and not isinstance(rewards, str):
+            rewards = tuple(rewards)  # once: a generator would be spent by the check
         if rewards is not None and (isinstance(rewards, str) or not all(isinstance(r, str) for r in rewards)):
             raise TypeError(f"rewards: a list of reward-system names, e.g. ['sparse', 'prm'], got {rewards!r}")
         if models is not None and not isinstance(models, Mapping):

@@ -47,7 +47,7 @@ def audit(
 
     raw = load_recipe_file(config)
     policy, scorer = recipe_models(raw)
-    recipe = recipe_from_trl(raw, trl_defaults())
+    recipe = recipe_from_trl(raw, trl_defaults(), layers=policy.num_hidden_layers)
     result = audit_recipe(recipe, policy, scorer)
     data = {
         "model": policy.name,

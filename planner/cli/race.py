@@ -292,12 +292,13 @@ def race(
         cost = f" (the first proposal costs {seeds} x {first[0].plan.flops.total:.3g} FLOPs)" if first else ""
         raise ConfigError(f"{result.stop_reason}: the cap allows no run{cost}; raise --{result.stop_reason}")
     world_name = getattr(getattr(eng, "world", None), "name", None)
-    # Where each setting's pilots ran (a resume keeps them there whatever the flags say
-    # now); else the budget its initial design would take (ours), else the requested one.
+    # The strategy's own budgets where it has them (ours: where a setting's pilots ran, else
+    # its design's; the baselines: where they run, what their calls rest on), else where the
+    # setting's pilots ran, else the requested one.
     after = store.records(status=None)
     ran = ran_pilot_budgets(problem, after)
     planned = strat.pilot_budgets() if callable(getattr(strat, "pilot_budgets", None)) else {}
-    budgets = {**planned, **ran}
+    budgets = {**ran, **planned}
     doc = regimes_document(result, engine=engine, simulated=bool(getattr(eng, "simulated", False)),
                            world=world_name, seed=seed, pilot_budgets=budgets, seeds=seeds)
     replaced = _other_race(data / "regimes.json", doc)

@@ -9,7 +9,6 @@ are compared on equal terms.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -65,12 +64,17 @@ class RaceProblem:
         # Plain (model, reward) pairs and numpy numbers are what Python callers hold; the
         # normalised values are set once here, before anything reads them.
         try:
-            if isinstance(self.settings, str) or any(isinstance(s, str) or len(s) != 2 for s in self.settings):
+            if isinstance(self.settings, str):
                 raise TypeError
-            settings = tuple(Setting(str(m), str(r)) for m, r in self.settings)
+            given = tuple(self.settings)  # once: a generator would be spent by the checks
+            if any(isinstance(s, str) or len(s) != 2 for s in given):
+                raise TypeError
+            settings = tuple(Setting(str(m), str(r)) for m, r in given)
         except TypeError:
             raise ConfigError(f"settings: (model, reward) pairs, e.g. [Setting('qwen2.5-1.5b', 'prm')], "
                               f"got {self.settings!r}") from None
+        if not settings:
+            raise ConfigError("settings: no (model, reward) setting requested; pass --models/--rewards")
         object.__setattr__(self, "settings", settings)
         for name in ("budget", "pilot_budget", "confidence", "indifference"):
             v = getattr(self, name)
@@ -188,16 +192,19 @@ def flat_prior_call(setting: Setting, problem: RaceProblem, level: float = 0.9) 
 
 
 def ran_pilot_budgets(problem: RaceProblem, records: Sequence[RunRecord]) -> dict[Setting, float]:
-    """The budget each setting's pilots ran at: the most common nominal budget among its
-    ``records`` below the decision budget (ties: the smallest). Settings with no such
-    record are absent. A resumed race keeps it whatever --pilot-budget now says: its
-    half-done design is completed there, and regimes.json says where the runs are."""
-    seen: dict[Setting, Counter[float]] = {}
+    """The budget each setting's pilots ran at: the cheapest nominal budget among its
+    ``records`` below the decision budget. Settings with no such record are absent.
+
+    The cheapest, not the most common: the pilot budget is the fidelity floor, and above
+    it sit the acquisition's ladder rungs and, after a resume with a larger --budget, the
+    earlier race's target runs, which can outnumber the pilots. A resumed race (ours)
+    completes a half-done design there whatever --pilot-budget now says."""
+    low: dict[Setting, float] = {}
     for r in records:
         s = Setting(r.model, r.reward)
         if s in problem.settings and r.budget < problem.budget and not at_budget(r.budget, problem.budget):
-            seen.setdefault(s, Counter())[float(r.budget)] += 1
-    return {s: min(c, key=lambda b: (-c[b], b)) for s, c in seen.items()}
+            low[s] = min(low.get(s, math.inf), float(r.budget))
+    return low
 
 
 def budget_axis(pilot_budget: float, budget: float, records: Sequence[Any]) -> tuple[float, float]:
@@ -209,11 +216,11 @@ def budget_axis(pilot_budget: float, budget: float, records: Sequence[Any]) -> t
     return lowest / 10, float(budget)
 
 
-def check_batch(n: int | None) -> None:
-    """``ask(n)``'s ``n``: None or a positive whole number (a negative one sliced the batch
-    from its end)."""
+def check_batch(n: int | None, name: str = "n") -> None:
+    """``ask(n)``'s ``n`` (or another batch size, ``name``): None or a positive whole number
+    (a negative one sliced the batch from its end)."""
     if n is not None and not (isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 1):
-        raise ConfigError(f"n: proposals per batch, a whole number >= 1 (or None: the strategy's own), got {n!r}")
+        raise ConfigError(f"{name}: proposals per batch, a whole number >= 1 (or None: the strategy's own), got {n!r}")
 
 
 @runtime_checkable

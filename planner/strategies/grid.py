@@ -55,6 +55,11 @@ class _PilotBaseline:
             self._budgets[s] = iso_range_budget(s, self.budget, self.problem.opts, ceiling=self.problem.budget)
         return self._budgets[s]
 
+    def pilot_budgets(self) -> dict[Setting, float]:
+        """Each setting's budget (:meth:`budget_for`): where this strategy runs, and the only
+        runs its IsoFLOP call rests on (a resume with another --pilot-budget runs there anew)."""
+        return {s: self.budget_for(s) for s in self.problem.settings}
+
     def tell(self, records: Sequence[RunRecord]) -> None:
         for r in relevant_records(self.problem, records):
             if r.run_id not in self._ids:

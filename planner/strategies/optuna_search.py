@@ -114,6 +114,10 @@ class OptunaStrategy:
             self._budgets[s] = iso_range_budget(s, self.budget, self.problem.opts, ceiling=self.problem.budget)
         return self._budgets[s]
 
+    def pilot_budgets(self) -> dict[Setting, float]:
+        """Each setting's budget: where this strategy runs and what its calls rest on."""
+        return {s: self._budget(s) for s in self.problem.settings}
+
     def _at_budget(self, s: Setting, budget: float) -> bool:
         return abs(budget / self._budget(s) - 1.0) <= 0.05
 

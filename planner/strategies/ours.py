@@ -124,8 +124,7 @@ class RaceStrategy:
         self.anchor = anchor
         if min_batch < 1:
             raise ConfigError(f"min_batch: must be at least 1, got {min_batch}")
-        if batch_size is not None:
-            check_batch(batch_size)
+        check_batch(batch_size, "batch_size")
         if not (isinstance(n_samples, int) and n_samples >= 1):
             raise ConfigError(f"n_samples: posterior sample paths per call, a whole number >= 1, got {n_samples!r}")
         self.batch_size = batch_size

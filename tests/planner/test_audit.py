@@ -208,6 +208,17 @@ def test_lora_targets_as_peft_reads_them(tmp_path: Path, spec: object, want: tup
         train_pass_flops(arch, 1, 16, lora, logit_positions=8, gradient_checkpointing=True, lm_head_recompute=True))
 
 
+def test_a_regex_target_must_match_every_layer_of_the_policy() -> None:
+    from planner.errors import ConfigError
+    from planner.recipe import lora_targets
+
+    first_28 = r"model\.layers\.([0-9]|1[0-9]|2[0-7])\.self_attn\.q_proj"
+    assert lora_targets(first_28, layers=28) == ("q_proj",)
+    with pytest.raises(ConfigError, match="some layers only"):  # 28 of qwen2.5-3b's 36
+        lora_targets(first_28, layers=36)
+    assert lora_targets(r".*layers\.[01]\.self_attn\.q_proj", layers=2) == ("q_proj",)  # all of tiny-s
+
+
 @pytest.mark.parametrize(("body", "says"), [
     ({"lora_target_modules": "q_proj"}, "matches no module"),
     ({"use_peft": None}, "use_peft is missing"),

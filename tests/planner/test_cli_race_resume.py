@@ -55,7 +55,19 @@ def test_pilot_budget_is_where_the_pilots_ran_for_every_strategy(tmp_path: Path)
         race(data, "--rewards", "prm", "--strategy", strategy, "--max-runs", "5")
         ran = pilots(data, "prm")
         assert ran and min(ran) > 1.01e14
-        assert entry(data, "prm")["pilot_budget"] == min(ran, key=lambda b: (-ran[b], b))
+        assert entry(data, "prm")["pilot_budget"] == min(ran)
+
+
+def test_a_resume_at_a_larger_budget_keeps_the_pilots_budget(tmp_path: Path) -> None:
+    # The earlier race's target runs (1e16) sit below the new decision budget (1e17) and
+    # can outnumber the pilots: the most common budget below it read as the pilot budget.
+    data = tmp_path / "d"
+    race(data, "--rewards", "sparse", "--max-runs", "12")
+    before = pilots(data, "sparse")
+    assert min(before) == 1e14
+    race(data, "--rewards", "sparse", "--budget", "1e17", "--max-runs", "16")
+    ran = Counter(r.budget for r in PilotStore(data).records(status=None) if r.budget < 1e17 / 1.5)
+    assert ran[1e16] > 0 and entry(data, "sparse")["pilot_budget"] == 1e14
 
 
 def test_adding_a_setting_leaves_the_others_pilots_and_says_no_raise_for_them(tmp_path: Path) -> None:

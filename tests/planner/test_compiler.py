@@ -305,3 +305,9 @@ def test_reuse_at_rounds_rho_as_the_proposals_do() -> None:
     # Rounded to 4 digits this rho compiled to other levers (mu 3 against the plan's 8).
     rho = 0.541727
     assert reuse_at("qwen2.5-7b", "prm", np.array([rho]), 1e16)[0] == compile_plan("qwen2.5-7b", "prm", rho, 1e16).num_iterations
+
+
+def test_options_take_a_generator_of_targets() -> None:
+    from planner.compiler import CompileOptions
+
+    assert CompileOptions(lora_targets=(m for m in ["q_proj", "v_proj"])).lora_targets == ("q_proj", "v_proj")

@@ -522,3 +522,15 @@ def test_ask_refuses_a_batch_below_one(name: str) -> None:
     for n in (0, -1):  # -1 sliced the batch from its end and returned all but one
         with pytest.raises(ConfigError, match=r"^n: "):
             strat.ask(n)
+
+
+def test_a_problem_takes_a_generator_of_settings_and_refuses_an_empty_one() -> None:
+    # The checks spent a generator before it was stored: settings () slipped past them.
+    p = RaceProblem(((m, "prm") for m in ("qwen2.5-1.5b", "qwen2.5-7b")), budget=1e16, pilot_budget=1e15)
+    assert [s.model for s in p.settings] == ["qwen2.5-1.5b", "qwen2.5-7b"]
+    with pytest.raises(ConfigError, match=r"^settings: no "):
+        RaceProblem((s for s in ()), budget=1e16, pilot_budget=1e15)
+    from planner.strategies.ours import RaceStrategy
+
+    with pytest.raises(ConfigError, match=r"^batch_size: "):
+        RaceStrategy(p, 0, batch_size=0)

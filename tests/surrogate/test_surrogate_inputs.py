@@ -83,3 +83,8 @@ def test_group_replicates_names_a_missing_reward() -> None:
     obs = extract(rows(n_rho=3), "native")
     with pytest.raises(ValueError, match=r"^rewards: .*'sparse'"):
         group_replicates(obs, ("prm",))
+
+
+def test_rewards_given_as_a_generator_keep_their_order() -> None:
+    sur = FrontierSurrogate(rewards=(r for r in ("sparse", "prm")))
+    assert sur.rewards == ("sparse", "prm")
