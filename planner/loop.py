@@ -39,6 +39,7 @@ from planner.strategies.base import (
     MAX_ATTEMPTS,
     RaceProblem,
     Strategy,
+    check_batch,
     decision_state,
 )
 
@@ -306,8 +307,7 @@ def _check_race_args(seeds: int, batch_size: int | None, max_runs: int | None, m
 
     if not (whole(seeds) and seeds >= 1):
         raise ConfigError(f"seeds: replicates per proposal, a whole number >= 1, got {seeds!r}")
-    if batch_size is not None and not (whole(batch_size) and batch_size >= 1):
-        raise ConfigError(f"batch_size: runs per round, a whole number >= 1 (or None), got {batch_size!r}")
+    check_batch(batch_size, "batch_size")
     if max_runs is not None and not (whole(max_runs) and max_runs >= 0):
         raise ConfigError(f"max_runs: a run cap >= 0 (or None: no cap), got {max_runs!r}")
     if max_flops is not None and not (isinstance(max_flops, int | float | np.integer | np.floating) and max_flops >= 0):

@@ -94,8 +94,9 @@ def lora_targets(spec: Any, layers: int | None = None) -> tuple[str, ...]:
         except re.error as exc:
             raise ConfigError(f"config: lora_target_modules: {spec!r} is not a valid regex ({exc})") from None
         attn = ("q_proj", "k_proj", "v_proj", "o_proj")
-        # Layers of one and two digits: a pattern naming some layers adapts fewer modules
-        # than the audit, which costs every layer, would count (as a dotted list entry does).
+        # Every layer (or, without the policy's depth, a sample of them): a pattern naming
+        # some layers adapts fewer modules than the audit, which costs every layer, would
+        # count (as a dotted list entry does).
         hits = {m: [bool(pattern.fullmatch(f"model.layers.{i}.{'self_attn' if m in attn else 'mlp'}.{m}"))
                     for i in (range(layers) if layers else _PROBE_LAYERS)] for m in LINEAR_MODULES}
         partial = [m for m, h in hits.items() if any(h) and not all(h)]

@@ -59,8 +59,6 @@ class RaceProblem:
     indifference: float = 0.0
 
     def __post_init__(self) -> None:
-        if not self.settings:
-            raise ConfigError("settings: no (model, reward) setting requested; pass --models/--rewards")
         # Plain (model, reward) pairs and numpy numbers are what Python callers hold; the
         # normalised values are set once here, before anything reads them.
         try:
