@@ -17,7 +17,7 @@ from planner.errors import ConfigError
 from planner.schema import Proposal, RunRecord
 
 __all__ = [
-    "Engine", "ProgressFn", "RecordStore", "StoreScan", "available_engines", "check_same_source", "diverged", "engine_source",
+    "Engine", "ProgressFn", "RecordStore", "StoreScan", "available_engines", "check_same_source", "check_same_weights", "diverged", "engine_source",
     "failure_kind", "load_engine", "nonfinite_fields", "one_line", "open_batches", "open_store", "prepare_engine",
 ]
 
@@ -194,4 +194,39 @@ def check_same_source(records: Iterable[RunRecord], engine: Engine, data: str | 
             raise ConfigError(
                 f"data: {str(data)!r} holds runs of {_describe(got, want)} (e.g. {r.run_id}), not "
                 f"{_describe(want, got)}{edited}; use a separate --data directory per engine, world and engine options"
+            )
+
+
+# The provenance key of what a run starts from -> the key naming its folder or Hub id.
+_WEIGHTS = {"policy_weights": "policy", "scorer_weights": "scorer"}
+
+
+def check_same_weights(records: Iterable[RunRecord], engine: Engine, data: str | Path) -> None:
+    """Refuse to add this engine's runs to a store whose runs of the same model (or scorer)
+    started from other weights: the tiny world's policy and PRM are pretrained on each
+    machine, and another machine, or a rebuilt cache, draws other weights under the same
+    cache name (tiny-s's base accuracy has been 0.17 on one machine and 0.46 on
+    another), so a surrogate fitted on both
+    answers for neither. Uses the engine's optional ``start_weights(model, reward)`` (the
+    trl engine's; a key whose value is None on either side is not compared: Hub weights,
+    records written before the key was kept)."""
+    weights = getattr(engine, "start_weights", None)
+    if not callable(weights):
+        return
+    here: dict[tuple[str, str], dict[str, str | None]] = {}
+    for r in records:
+        key = (r.model, r.reward)
+        if key not in here:
+            here[key] = weights(*key)
+        for field, want in here[key].items():
+            got = r.provenance.get(field)
+            if want is None or got is None or got == want:
+                continue
+            role = _WEIGHTS.get(field, field)
+            raise ConfigError(
+                f"data: {str(data)!r} holds runs of {r.model} x {r.reward} (e.g. {r.run_id}) whose {role} "
+                f"started from other weights ({str(got)[:19]}) than a run here would ({str(want)[:19]}): "
+                f"{r.provenance.get(role) or 'that folder'} was pretrained on another machine or again, and "
+                "runs from two starting points do not mix; use a separate --data directory, or copy that "
+                "folder from the machine that made those runs over this machine's copy"
             )

@@ -27,6 +27,7 @@ from planner.engine import (
     Engine,
     RecordStore,
     check_same_source,
+    check_same_weights,
     diverged,
     failure_kind,
     one_line,
@@ -140,6 +141,7 @@ def run_race(
     _check_race_args(seeds, batch_size, max_runs, max_flops)
     all_records = store.records(status=None)
     check_same_source(all_records, engine, store.root)
+    check_same_weights(all_records, engine, store.root)
     done = {r.run_id: r for r in all_records if r.status == "ok"}
     failed: dict[str, list[RunRecord]] = {}
     for r in all_records:

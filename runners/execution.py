@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner.engine import check_same_source, prepare_engine
+from planner.engine import check_same_source, check_same_weights, prepare_engine
 from planner.errors import ConfigError
 from planner.schema import MAX_SEEDS, Proposal, ProposalSet, run_id_for
 from runners.store import PilotStore
@@ -128,6 +128,8 @@ def execute(
     t0 = time.monotonic()
     try:
         prepare_engine(eng, [(t.proposal.model, t.proposal.reward) for t in tasks])
+        # After the preparation: the weights a run starts from exist only once pretrained.
+        check_same_weights(scan.records, eng, store.root)
         t0 = time.monotonic()  # the runs' wall time, as before, not the preparation's
         driver.run(tasks)
     finally:

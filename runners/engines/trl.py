@@ -187,6 +187,27 @@ class TrlEngine:
                     ensure(name, quick=self.quick, cache_dir=self.cache_dir)  # type: ignore[operator]
                 done.add(name)
 
+    def start_weights(self, model: str, reward: str) -> dict[str, str | None]:
+        """What a run of (``model``, ``reward``) here would start from, under the provenance
+        keys its record keeps them: ``policy_weights`` and ``scorer_weights``, each the
+        ``sha256:`` of local weights (:func:`runners.grpo.loading.weights_fingerprint`), or
+        None where they are not local (a Hub id, a tiny model not pretrained yet, no scorer).
+        Nothing is trained or downloaded."""
+        from runners.grpo.loading import weights_fingerprint
+        from runners.tinyworld.pretrain import cached_path
+
+        arch = get_model(model)
+        scorer = scorer_for(get_reward(reward), arch)
+
+        def fingerprint(option: str, name: str | None) -> str | None:
+            path = self.opts.get(option)
+            if path is None and name is not None and arch.family == "tiny":
+                path = cached_path(name, quick=self.quick, cache_dir=self.cache_dir)
+            return weights_fingerprint(str(path)) if path is not None else None
+
+        return {"policy_weights": fingerprint("policy_path", arch.name),
+                "scorer_weights": fingerprint("scorer_path", scorer.name) if scorer is not None else None}
+
     def warm_up(self) -> None:
         """Import torch, transformers, peft and TRL (seconds, once per process) so that
         neither a run's wall time nor its time limit pays for them."""

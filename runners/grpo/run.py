@@ -302,6 +302,8 @@ def _execute(engine: Any, proposal: Proposal, seed: int, state: RunState,
         "policy": path,
         "policy_weights": weights_fingerprint(path),
         "scorer": getattr(rewards, "scorer_name", None),
+        "scorer_weights": (weights_fingerprint(str(scorer_path))
+                           if scorer_path is not None and state.scorer is not None else None),
         "adapter_delta_norm": delta,
         "optimizer_steps": int(trainer.state.global_step),
         "learning_rate": lr,

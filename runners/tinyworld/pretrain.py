@@ -46,8 +46,10 @@ __all__ = [
     "WORLD_VERSION",
     "Recipe",
     "cache_root",
+    "cached_path",
     "ensure_policy",
     "ensure_prm",
+    "is_cached",
     "policy_config",
     "pretrain_threads",
     "recipe_for",
@@ -169,9 +171,16 @@ def _key(name: str, seed: int, quick: bool, recipe: Recipe) -> str:
     return f"{name}-seed{seed}-{'quick' if quick else 'full'}-{digest}"
 
 
+def cached_path(name: str, *, quick: bool = False, seed: int = 0, cache_dir: Path | None = None) -> Path | None:
+    """The cache folder of ``name`` with this recipe if it is pretrained already, else None
+    (nothing is trained)."""
+    folder = cache_root(cache_dir) / _key(name, seed, quick, recipe_for(name, quick))
+    return folder if (folder / "meta.json").exists() else None
+
+
 def is_cached(name: str, *, quick: bool = False, seed: int = 0, cache_dir: Path | None = None) -> bool:
     """Whether ``name`` with this recipe is already pretrained in the cache."""
-    return (cache_root(cache_dir) / _key(name, seed, quick, recipe_for(name, quick)) / "meta.json").exists()
+    return cached_path(name, quick=quick, seed=seed, cache_dir=cache_dir) is not None
 
 
 def _cached(

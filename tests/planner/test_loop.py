@@ -149,6 +149,41 @@ def test_resume_skips_recorded_runs_and_counts_them_against_caps(tmp_path: Path)
     assert res.total_runs == 6 and res.stop_reason == "max-runs"
 
 
+class WeightedEngine(FakeEngine):
+    """A FakeEngine whose runs start from weights it names, as the trl engine's do."""
+
+    def __init__(self, policy: str | None, scorer: str | None = None) -> None:
+        super().__init__()
+        self.weights = {"policy_weights": policy, "scorer_weights": scorer}
+
+    def start_weights(self, model: str, reward: str) -> dict[str, str | None]:
+        return dict(self.weights)
+
+    def run(self, proposal: Proposal, seed: int, progress: object = None) -> RunRecord:
+        rec = super().run(proposal, seed, progress)
+        return rec.model_copy(update={"provenance": {"policy": "/cache/tiny-s", **self.weights}})
+
+
+@pytest.mark.parametrize("field", ["policy", "scorer"])
+def test_a_store_of_runs_from_other_weights_is_refused_before_any_run(tmp_path: Path, field: str) -> None:
+    from planner.errors import ConfigError
+
+    store = PilotStore(tmp_path / "data")
+    run_race(PROBLEM, Scripted(), WeightedEngine("sha256:aa", "sha256:cc"), store, max_runs=2)
+    before = [r.run_id for r in store.records(status=None)]
+    # Same weights, or weights unknown on either side (a Hub id; older records): resumes.
+    for policy, scorer in (("sha256:aa", "sha256:cc"), (None, None), ("sha256:aa", None)):
+        res = run_race(PROBLEM, Scripted(), WeightedEngine(policy, scorer), store, max_runs=2)
+        assert res.total_runs == 2
+    other = WeightedEngine("sha256:bb" if field == "policy" else "sha256:aa",
+                           "sha256:dd" if field == "scorer" else "sha256:cc")
+    with pytest.raises(ConfigError) as info:
+        run_race(PROBLEM, Scripted(), other, store, max_runs=4)
+    msg = str(info.value)
+    assert f"whose {field} started from other weights" in msg and before[0] in msg and "\n" not in msg
+    assert other.calls == 0 and [r.run_id for r in store.records(status=None)] == before
+
+
 def test_seeds_replicate_each_proposal(tmp_path: Path) -> None:
     store = PilotStore(tmp_path / "data")
     res = run_race(PROBLEM, Scripted(confident_after=4), FakeEngine(), store, seeds=2)

@@ -293,3 +293,47 @@ def test_a_micro_batch_count_that_does_not_divide_the_round_stops_before_any_wor
     with pytest.raises(ConfigError, match=f"micro_batches: {rows + 1} must divide"):
         TrlEngine(micro_batches=rows + 1).run(prop, 0)
     assert time.perf_counter() - t0 < 5
+
+
+def test_runs_record_the_weights_the_engine_says_they_start_from(
+    records: list[RunRecord], tiny_world_cache: Path, tmp_path: Path,
+) -> None:
+    from planner.registry import get_model, get_reward, scorer_for
+    from runners.engines.trl import TrlEngine
+    from runners.grpo.loading import weights_fingerprint
+    from runners.tinyworld.pretrain import ensure_prm
+
+    eng = TrlEngine(quick=True, cache_dir=tiny_world_cache)
+    here = eng.start_weights("tiny-s", "sparse")
+    assert str(here["policy_weights"]).startswith("sha256:") and here["scorer_weights"] is None
+    for r in records:
+        assert r.provenance["policy_weights"] == here["policy_weights"]
+        assert r.provenance["scorer_weights"] is None  # a rule reward has no scorer
+    scorer = scorer_for(get_reward("prm"), get_model("tiny-s"))
+    assert scorer is not None
+    prm = ensure_prm(scorer.name, quick=True, cache_dir=tiny_world_cache)  # type: ignore[arg-type]
+    assert eng.start_weights("tiny-s", "prm")["scorer_weights"] == weights_fingerprint(str(prm))
+    # Nothing pretrained there: nothing to compare, and nothing trained to find out.
+    empty = TrlEngine(quick=True, cache_dir=tmp_path / "cache")
+    assert empty.start_weights("tiny-s", "prm") == {"policy_weights": None, "scorer_weights": None}
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_store_of_runs_from_other_weights_is_refused_before_any_run(
+    records: list[RunRecord], tiny_world_cache: Path, tmp_path: Path,
+) -> None:
+    """Another machine's (or a rebuilt cache's) tiny-s draws other weights under the same
+    cache name: its runs and these must not meet in one fit."""
+    other = records[0].model_copy(update={"provenance": {**records[0].provenance, "policy_weights": "sha256:" + "0" * 64}})
+    data = tmp_path / "data"
+    PilotStore(data).write(other)
+    props = write_proposals(tmp_path / "p.json", [make_proposal(compile_plan("tiny-s", "sparse", 0.5, BUDGET))])
+    res = RUNNER.invoke(app, [
+        "execute", str(props), "--data", str(data), "--engine", "trl", "--retries", "0",
+        "-o", "quick=true", "-o", f"cache_dir={tiny_world_cache}", "-o", "eval_samples=16", "-o", "threads=1",
+    ])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    msg = res.stderr.strip()
+    assert "\n" not in msg and other.run_id in msg and "started from other weights (sha256:000000000000)" in msg
+    assert "use a separate --data directory" in msg
+    assert [r.run_id for r in PilotStore(data).records(status=None)] == [other.run_id]  # nothing ran, nothing lost
