@@ -125,7 +125,7 @@ def build_report(
         _atomic_write(md, to_markdown(doc))
         _atomic_write(page, to_html(doc, f"RACE regime report: {data.data_dir.name or data.data_dir}"))
         _atomic_write(reg, dumps_json(regimes_json(data), indent=2) + "\n")
-    warnings = list(data.notes)
+    warnings = [*data.mixed, *data.notes]
     if data.corrupt:
         warnings.append(f"{len(data.corrupt)} unreadable record file(s) in {data.data_dir} were skipped (first: "
                         f"{data.corrupt[0][0]}); `runners status --data {data.data_dir}` lists them")

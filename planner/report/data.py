@@ -37,6 +37,7 @@ __all__ = [
     "check_campaign_dir",
     "disagreements",
     "load_records",
+    "mixed_weights",
 ]
 
 GRID_POINTS = 61
@@ -140,6 +141,7 @@ class ReportData:
     fits: dict[str, TargetFit] = field(default_factory=dict)
     race: dict[str, Any] | None = None  # DIR/regimes.json of `planner race`, when there is one
     notes: list[str] = field(default_factory=list)
+    mixed: list[str] = field(default_factory=list)  # mixed_weights: the fits are wrong, not only noisy
 
     @property
     def records(self) -> list[RunRecord]:
@@ -198,6 +200,25 @@ def load_records(data_dir: Path) -> tuple[list[RunRecord], list[RunRecord], list
 
 def settings_of(records: Iterable[RunRecord]) -> list[SettingAt]:
     return sorted({SettingAt(r.model, r.reward, float(r.budget)) for r in records})
+
+
+def mixed_weights(records: Iterable[RunRecord]) -> list[str]:
+    """One line per model (or scorer) whose runs started from more than one set of weights
+    (the provenance's ``policy_weights`` / ``scorer_weights``; a store older than the refusal
+    of such runs, ``planner.engine.check_same_weights``, can hold both)."""
+    seen: dict[tuple[str, str], dict[str, str]] = {}
+    for r in records:
+        for field_, role in (("policy_weights", "policy"), ("scorer_weights", "scorer")):
+            digest = r.provenance.get(field_)
+            if isinstance(digest, str):
+                name = r.model if role == "policy" else str(r.provenance.get("scorer") or "scorer")
+                seen.setdefault((role, name), {}).setdefault(digest, r.run_id)
+    return [
+        f"The runs of {role} {name} started from {len(d)} different weights ({', '.join(x[:19] for x in sorted(d))}; "
+        f"e.g. runs {', '.join(d[x] for x in sorted(d))}): pretrained on different machines or again. The fits "
+        "below mix them and answer for neither; keep one store per set of weights."
+        for (role, name), d in sorted(seen.items()) if len(d) > 1
+    ]
 
 
 def read_race(data_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
@@ -375,6 +396,7 @@ def assemble(
     data = ReportData(root, target, ok, failed, corrupt, settings=settings_of(ok), race=race)
     if note:
         data.notes.append(note)
+    data.mixed = mixed_weights(ok)
     if race is not None:
         # The decision the race made is at its target budget, where there may be no runs
         # at all (pilots are cheaper): evaluate those settings too.

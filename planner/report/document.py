@@ -191,6 +191,7 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                                  "against a known world, not a real training run."))
     if data.corrupt:
         out.append(Block("warn", f"{len(data.corrupt)} unreadable record file(s) were skipped (listed at the end)."))
+    out += [Block("warn", m) for m in data.mixed]
     out += [Block("note", n) for n in data.notes]
     out += _race(data)
 
@@ -342,5 +343,6 @@ def regimes_json(data: ReportData) -> dict[str, Any]:
         ],
         "race": data.race,
         "notes": data.notes,
+        "mixed_weights": data.mixed,
         "failed_runs": [{"run_id": r.run_id, "attempt": r.attempt, "error": r.error} for r in data.failed],
     }

@@ -463,3 +463,27 @@ def test_the_race_table_says_decided_not_merely_confident() -> None:
     assert _decided({"decided": "indifferent", "confident": False}) == "indifferent"
     assert _decided({"confident": True}) == "confident"  # a summary from before "decided"
     assert _decided({"decided": 7, "confident": False}) == "open"  # hand-edited: read as missing
+
+
+def test_a_store_whose_runs_started_from_different_weights_is_warned_of(tmp_path: Path) -> None:
+    """Stores written before such runs were refused (planner.engine.check_same_weights) can
+    mix two pretraining draws; the report's fits then answer for neither."""
+    from planner.report.data import mixed_weights
+    from runners.store import PilotStore
+
+    src = make_campaign(tmp_path / "src", models=MODELS[:1], rewards=REWARDS[:1], n_rho=2, seeds=(0,), n_failed=0)
+    recs = PilotStore(src).records()
+    assert mixed_weights(recs) == []  # sim runs name no weights
+    data = PilotStore(tmp_path / "data")
+    for i, r in enumerate(recs):
+        digest = f"sha256:{'a' if i % 2 else 'b'}{i % 2}" + "0" * 62
+        data.write(r.model_copy(update={"provenance": {**r.provenance, "policy_weights": digest}}))
+    mixed = mixed_weights(data.records())
+    assert len(mixed) == 1 and f"policy {MODELS[0]} started from 2 different weights" in mixed[0]
+    assert recs[0].run_id in mixed[0] and recs[1].run_id in mixed[0]
+    res = CliRunner().invoke(app, ["report", "--data", str(data.root), "--out", str(tmp_path / "o"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert any(ln.startswith(f"warning: The runs of policy {MODELS[0]} started from 2") for ln in res.stderr.splitlines())
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "**Warning:** The runs of policy" in md
+    assert json.loads((tmp_path / "o" / "regimes.json").read_text())["mixed_weights"] == mixed
