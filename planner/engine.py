@@ -205,9 +205,8 @@ def check_same_weights(records: Iterable[RunRecord], engine: Engine, data: str |
     """Refuse to add this engine's runs to a store whose runs of the same model (or scorer)
     started from other weights: the tiny world's policy and PRM are pretrained on each
     machine, and another machine, or a rebuilt cache, draws other weights under the same
-    cache name (tiny-s's base accuracy has been 0.17 on one machine and 0.46 on
-    another), so a surrogate fitted on both
-    answers for neither. Uses the engine's optional ``start_weights(model, reward)`` (the
+    cache name (tiny-s's base accuracy has been 0.17 on one machine and 0.46 on another),
+    so a surrogate fitted on both answers for neither. Uses the engine's optional ``start_weights(model, reward)`` (the
     trl engine's; a key whose value is None on either side is not compared: Hub weights,
     records written before the key was kept)."""
     weights = getattr(engine, "start_weights", None)

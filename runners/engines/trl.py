@@ -196,8 +196,11 @@ class TrlEngine:
         from runners.grpo.loading import weights_fingerprint
         from runners.tinyworld.pretrain import cached_path
 
-        arch = get_model(model)
-        scorer = scorer_for(get_reward(reward), arch)
+        try:
+            arch = get_model(model)
+            scorer = scorer_for(get_reward(reward), arch)
+        except ConfigError:  # a store's run of a model or reward no longer in the registry
+            return {"policy_weights": None, "scorer_weights": None}
 
         def fingerprint(option: str, name: str | None) -> str | None:
             path = self.opts.get(option)
