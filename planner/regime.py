@@ -17,6 +17,7 @@ is the share of samples carrying its label.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "RegimeCall",
     "classify",
     "expected_loss",
+    "format_probability",
     "regime_entropy",
     "regime_labels",
     "regime_probabilities",
@@ -127,6 +129,18 @@ def shares_for_rho(rho: ArrayLike, reward_fraction: ArrayLike) -> NDArray[np.flo
         raise ValueError("rho and reward_fraction are fractions in [0, 1]; a share outside it would be negative")
     rest = 1.0 - r
     return np.stack([rest * (1.0 - f), r, rest * f], axis=-1)
+
+
+def format_probability(p: float, decimals: int = 2, *, percent: bool = False) -> str:
+    """``p`` rounded *down* to ``decimals`` places (of a percentage with ``percent``): a
+    probability of 0.898 beside a 0.9 confidence and an "open" call printed as 0.90, the
+    threshold it missed. Non-finite values print as given."""
+    if not math.isfinite(p):
+        return f"{p}"
+    scale = 10**decimals * (100 if percent else 1)
+    # The epsilon keeps a value that is exactly on a step (0.29 * 100 = 28.999...) on it.
+    down = math.floor(p * scale + 1e-9) / (10**decimals)
+    return f"{down:.{decimals}f}"
 
 
 def regime_labels(shares: ArrayLike) -> NDArray[np.int64]:

@@ -68,6 +68,7 @@ class RaceDisplay:
 
 def round_line(progress: Any, problem: Any) -> str:
     """One line for a log: the round, the spend, and each setting's call so far."""
+    from planner.regime import format_probability
     from planner.strategies import decision_state
 
     calls = []
@@ -77,7 +78,7 @@ def round_line(progress: Any, problem: Any) -> str:
             calls.append(f"{s.key} no runs")
         elif c is not None:
             mark = {"confident": "", "indifferent": "~", "open": "?"}[decision_state(c, problem)]
-            calls.append(f"{s.key} {c.regime}{mark} P {c.probabilities[c.regime]:.2f}")
+            calls.append(f"{s.key} {c.regime}{mark} P {format_probability(c.probabilities[c.regime])}")
     return (f"race round {progress.round}: {progress.runs} runs, {progress.flops:.3g} FLOPs"
             + (f"; {', '.join(calls)}" if calls else ""))
 
@@ -88,7 +89,7 @@ def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], resu
     from rich import box
     from rich.table import Table
 
-    from planner.regime import GUESSED_NOISE, LABELS
+    from planner.regime import GUESSED_NOISE, LABELS, format_probability
     from planner.strategies import decision_state
 
     # One P column (search/update/reward, percent) leaves room for the stake at 80 columns.
@@ -114,7 +115,7 @@ def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], resu
             continue
         mark = {"confident": "", "indifferent": "~", "open": "?"}[decision_state(c, problem)]
         row = [s.key, f"{c.rho_star:.2f}", f"{c.rho_star_ci[0]:.2f}-{c.rho_star_ci[1]:.2f}",
-               c.regime + mark, "/".join(f"{100 * c.probabilities[lab]:.0f}" for lab in LABELS),
+               c.regime + mark, "/".join(format_probability(c.probabilities[lab], 0, percent=True) for lab in LABELS),
                _stake_cell(c, in_sd) + ("*" if in_sd and c.noise_guessed else "")]
         if result is not None:
             failed = result.runs[s] - result.measured.get(s, 0)

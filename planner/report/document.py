@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from planner.regime import GUESSED_NOISE, RegimeCall
+from planner.regime import GUESSED_NOISE, RegimeCall, format_probability
 from planner.report.cards import CARD_COLUMNS, card_rows
 from planner.report.data import ReportData, SettingAt, disagreements
 from planner.report.render import Block, FigureRef
@@ -152,7 +152,7 @@ def _race(data: ReportData) -> list[Block]:
         if mine is not None and mine.call.regime != e.get("regime"):
             differ.append(f"{s.model}/{s.reward}")
         rows.append([s.model, s.reward, f"{_float(e.get('rho_star')):.2f}", _fmt_ci(ci),
-                     str(e.get("regime")), f"{_float(p):.2f}", _decided(e),
+                     str(e.get("regime")), format_probability(_float(p)), _decided(e),
                      f"{mine.call.rho_star:.2f} {_fmt_ci(mine.call.rho_star_ci)} {mine.call.regime}"
                      if mine else "n/a"])
     out.append(Block("table", headers=["model", "reward", "race rho*", "90% interval", "regime", "P",
@@ -217,7 +217,7 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
             # +: rho* is the posterior mean's peak, with no run near it at this budget.
             held = "" if c.extra.get("rho_star_support", "measured") == "measured" else "+"
             rows.append([s.model, s.reward, f"{s.budget:.4g}", str(n), f"{c.rho_star:.2f}{held}",
-                         _fmt_ci(c.rho_star_ci), c.regime, f"{c.confidence:.2f}",
+                         _fmt_ci(c.rho_star_ci), c.regime, format_probability(c.confidence),
                          _fmt_stake(c), f"{f.predicted_at_rho_star:.3f}"])
         marks = []
         if any(r[4].endswith("+") for r in rows):

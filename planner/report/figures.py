@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.regime import LABELS, regime_labels, shares_for_rho
+from planner.regime import LABELS, format_probability, regime_labels, shares_for_rho
 from planner.report.data import Frontier, ReportData, SettingAt, disagreements, observed
 
 __all__ = ["FigureSpec", "all_figures", "save"]
@@ -101,7 +101,7 @@ def frontier_figure(data: ReportData, fr: Frontier) -> FigureSpec:
         ax.axvline(g[j + 1], color="#888888", lw=1, ls=":")
         ax.text(g[j + 1], 1.0, f" {LABELS[labels[j + 1]]} ->", transform=ax.get_xaxis_transform(),
                 fontsize=7, color="#666666", va="top")
-    probs = "\n".join(f"P({k}) = {v:.2f}" for k, v in c.probabilities.items() if v > 0 or k == c.regime)
+    probs = "\n".join(f"P({k}) = {format_probability(v)}" for k, v in c.probabilities.items() if v > 0 or k == c.regime)
     ax.text(0.02, 0.03, f"regime: {c.regime}\n{probs}", transform=ax.transAxes, fontsize=8,
             va="bottom", bbox={"boxstyle": "round", "fc": "white", "ec": "#999999", "alpha": 0.9})
     ax.set_xlabel("rho = learning FLOPs / total FLOPs")
@@ -113,7 +113,7 @@ def frontier_figure(data: ReportData, fr: Frontier) -> FigureSpec:
     cap = (f"Frontier of {fr.setting.label} under {fr.target}: posterior mean with 50% and 90% bands, "
            f"observed runs with their seed spread, rho* = {c.rho_star:.2f} "
            f"[{c.rho_star_ci[0]:.2f}, {c.rho_star_ci[1]:.2f}], regime {c.regime} "
-           f"(P = {c.confidence:.2f}).{'' if runs else ' No runs at this budget: extrapolated.'} {foot}.")
+           f"(P = {format_probability(c.confidence)}).{'' if runs else ' No runs at this budget: extrapolated.'} {foot}.")
     return FigureSpec(f"frontier-{fr.target}-{fr.setting.slug}", fr.setting.label, cap, fig, "frontiers")
 
 

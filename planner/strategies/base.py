@@ -31,6 +31,7 @@ __all__ = [
     "check_batch",
     "decision_state",
     "flat_prior_call",
+    "mark_unchecked",
     "ran_pilot_budgets",
     "relevant_records",
 ]
@@ -118,6 +119,17 @@ def decision_state(call: RegimeCall, problem: RaceProblem) -> str:
     if problem.indifference > 0 and call.expected_loss <= problem.indifference:
         return "indifferent"
     return "open"
+
+
+def mark_unchecked(call: RegimeCall, runs_budget: float, problem: RaceProblem) -> None:
+    """Hold open a baseline's call made from runs at ``runs_budget`` where that is not the
+    decision budget (:func:`planner.frontier.at_budget`): the grid protocol's pilots say
+    what the regime is at the pilot budget, and nothing has checked it at the budget it is
+    about, as ours' validation does before its calls count (:func:`decision_state`). The
+    baselines never stop on confidence: this changes what their summaries call decided,
+    not how they race."""
+    if not at_budget(runs_budget, problem.budget):
+        call.extra["needs_validation"] = True
 
 
 def relevant_records(problem: RaceProblem, records: Sequence[RunRecord]) -> list[RunRecord]:

@@ -26,6 +26,7 @@ from planner.strategies.base import (
     FailedRuns,
     RaceProblem,
     check_batch,
+    mark_unchecked,
     relevant_records,
     target_value,
 )
@@ -76,6 +77,7 @@ class _PilotBaseline:
                 s, self.problem, [r.card.rho for r in rs],
                 [target_value(r, self.problem.target) for r in rs], seed=self.seed,
             )
+            mark_unchecked(out[s], b, self.problem)
         return out
 
     def _proposal(self, s: Setting, rho: float, reason: str) -> Proposal | None:

@@ -19,6 +19,7 @@ from planner.strategies.base import (
     RaceProblem,
     check_batch,
     flat_prior_call,
+    mark_unchecked,
     relevant_records,
     target_value,
 )
@@ -142,6 +143,7 @@ class OptunaStrategy:
                 probabilities={lab: float(lab == label) for lab in LABELS},
                 extra={"method": "best-trial"},
             )
+            mark_unchecked(out[s], self._budget(s), self.problem)
         return out
 
 

@@ -249,3 +249,19 @@ def test_malformed_paths_and_levels_are_refused(call) -> None:
     # read as the first regime, a reversed interval, negative shares) or fail in numpy.
     with pytest.raises(ValueError):
         call()
+
+
+@pytest.mark.parametrize(("p", "kw", "shown"), [
+    (0.8984375, {}, "0.89"),  # 230/256 beside a 0.9 confidence: never printed as the threshold
+    (0.9, {}, "0.90"),
+    (0.29, {}, "0.29"),  # 0.29 * 100 is 28.999...: still on its step
+    (1.0, {}, "1.00"),
+    (0.0, {}, "0.00"),
+    (0.8984375, {"decimals": 0, "percent": True}, "89"),
+    (0.29, {"decimals": 0, "percent": True}, "29"),
+    (float("nan"), {}, "nan"),
+])
+def test_a_probability_is_shown_rounded_down(p: float, kw: dict, shown: str) -> None:
+    from planner.regime import format_probability
+
+    assert format_probability(p, **kw) == shown

@@ -534,3 +534,23 @@ def test_a_problem_takes_a_generator_of_settings_and_refuses_an_empty_one() -> N
 
     with pytest.raises(ConfigError, match=r"^batch_size: "):
         RaceStrategy(p, 0, batch_size=0)
+
+
+@pytest.mark.parametrize("name", ["grid", "random", "optuna-tpe"])
+@pytest.mark.parametrize("at", ["pilot", "target"])
+def test_a_baseline_call_from_runs_at_another_budget_is_open_however_sure(name: str, at: str) -> None:
+    """The grid protocol calls from pilots: nothing has checked the call at the budget it is
+    about, so its summary must not read "decided" (ours holds such calls open the same way)."""
+    from planner.strategies import decision_state
+
+    budget = 1e15 if at == "pilot" else 1e16
+    st = make_strategy(name, RaceProblem((S,), budget=1e16, pilot_budget=1e15), seed=0, budget=budget)
+    peaks = {S: 0.72}
+    for _ in range(6):
+        props = st.ask(3)
+        if not props:
+            break
+        st.tell([run(p, peaks) for p in props])
+    call = st.decide()[S]
+    assert call.confidence >= PROBLEM.confidence  # an exact parabola: sure of its regime
+    assert decision_state(call, PROBLEM) == ("open" if at == "pilot" else "confident")
