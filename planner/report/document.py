@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from planner.frontier import AT_BUDGET_RATIO, at_budget
 from planner.regime import GUESSED_NOISE, RegimeCall, format_probability
 from planner.report.cards import CARD_COLUMNS, card_rows
 from planner.report.data import ReportData, SettingAt, disagreements
@@ -58,9 +59,14 @@ def status_line(data: ReportData) -> str:
     retried = sum(r.run_id in done for r in data.failed)  # attempts, as the sentence says, not runs
     failed = (f"{len(still)} failed run(s)" + (f" ({len(data.failed)} failed attempt(s), {retried} of them "
               "on runs that later succeeded)" if retried else "")) if data.failed else "no failed runs"
+    measured = {(r.model, r.reward, float(r.budget)) for r in data.ok}
+    unrun = sum(1 for s in data.primary.frontiers if (s.model, s.reward, s.budget) not in measured) \
+        if data.primary else 0
+    where = ("each at every budget it was measured at" if not unrun else
+             f"each at every budget it was measured at, and {unrun} at a budget with no run of its own "
+             "(the race's decision budget): predicted from the others")
     return (f"{len(data.ok)} successful run(s) and {failed} in {data.data_dir}; "
-            f"{n} regime call(s) under the {data.target} target: {pairs} policy/reward setting(s), "
-            "each at every budget it was measured at.")
+            f"{n} regime call(s) under the {data.target} target: {pairs} policy/reward setting(s), {where}.")
 
 
 def _n_runs(records: Sequence[Any]) -> int:
@@ -200,7 +206,9 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
         out.append(Block("h2", "Regime calls"))
         out.append(Block("p", f"Per setting under the {data.target} target: the regime is the one "
                               "holding the argmax of most posterior sample paths (P: that share), "
-                              "rho* the argmax of the posterior-mean frontier within that regime, so "
+                              "rho* the argmax of the posterior-mean frontier within that regime, among "
+                              f"the allocations measured at the budget (or within {AT_BUDGET_RATIO:g}x of it) "
+                              "where there are any, so "
                               "the regime is the largest component of the allocation at rho*; the "
                               "interval is the 90% credible interval of each sample path's best rho "
                               "within that regime. rho* can sit outside it where it is held to "
@@ -213,15 +221,24 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
         rows = []
         for s, f in fit.frontiers.items():
             n = sum(1 for r in data.ok if (r.model, r.reward, float(r.budget)) == (s.model, s.reward, s.budget))
+            # Runs at budgets within AT_BUDGET_RATIO count as measured there (rho*'s support).
+            near = sum(1 for r in data.ok if (r.model, r.reward) == (s.model, s.reward)
+                       and float(r.budget) != s.budget and at_budget(float(r.budget), s.budget))
             c = f.call
             # +: rho* is the posterior mean's peak, with no run near it at this budget.
             held = "" if c.extra.get("rho_star_support", "measured") == "measured" else "+"
-            rows.append([s.model, s.reward, f"{s.budget:.4g}", str(n), f"{c.rho_star:.2f}{held}",
+            rows.append([s.model, s.reward, f"{s.budget:.4g}", f"{n}" + (f" (+{near} near)" if near else ""),
+                         f"{c.rho_star:.2f}{held}",
                          _fmt_ci(c.rho_star_ci), c.regime, format_probability(c.confidence),
                          _fmt_stake(c), f"{f.predicted_at_rho_star:.3f}"])
         marks = []
+        if any(r[3].endswith("near)") for r in rows):
+            marks.append(f"runs (+k near): k more runs at budgets within {AT_BUDGET_RATIO:g}x, which count as "
+                         "measured at this one (rho* is held to their allocations too; the frontier figure "
+                         "draws them hollow)")
         if any(r[4].endswith("+") for r in rows):
-            marks.append("rho*+: a prediction, no run of the setting near it at that budget")
+            marks.append("rho*+: a prediction, no run of the setting near it at that budget "
+                         f"(or within {AT_BUDGET_RATIO:g}x of it)")
         if any("sd*" in r[8] for r in rows):
             marks.append(f"sd*: {GUESSED_NOISE}")
         out.append(Block("table", headers=["model", "reward", "budget", "runs", "rho*", "90% interval",
@@ -316,7 +333,10 @@ def regimes_json(data: ReportData) -> dict[str, Any]:
         "engine": data.engine_text,
         "simulated": None if not sims else (sims == {True} if len(sims) == 1 else "mixed"),
         "target": data.target,
-        "runs": {"ok": len(data.ok), "failed": len(data.failed), "corrupt": len(data.corrupt)},
+        # failed: runs with no ok attempt (the status line's "failed runs"); every failed
+        # attempt, retried ones included, is failed_attempts.
+        "runs": {"ok": len(data.ok), "failed": len({r.run_id for r in data.failed} - {r.run_id for r in data.ok}),
+                 "failed_attempts": len(data.failed), "corrupt": len(data.corrupt)},
         "settings": [f.to_dict() for f in fit.frontiers.values()] if fit else [],
         "by_target": {
             t: {

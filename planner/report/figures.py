@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.frontier import AT_BUDGET_RATIO, at_budget
 from planner.regime import LABELS, format_probability, regime_labels, shares_for_rho
 from planner.report.data import Frontier, ReportData, SettingAt, disagreements, observed
 
@@ -81,7 +82,15 @@ def frontier_figure(data: ReportData, fr: Frontier) -> FigureSpec:
     ax.fill_between(g, m - Z50 * sd, m + Z50 * sd, color="#4C72B0", alpha=0.30, lw=0, label="50% band")
     ax.plot(g, m, color="#1f3b73", lw=2, label="posterior mean")
     runs = [r for r in data.ok if SettingAt(r.model, r.reward, float(r.budget)) == fr.setting]
-    if not runs:
+    s = fr.setting
+    # Runs at budgets within AT_BUDGET_RATIO count as measured here (rho* is held to them too).
+    near = [r for r in data.ok if (r.model, r.reward) == (s.model, s.reward) and float(r.budget) != s.budget
+            and at_budget(float(r.budget), s.budget)]
+    if near:
+        pts = observed(near, fr.target)
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=30, facecolors="none", edgecolors="#555555",
+                   zorder=3, label=f"runs within {AT_BUDGET_RATIO:g}x of this budget")
+    if not runs and not near:
         # bottom centre, clear of the regime box bottom left
         ax.text(0.62, 0.04, "no runs at this budget:\nextrapolated from other budgets",
                 transform=ax.transAxes, ha="center", va="bottom", fontsize=8, color="#8a5a00",
@@ -113,8 +122,15 @@ def frontier_figure(data: ReportData, fr: Frontier) -> FigureSpec:
     cap = (f"Frontier of {fr.setting.label} under {fr.target}: posterior mean with 50% and 90% bands, "
            f"observed runs with their seed spread, rho* = {c.rho_star:.2f} "
            f"[{c.rho_star_ci[0]:.2f}, {c.rho_star_ci[1]:.2f}], regime {c.regime} "
-           f"(P = {format_probability(c.confidence)}).{'' if runs else ' No runs at this budget: extrapolated.'} {foot}.")
+           f"(P = {format_probability(c.confidence)}).{_runs_note(runs, near)} {foot}.")
     return FigureSpec(f"frontier-{fr.target}-{fr.setting.slug}", fr.setting.label, cap, fig, "frontiers")
+
+
+def _runs_note(runs: list[Any], near: list[Any]) -> str:
+    if near:
+        return (f" Hollow: {len(near)} run(s) at budgets within {AT_BUDGET_RATIO:g}x of this one, which count "
+                "as measured here.")
+    return "" if runs else " No runs at this budget: extrapolated."
 
 
 # ----------------------------------------------------------------------------- FLOP split
@@ -202,7 +218,8 @@ def size_figure(data: ReportData) -> FigureSpec | None:
                loc="outside right upper")
     fig.suptitle("rho* against model size for each reward system", fontsize=10)
     foot = _footer(fig, data, data.target)
-    cap = ("rho* (argmax of the posterior-mean frontier within the called regime) against policy size, "
+    cap = ("rho* (argmax of the posterior-mean frontier within the called regime, among measured "
+           "allocations where there are any) against policy size, "
            "one line per reward "
            f"system, with 90% intervals; the dotted line is rho = 0.5. {foot}.")
     if len(every) > len(budgets):

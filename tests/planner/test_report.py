@@ -87,7 +87,10 @@ def test_every_figure_states_engine_and_data(built) -> None:
 def test_regimes_json(built) -> None:
     doc = json.loads((built.out / "regimes.json").read_text())
     assert doc["status"] == "ok" and doc["simulated"] is True and doc["target"] == "native"
-    assert doc["runs"] == {"ok": 30, "failed": 2, "corrupt": 0}
+    assert doc["runs"] == {"ok": 30, "failed": 2, "failed_attempts": 2, "corrupt": 0}
+    # The race's decision budget has no runs: its calls are predictions, and the status says so.
+    assert (f"and {len(MODELS) * len(REWARDS)} at a budget with no run of its own (the race's decision "
+            "budget): predicted from the others") in doc["message"]
     assert len(doc["settings"]) == len(MODELS) * len(REWARDS) * 2
     for s in doc["settings"]:
         lo, hi = s["rho_star_ci"]
@@ -409,6 +412,9 @@ def test_status_line_counts_failed_attempts_on_runs_that_later_succeeded(tmp_pat
     res = build_report(data, tmp_path / "out", progress=False)
     assert "1 failed run(s) (3 failed attempt(s), 2 of them on runs that later succeeded)" in (
         res.markdown.read_text())
+    # The summary's counts say the same: runs that never succeeded, and every attempt apart.
+    runs = json.loads(res.regimes.read_text())["runs"]
+    assert runs == {"ok": 2, "failed": 1, "failed_attempts": 3, "corrupt": 0}  # 3 rho, one failing
 
 
 def test_budgets_a_few_percent_apart_are_told_apart_and_undrawn_panels_are_named(tmp_path: Path) -> None:
@@ -422,6 +428,14 @@ def test_budgets_a_few_percent_apart_are_told_apart_and_undrawn_panels_are_named
     assert "| 1e+16 |" in md and "| 1.04e+16 |" in md
     cap = next(ln for ln in md.splitlines() if ln.startswith("*rho\\* (argmax"))
     assert "Panels for the 4 largest budgets; not drawn: 1e+16 FLOPs" in cap
+    # 1e16 and 1.04e16 count as measured at each other (rho* is held to both's allocations):
+    # the table and the frontier figure say so; 3e16 is too far for either.
+    rows = {ln.split("|")[3].strip(): ln.split("|")[4].strip() for ln in md.splitlines()
+            if ln.startswith(f"| {MODELS[0]} | {REWARDS[0]} |")}
+    assert rows["1e+16"] == "3 (+3 near)" and rows["1.04e+16"] == "3 (+3 near)" and rows["3e+16"] == "3"
+    assert "runs (+k near): k more runs at budgets within 1.5x" in md
+    caps = [ln for ln in md.splitlines() if ln.startswith("*Frontier of")]
+    assert sum("Hollow: 3 run(s) at budgets within 1.5x" in c for c in caps) == 2
 
 
 def test_a_report_written_again_leaves_no_figure_of_the_earlier_one(tmp_path: Path) -> None:
