@@ -235,7 +235,7 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
         if any(r[3].endswith("near)") for r in rows):
             marks.append(f"runs (+k near): k more runs at budgets within {AT_BUDGET_RATIO:g}x, which count as "
                          "measured at this one (rho* is held to their allocations too; the frontier figure "
-                         "draws them hollow)")
+                         "draws them as hollow diamonds)")
         if any(r[4].endswith("+") for r in rows):
             marks.append("rho*+: a prediction, no run of the setting near it at that budget "
                          f"(or within {AT_BUDGET_RATIO:g}x of it)")

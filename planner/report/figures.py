@@ -88,7 +88,7 @@ def frontier_figure(data: ReportData, fr: Frontier) -> FigureSpec:
             and at_budget(float(r.budget), s.budget)]
     if near:
         pts = observed(near, fr.target)
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=30, facecolors="none", edgecolors="#555555",
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=26, marker="D", facecolors="none", edgecolors="#555555",
                    zorder=3, label=f"runs within {AT_BUDGET_RATIO:g}x of this budget")
     if not runs and not near:
         # bottom centre, clear of the regime box bottom left
@@ -128,7 +128,7 @@ def frontier_figure(data: ReportData, fr: Frontier) -> FigureSpec:
 
 def _runs_note(runs: list[Any], near: list[Any]) -> str:
     if near:
-        return (f" Hollow: {len(near)} run(s) at budgets within {AT_BUDGET_RATIO:g}x of this one, which count "
+        return (f" Hollow diamonds: {len(near)} run(s) at budgets within {AT_BUDGET_RATIO:g}x of this one, which count "
                 "as measured here.")
     return "" if runs else " No runs at this budget: extrapolated."
 

@@ -435,7 +435,7 @@ def test_budgets_a_few_percent_apart_are_told_apart_and_undrawn_panels_are_named
     assert rows["1e+16"] == "3 (+3 near)" and rows["1.04e+16"] == "3 (+3 near)" and rows["3e+16"] == "3"
     assert "runs (+k near): k more runs at budgets within 1.5x" in md
     caps = [ln for ln in md.splitlines() if ln.startswith("*Frontier of")]
-    assert sum("Hollow: 3 run(s) at budgets within 1.5x" in c for c in caps) == 2
+    assert sum("Hollow diamonds: 3 run(s) at budgets within 1.5x" in c for c in caps) == 2
 
 
 def test_a_report_written_again_leaves_no_figure_of_the_earlier_one(tmp_path: Path) -> None:
