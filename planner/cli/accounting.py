@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from planner.cli.app import command, emit_json, parse_budget
-from planner.cli.paths import check_output_file
+from planner.cli.paths import check_output_file, path_value
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model name from configs/models.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
@@ -77,7 +77,7 @@ def plan(
     prompt_len: Annotated[int | None, typer.Option(min=1, help="Expected prompt tokens.")] = None,
     completion_len: Annotated[int | None, typer.Option(min=1, help="Expected completion tokens.")] = None,
     target: Annotated[str, typer.Option(help="Evaluation target: native, pass1 or judge.")] = "native",
-    out: Annotated[Path | None, typer.Option(help="Write a one-proposal proposals.json here.")] = None,
+    out: Annotated[Path | None, typer.Option(parser=path_value, help="Write a one-proposal proposals.json here.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     from planner.compiler import CompileOptions, compile_plan

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from planner.cli.app import command, emit_json
+from planner.cli.paths import path_value
 
 
 def load_recipe_file(path: Path) -> dict[str, Any]:
@@ -39,7 +40,7 @@ def load_recipe_file(path: Path) -> dict[str, Any]:
 
 @command(help="Audit a TRL GRPO recipe (YAML/JSON): its planned split, rho and shares.")
 def audit(
-    config: Annotated[Path, typer.Argument(help="GRPO recipe: GRPOConfig keys + model + rewards.")],
+    config: Annotated[Path, typer.Argument(parser=path_value, help="GRPO recipe: GRPOConfig keys + model + rewards.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     from planner.audit import audit_recipe

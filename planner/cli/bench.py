@@ -9,12 +9,13 @@ from typing import Annotated
 import typer
 
 from planner.cli.app import command
+from planner.cli.paths import path_value
 
 
 @command(help="Benchmark the strategies on the simulator worlds (runs benchmarks/planner_bench.py).")
 def bench(
     quick: Annotated[bool, typer.Option(help="CI-sized run: one world, few seeds and settings.")] = False,
-    out: Annotated[Path, typer.Option(help="Where to write the JSON results (the figure goes beside it, .png/.svg).")] = Path("planner_bench.json"),
+    out: Annotated[Path, typer.Option(parser=path_value, help="Where to write the JSON results (the figure goes beside it, .png/.svg).")] = Path("planner_bench.json"),
     plot: Annotated[bool, typer.Option(help="Write the figure (same-regime rate and regret against FLOPs).")] = True,
     worlds: Annotated[str | None, typer.Option(help="Worlds, comma-separated (default: all shipped).")] = None,
     strategies: Annotated[str | None, typer.Option(help="Strategies, comma-separated (default: all).")] = None,

@@ -7,11 +7,35 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["STORE_FOLDERS", "check_not_store_folder", "check_output_dir", "check_output_file", "is_store_folder"]
+__all__ = [
+    "STORE_FOLDERS", "check_not_store_folder", "check_output_dir", "check_output_file", "is_store_folder", "nonempty",
+    "path_value",
+]
 
 
 # The folders of a pilot store that hold records (runners.store's layout).
 STORE_FOLDERS = ("runs", "failed", "corrupt")
+
+
+def path_value(value: str) -> Path:
+    """typer's parser of a path option or argument: an empty one is refused. ``Path("")``
+    is the current directory, so ``--data ''`` (an unset shell variable) wrote a pilot store
+    into wherever the command ran, a checkout included."""
+    import typer
+
+    if not str(value).strip():
+        raise typer.BadParameter("empty path; give a file or directory name")
+    return Path(value)
+
+
+def nonempty(value: str) -> str:
+    """typer's parser of a text option: an empty one is refused rather than read as not
+    given (``--plot ''`` wrote no figure and said nothing)."""
+    import typer
+
+    if not str(value).strip():
+        raise typer.BadParameter("empty value; give one or leave the option out")
+    return value
 
 
 def check_output_file(path: str | Path, field: str) -> Path:

@@ -20,7 +20,13 @@ from planner.cli.app import (
     parse_list,
     terminate_as_interrupt,
 )
-from planner.cli.paths import check_not_store_folder, check_output_dir, check_output_file
+from planner.cli.paths import (
+    check_not_store_folder,
+    check_output_dir,
+    check_output_file,
+    nonempty,
+    path_value,
+)
 
 BudgetOpt = Annotated[str, typer.Option(help="Target FLOP budget of the decision, e.g. 1e18.")]
 ModelsOpt = Annotated[
@@ -80,9 +86,9 @@ def suggest(
     target: TargetOpt = "native",
     n: Annotated[int | None, typer.Option("--n", min=1, help="At most this many proposals (default: the rest of the current phase — initial design, anchors — or one per undecided setting); phases are not mixed.")] = None,
     pilot_budget: PilotOpt = None,
-    data: Annotated[Path | None, typer.Option(help="Pilot dataset directory (records so far).")] = None,
-    out: Annotated[Path, typer.Option(help="Where to write the proposals.")] = Path("proposals.json"),
-    pending: Annotated[list[Path] | None, typer.Option(help="proposals.json of runs still executing (not proposed again, conditioned on); repeat for several files.")] = None,
+    data: Annotated[Path | None, typer.Option(parser=path_value, help="Pilot dataset directory (records so far).")] = None,
+    out: Annotated[Path, typer.Option(parser=path_value, help="Where to write the proposals.")] = Path("proposals.json"),
+    pending: Annotated[list[Path] | None, typer.Option(parser=path_value, help="proposals.json of runs still executing (not proposed again, conditioned on); repeat for several files.")] = None,
     seed: Annotated[int, typer.Option(min=0, max=SEED_MAX, help="Seed of the posterior samplers.")] = 0,
     anchors: Annotated[int | None, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots).")] = None,
     cost_power: Annotated[float | None, typer.Option(help="ours: the acquisition values a run's expected gain / FLOPs**p (default 0.5; 1 = gain per FLOP, favours pilots; 0 ignores cost).")] = None,
@@ -199,10 +205,10 @@ def _why(reason: str) -> str:
 @command(help="Run the active loop: suggest -> execute -> refit -> classify, until confident or capped.")
 def race(
     budget: BudgetOpt,
-    data: Annotated[Path, typer.Option(help="Pilot dataset directory; regimes.json is written here.")],
+    data: Annotated[Path, typer.Option(parser=path_value, help="Pilot dataset directory; regimes.json is written here.")],
     engine: Annotated[str, typer.Option(help="Engine: sim or trl.")] = "sim",
-    world: Annotated[str | None, typer.Option(help="Simulator world (file or name in configs/worlds).")] = None,
-    device: Annotated[str | None, typer.Option(help="trl engine device: cpu or cuda[:N].")] = None,
+    world: Annotated[str | None, typer.Option(parser=nonempty, help="Simulator world (file or name in configs/worlds).")] = None,
+    device: Annotated[str | None, typer.Option(parser=nonempty, help="trl engine device: cpu or cuda[:N].")] = None,
     option: Annotated[list[str] | None, typer.Option("--option", "-o", help="Engine option KEY=VALUE (repeatable), e.g. -o eval_samples=128.")] = None,
     models: ModelsOpt = None,
     rewards: RewardsOpt = None,
@@ -220,7 +226,7 @@ def race(
     cost_power: Annotated[float | None, typer.Option(help="ours: the acquisition values a run's expected gain / FLOPs**p (default 0.5; 1 = gain per FLOP, favours pilots; 0 ignores cost).")] = None,
     quiet: Annotated[bool, typer.Option(help="No live progress display.")] = False,
     workers: Annotated[int, typer.Option(min=1, help="Runs of a round in flight at once, each in its own worker process (1 = in this process, one after another). ours' acquisition rounds then hold at least N runs, the next best picks of its batch, so no worker idles; the pilot and anchor rounds are the same as with 1. A tiny-world run uses one core, so 2 suits a 2-core laptop.")] = 1,
-    backend: Annotated[str | None, typer.Option(help="Where the workers run: local, ray or slurm, as in `runners execute` (default local when --workers > 1).")] = None,
+    backend: Annotated[str | None, typer.Option(parser=nonempty, help="Where the workers run: local, ray or slurm, as in `runners execute` (default local when --workers > 1).")] = None,
 ) -> None:
     from planner.cli.race_display import RaceDisplay
     from planner.engine import (

@@ -8,15 +8,15 @@ from typing import Annotated
 import typer
 
 from planner.cli.app import command
-from planner.cli.paths import check_not_store_folder, check_output_file, is_store_folder
+from planner.cli.paths import check_not_store_folder, check_output_file, is_store_folder, path_value
 
 __all__ = ["report"]
 
 
 @command(name="report")
 def report(
-    data: Annotated[Path, typer.Option("--data", help="Campaign directory (the pilot store).")],
-    out: Annotated[Path, typer.Option("--out", help="Directory for report.md, report.html, "
+    data: Annotated[Path, typer.Option("--data", parser=path_value, help="Campaign directory (the pilot store).")],
+    out: Annotated[Path, typer.Option("--out", parser=path_value, help="Directory for report.md, report.html, "
                                                    "regimes.json and figures/.")],
     target: Annotated[str | None, typer.Option(
         "--target", help="Primary target: native | pass1 | judge (default: the race's, else native)."

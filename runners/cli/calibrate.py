@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from planner.cli.paths import nonempty, path_value
 from runners.cli.app import command
 
 __all__ = ["calibrate_cmd"]
@@ -13,11 +14,11 @@ __all__ = ["calibrate_cmd"]
 
 @command(name="calibrate")
 def calibrate_cmd(
-    data: Path = typer.Option(..., "--data", help="pilot store with real (trl) runs"),
-    world: str = typer.Option("paper", "--world", help="world file or name in configs/worlds to start from"),
+    data: Path = typer.Option(..., "--data", parser=path_value, help="pilot store with real (trl) runs"),
+    world: str = typer.Option("paper", "--world", parser=nonempty, help="world file or name in configs/worlds to start from"),
     models: str | None = typer.Option(None, "--models", help="comma-separated policies to fit "
                                       "(default: every policy with real runs)"),
-    out: Path | None = typer.Option(None, "--out", help="write the world with the fitted entries here "
+    out: Path | None = typer.Option(None, "--out", parser=path_value, help="write the world with the fitted entries here "
                                     "(a .toml; use it with --world in race, execute and truth)"),
     delta: float = typer.Option(0.02, "--delta", help="Huber threshold in metric units (~2 evaluation-noise sd)"),
 ) -> None:

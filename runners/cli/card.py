@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from planner.cli.paths import path_value
 from runners.cli.app import command
 
 __all__ = ["card"]
@@ -15,7 +16,7 @@ __all__ = ["card"]
 @command(name="card")
 def card(
     run_id: Annotated[str, typer.Argument(help="Run id (see the report's card table or DIR/runs/).")],
-    data: Annotated[Path, typer.Option("--data", help="Campaign directory (the pilot store).")],
+    data: Annotated[Path, typer.Option("--data", parser=path_value, help="Campaign directory (the pilot store).")],
 ) -> None:
     """Print the compute card of one run: FLOPs by component, rho, tokens, wall time.
 

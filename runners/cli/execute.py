@@ -15,10 +15,10 @@ from typing import Annotated, Any
 import typer
 
 from planner.cli.app import engine_options, interrupted_code, terminate_as_interrupt
-from planner.cli.paths import check_not_store_folder
+from planner.cli.paths import check_not_store_folder, nonempty, path_value
 from runners.cli.app import command
 
-DataOpt = Annotated[Path, typer.Option("--data", "-d", help="Pilot store directory.")]
+DataOpt = Annotated[Path, typer.Option("--data", "-d", parser=path_value, help="Pilot store directory.")]
 DEFAULT_DATA = Path("pilot-data")
 
 
@@ -26,20 +26,20 @@ DEFAULT_DATA = Path("pilot-data")
 
 @command(help="Run the proposals in PROPOSALS (a proposals.json) and record them in --data.")
 def execute(
-    proposals: Annotated[Path, typer.Argument(help="proposals.json from `planner suggest` or `planner plan --out`.")],
+    proposals: Annotated[Path, typer.Argument(parser=path_value, help="proposals.json from `planner suggest` or `planner plan --out`.")],
     data: DataOpt = DEFAULT_DATA,
     engine: Annotated[str, typer.Option(help="trl (real GRPO/LoRA), sim (simulator) or module:Class.")] = "trl",
-    world: Annotated[str | None, typer.Option(help="Simulator world (file or name in configs/worlds; sim engine).")] = None,
-    device: Annotated[str | None, typer.Option(help="cpu, cuda or cuda:N (trl engine; default: the engine's).")] = None,
+    world: Annotated[str | None, typer.Option(parser=nonempty, help="Simulator world (file or name in configs/worlds; sim engine).")] = None,
+    device: Annotated[str | None, typer.Option(parser=nonempty, help="cpu, cuda or cuda:N (trl engine; default: the engine's).")] = None,
     seeds: Annotated[int, typer.Option(help="Seeds per proposal: 0..N-1.")] = 1,
-    backend: Annotated[str, typer.Option(help="local, ray or slurm.")] = "local",
+    backend: Annotated[str, typer.Option(parser=nonempty, help="local, ray or slurm.")] = "local",
     workers: Annotated[int, typer.Option(help="Runs at once (local: processes; ray/slurm: tasks in flight).")] = 1,
     retries: Annotated[int, typer.Option(help="Extra attempts for a failed run.")] = 1,
     timeout_min: Annotated[float | None, typer.Option(help="Time limit per run, minutes.")] = None,
     option: Annotated[list[str] | None, typer.Option("--option", "-o", help="Engine option KEY=VALUE (repeatable).")] = None,
-    backend_config: Annotated[Path | None, typer.Option(help="TOML with \\[local]/\\[ray]/\\[slurm] settings.")] = None,
-    ray_address: Annotated[str | None, typer.Option(help="Ray cluster to connect to (default: start a local Ray).")] = None,
-    partition: Annotated[str | None, typer.Option(help="SLURM partition.")] = None,
+    backend_config: Annotated[Path | None, typer.Option(parser=path_value, help="TOML with \\[local]/\\[ray]/\\[slurm] settings.")] = None,
+    ray_address: Annotated[str | None, typer.Option(parser=nonempty, help="Ray cluster to connect to (default: start a local Ray).")] = None,
+    partition: Annotated[str | None, typer.Option(parser=nonempty, help="SLURM partition.")] = None,
     time_min: Annotated[int | None, typer.Option(help="SLURM job time limit, minutes.")] = None,
     gpus_per_run: Annotated[int | None, typer.Option(help="GPUs per run (ray/slurm).")] = None,
     cpus_per_run: Annotated[int | None, typer.Option(help="CPUs per run (ray/slurm).")] = None,

@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from planner.cli.app import SEED_MAX
+from planner.cli.paths import path_value
 from runners.cli.app import command
 
 __all__ = ["pretrain"]
@@ -22,7 +23,7 @@ def pretrain(
     model: str = typer.Option("tiny-s", "--model", help="tiny policies, comma-separated (tiny-s,tiny-m,tiny-l)"),
     quick: bool = typer.Option(False, "--quick", help="the reduced pretraining the test suite uses"),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="pretraining seed (models are cached per seed)"),
-    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="default: $RACE_CACHE or ~/.cache/race-planner"),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", parser=path_value, help="default: $RACE_CACHE or ~/.cache/race-planner"),
     prms: bool = typer.Option(True, "--prms/--no-prms", help="also train the tiny PRMs (tiny-prm, tiny-prm-s)"),
     n: int = typer.Option(256, "--n", min=16, help="evaluation problems per split"),
 ) -> None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from planner.cli.paths import nonempty
 from runners.cli.app import command
 
 if TYPE_CHECKING:
@@ -20,10 +21,10 @@ def truth(
     model: str = typer.Option(..., "--model", help="policy, e.g. qwen2.5-1.5b"),
     reward: str = typer.Option(..., "--reward", help="reward system, e.g. sparse or prm"),
     budget: str = typer.Option(..., "--budget", help="FLOP budget of one run, e.g. 1e16"),
-    world: str = typer.Option("paper", "--world", help="world file or name in configs/worlds"),
+    world: str = typer.Option("paper", "--world", parser=nonempty, help="world file or name in configs/worlds"),
     target: str = typer.Option("native", "--target", help="native | pass1 | judge"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
-    plot: str | None = typer.Option(None, "--plot", help="also write a figure (PNG/SVG/PDF by suffix): "
+    plot: str | None = typer.Option(None, "--plot", parser=nonempty, help="also write a figure (PNG/SVG/PDF by suffix): "
                                     "regimes along rho and the one-noise-sd band below the optimum"),
 ) -> None:
     """Print the noise-free frontier on a dense rho grid, and rho*, shares and regime at its argmax."""

@@ -34,3 +34,38 @@ def test_a_store_folder_is_recognised_and_a_lone_namesake_is_not(tmp_path: Path)
     with pytest.raises(ConfigError, match="inside a pilot store's runs/"):
         check_output_file(tmp_path / "store" / "runs" / "proposals.json", "out")
     assert check_output_file(tmp_path / "store" / "proposals.json", "out") == tmp_path / "store" / "proposals.json"
+
+
+@pytest.mark.parametrize(("cli", "args", "option"), [
+    ("planner", ["race", "--budget", "1e16", "--engine", "sim", "--max-runs", "2", "--data", ""], "--data"),
+    ("planner", ["suggest", "--budget", "1e16", "--data", ""], "--data"),
+    ("planner", ["suggest", "--budget", "1e16", "--out", ""], "--out"),
+    ("planner", ["suggest", "--budget", "1e16", "--pending", ""], "--pending"),
+    ("planner", ["report", "--data", "", "--out", "r"], "--data"),
+    ("planner", ["report", "--data", "d", "--out", ""], "--out"),
+    ("planner", ["race", "--budget", "1e16", "--data", "d", "--world", ""], "--world"),
+    ("planner", ["race", "--budget", "1e16", "--data", "d", "--backend", ""], "--backend"),
+    ("planner", ["plan", "--model", "qwen2.5-1.5b", "--reward", "prm", "--rho", "0.5", "--budget", "1e16",
+                 "--out", ""], "--out"),
+    ("planner", ["audit", ""], "config"),
+    ("runners", ["execute", "p.json", "--engine", "sim", "--data", ""], "--data"),
+    ("runners", ["status", "--data", ""], "--data"),
+    ("runners", ["truth", "--world", "paper", "--model", "qwen2.5-1.5b", "--reward", "prm", "--budget", "1e16",
+                 "--plot", ""], "--plot"),
+    ("runners", ["pretrain", "--model", "tiny-s", "--cache-dir", ""], "--cache-dir"),
+])
+def test_an_empty_path_or_name_is_refused_not_read_as_here_or_unset(
+    cli: str, args: list[str], option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``Path("")`` is ".": ``--data ''`` (an unset shell variable) wrote a store into the
+    directory the command ran in; ``--plot ''`` wrote no figure and said nothing."""
+    from typer.testing import CliRunner
+
+    from planner.cli import app as planner_app
+    from runners.cli import app as runners_app
+
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(planner_app if cli == "planner" else runners_app, args)
+    assert res.exit_code == 2, res.output
+    assert "empty" in res.stderr and option in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []  # nothing written here
