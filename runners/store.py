@@ -277,13 +277,15 @@ class PilotStore:
 
     def check_writable(self, field: str = "data") -> None:
         """A one-line :class:`ConfigError` naming ``field`` unless records can be written
-        under ``runs/`` and ``failed/``: checked before any run, whose compute a refusal
+        under ``runs/``, ``failed/`` and ``corrupt/``: checked before any run, whose compute a refusal
         afterwards would waste. Creates nothing (a probe file comes and goes)."""
         from planner.files import check_creatable
 
         if self.root.exists() and not self.root.is_dir():
             raise ConfigError(f"{field}: {str(self.root)!r} is a file; give a directory for the pilot store")
-        for folder in (self.runs_dir, self.failed_dir):
+        # corrupt/ too: a damaged record is moved there when its run is redone, and a file
+        # in its place failed every such run as a crash (recorded twice, as failed attempts).
+        for folder in (self.runs_dir, self.failed_dir, self.corrupt_dir):
             check_creatable(folder / "record.parquet", field)
 
     def sweep_temporaries(self, older_than_s: float = 3600.0) -> int:

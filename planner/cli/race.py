@@ -254,6 +254,7 @@ def race(
     check_writable = getattr(open_store(data), "check_writable", None)
     if callable(check_writable):
         check_writable("data")
+    _check_summary_path(data / "regimes.json")
     opts = engine_options(engine, option, world)
     if device is not None:
         if engine != "trl":
@@ -334,6 +335,17 @@ def race(
     _say_raised_pilots(problem, {s: b for s, b in ran.items() if s not in had})
 
     _warn_corrupt(store.root, store.scan(status=None).corrupt, said)
+
+
+def _check_summary_path(path: Path) -> None:
+    """The race writes its summary at ``path`` when it ends: a folder there, or a folder
+    that takes no file, failed it after every run, naming a temporary file."""
+    from planner.errors import ConfigError
+    from planner.files import check_creatable
+
+    if path.is_dir():
+        raise ConfigError(f"data: {str(path)!r} is a directory where the race writes its summary; move it away")
+    check_creatable(path, "data")
 
 
 def _other_race(path: Path, doc: dict[str, Any]) -> str | None:

@@ -670,3 +670,14 @@ def test_a_race_that_replaces_another_races_summary_says_so(tmp_path: Path) -> N
     assert res.exit_code == 0
     assert "held the native race at 1e+16 FLOPs of 2 setting(s); it is replaced" in " ".join(res.stderr.split())
     assert len(json.loads((data / "regimes.json").read_text())["settings"]) == 1
+
+
+def test_race_refuses_a_folder_where_it_writes_its_summary_before_any_run(tmp_path: Path) -> None:
+    """It ran every run and then failed naming a temporary file."""
+    (tmp_path / "d" / "regimes.json").mkdir(parents=True)
+    res = runner.invoke(app, ["race", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                              "--max-runs", "2", "--data", str(tmp_path / "d"), "--quiet"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip() == (f"error: data: {str(tmp_path / 'd' / 'regimes.json')!r} is a directory where "
+                                  "the race writes its summary; move it away")
+    assert not (tmp_path / "d" / "runs").exists()

@@ -344,3 +344,20 @@ def test_a_trl_store_refuses_runs_made_with_other_outcome_options(proposals: Pat
         check_same_source([new], TrlEngine(), tmp_path)
     with pytest.raises(ConfigError, match=r"learning_rate=0\.01"):
         check_same_source([new], TrlEngine(eval_samples=64, learning_rate=0.01), tmp_path)
+
+
+def test_a_file_where_the_store_sets_damaged_records_aside_is_refused_before_any_run(
+    proposals: Path, tmp_path: Path,
+) -> None:
+    """A damaged record's run is redone and the wreck moved to corrupt/: a file in that
+    folder's place failed the run twice, as crashes recorded as failed attempts."""
+    data = tmp_path / "data"
+    assert RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim"]).exit_code == 0
+    victim = next((data / "runs").glob("*.parquet"))
+    victim.write_bytes(b"junk")
+    (data / "corrupt").write_text("keep")
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim", "--no-progress"])
+    assert res.exit_code == 2, res.output
+    msg = res.stderr.strip()
+    assert msg.startswith("error: data: cannot create") and "corrupt" in msg and "\n" not in msg
+    assert not (data / "failed").exists() and victim.read_bytes() == b"junk"  # nothing run, nothing moved
