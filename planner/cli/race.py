@@ -90,7 +90,7 @@ def suggest(
     out: Annotated[Path, typer.Option(parser=path_value, help="Where to write the proposals.")] = Path("proposals.json"),
     pending: Annotated[list[Path] | None, typer.Option(parser=path_value, help="proposals.json of runs still executing (not proposed again, conditioned on); repeat for several files.")] = None,
     seed: Annotated[int, typer.Option(min=0, max=SEED_MAX, help="Seed of the posterior samplers.")] = 0,
-    anchors: Annotated[int | None, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots).")] = None,
+    anchors: Annotated[int | None, typer.Option(min=0, max=20, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots; at most 20).")] = None,
     cost_power: Annotated[float | None, typer.Option(help="ours: the acquisition values a run's expected gain / FLOPs**p (default 0.5; 1 = gain per FLOP, favours pilots; 0 ignores cost).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the proposals as JSON.")] = False,
 ) -> None:
@@ -222,7 +222,7 @@ def race(
     pilot_budget: PilotOpt = None,
     batch: Annotated[int | None, typer.Option(min=1, help="Proposals per round (default: the strategy's).")] = None,
     seed: Annotated[int, typer.Option(min=0, max=SEED_MAX, help="Seed of the strategy's samplers.")] = 0,
-    anchors: Annotated[int | None, typer.Option(min=0, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots).")] = None,
+    anchors: Annotated[int | None, typer.Option(min=0, max=20, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots; at most 20).")] = None,
     cost_power: Annotated[float | None, typer.Option(help="ours: the acquisition values a run's expected gain / FLOPs**p (default 0.5; 1 = gain per FLOP, favours pilots; 0 ignores cost).")] = None,
     quiet: Annotated[bool, typer.Option(help="No live progress display.")] = False,
     workers: Annotated[int, typer.Option(min=1, help="Runs of a round in flight at once, each in its own worker process (1 = in this process, one after another). ours' acquisition rounds then hold at least N runs, the next best picks of its batch, so no worker idles; the pilot and anchor rounds are the same as with 1. A tiny-world run uses one core, so 2 suits a 2-core laptop.")] = 1,

@@ -57,7 +57,7 @@ from planner.strategies.base import (
 )
 from planner.threads import one_thread_when
 
-__all__ = ["N_ANCHOR", "RaceStrategy"]
+__all__ = ["MAX_ANCHOR", "N_ANCHOR", "RaceStrategy"]
 
 # One torch thread for the surrogate's fits, calls and acquisition (planner.threads), where
 # there is a surrogate to fit: with fewer than two records nothing here touches a tensor.
@@ -66,6 +66,9 @@ _fits = one_thread_when(lambda self, *a, **k: len(self.records_) >= 2)
 # Target-budget anchors per setting; measured against 3 (and duel placement) in
 # docs/planner.md "Proposals and acquisition".
 N_ANCHOR = 2
+# At most this many: each is a target-budget run, the dearest kind, and a million of them
+# (a typo) spun for minutes building proposals no cap would let run.
+MAX_ANCHOR = 20
 
 
 def _tolerance(role: str) -> float:
@@ -117,6 +120,11 @@ class RaceStrategy:
     ) -> None:
         self.problem = problem
         self.seed = seed
+        if not (isinstance(n_init, int) and n_init >= 1):
+            raise ConfigError(f"n_init: initial-design points per setting, a whole number >= 1, got {n_init!r}")
+        if not (isinstance(n_anchor, int) and 0 <= n_anchor <= MAX_ANCHOR):
+            raise ConfigError(f"anchors: target-budget runs per setting, a whole number from 0 to {MAX_ANCHOR}, "
+                              f"got {n_anchor!r}")
         self.n_init = n_init
         self.n_anchor = n_anchor
         if anchor not in ("stratified", "duel"):

@@ -681,3 +681,22 @@ def test_race_refuses_a_folder_where_it_writes_its_summary_before_any_run(tmp_pa
     assert res.stderr.strip() == (f"error: data: {str(tmp_path / 'd' / 'regimes.json')!r} is a directory where "
                                   "the race writes its summary; move it away")
     assert not (tmp_path / "d" / "runs").exists()
+
+
+@pytest.mark.parametrize("command", ["race", "suggest"])
+def test_anchors_above_the_most_are_refused_at_once(tmp_path: Path, command: str) -> None:
+    """A million anchors spun for minutes building proposals no cap would let run."""
+    from planner.errors import ConfigError
+    from planner.strategies import RaceProblem
+    from planner.strategies.ours import MAX_ANCHOR, RaceStrategy
+
+    res = runner.invoke(app, [command, "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                              "--anchors", str(MAX_ANCHOR + 1), "--data", str(tmp_path / "d")])
+    assert res.exit_code == 2 and res.output.startswith("error: Invalid value for '--anchors'"), res.output
+    problem = RaceProblem([("qwen2.5-1.5b", "sparse")], budget=1e16, pilot_budget=1e15)
+    RaceStrategy(problem, n_anchor=MAX_ANCHOR)
+    for bad in (MAX_ANCHOR + 1, -1, 1.5):
+        with pytest.raises(ConfigError, match=r"^anchors: target-budget runs per setting"):
+            RaceStrategy(problem, n_anchor=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^n_init"):
+        RaceStrategy(problem, n_init=0)
