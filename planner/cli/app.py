@@ -110,7 +110,12 @@ def engine_options(engine: str, options: list[str] | None, world: str | None) ->
     given both ways must be the same one)."""
     from planner.errors import ConfigError
 
-    opts: dict[str, Any] = dict(parse_option(o) for o in options or [])
+    opts: dict[str, Any] = {}
+    for key, value in (parse_option(o) for o in options or []):
+        # The last one silently won, while --world beside -o world= was refused.
+        if key in opts and opts[key] != value:
+            raise ConfigError(f"option: {key} given twice ({key}={opts[key]!r} and {key}={value!r}); give it once")
+        opts[key] = value
     if world is not None:
         if engine != "sim":
             from planner.engine import available_engines

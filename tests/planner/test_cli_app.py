@@ -62,3 +62,15 @@ def test_sigterm_is_an_interrupt_inside_the_block_and_a_second_one_cannot_cut_th
     assert cleaned
     assert interrupted_code(info.value) == 143 and interrupted_code(KeyboardInterrupt()) == 130
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_an_engine_option_given_twice_with_two_values_is_refused() -> None:
+    """The last one silently won (-o world=paper -o world=flat raced flat), while --world
+    beside another -o world= was refused."""
+    from planner.cli.app import engine_options
+    from planner.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^option: world given twice \(world='paper' and world='flat'\); give it once$"):
+        engine_options("sim", ["world=paper", "world=flat"], None)
+    assert engine_options("sim", ["world=paper", "world=paper"], None) == {"world": "paper"}  # said twice, one value
+    assert engine_options("trl", ["eval_samples=64", "quick=true"], None) == {"eval_samples": 64, "quick": True}
