@@ -146,9 +146,14 @@ def _load(name: str, options: Mapping[str, Any]) -> Engine:
 
     module, _, attr = name.partition(":")
     try:
+        if not module or not attr:
+            raise ValueError(name)
         cls = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError):
+    except (ImportError, AttributeError, ValueError):
         raise ConfigError(f"engine: cannot import {name!r}; give sim, trl or module:Class") from None
+    if not isinstance(cls, type):  # os:path, json:loads: a module or a function, built or called anyway
+        raise ConfigError(f"engine: {name!r} is a {type(cls).__name__}, not a class; give module:Class, an "
+                          "engine class (see planner.engine.Engine)")
     engine = cls(**options)
     if not callable(getattr(engine, "run", None)) or not isinstance(getattr(engine, "name", None), str):
         raise ConfigError(f"engine: {name!r} is not an engine (it needs a name and run(proposal, seed)); "

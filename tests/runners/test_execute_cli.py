@@ -361,3 +361,22 @@ def test_a_file_where_the_store_sets_damaged_records_aside_is_refused_before_any
     msg = res.stderr.strip()
     assert msg.startswith("error: data: cannot create") and "corrupt" in msg and "\n" not in msg
     assert not (data / "failed").exists() and victim.read_bytes() == b"junk"  # nothing run, nothing moved
+
+
+@pytest.mark.parametrize(("engine", "says"), [
+    ("os:path", "'os:path' is a module, not a class"),
+    ("json:loads", "'json:loads' is a function, not a class"),
+    (":", "cannot import ':'"),
+    ("os:", "cannot import 'os:'"),
+    ("no_such_module_x:Engine", "cannot import 'no_such_module_x:Engine'"),
+    ("collections:OrderedDict", "is not an engine"),
+])
+def test_a_module_class_engine_that_is_none_is_named_with_the_fix(
+    proposals: Path, tmp_path: Path, engine: str, says: str,
+) -> None:
+    """os:path and json:loads gave Python's own messages ("'module' object is not callable")."""
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(tmp_path / "d"), "--engine", engine])
+    assert res.exit_code == 2, res.output
+    msg = res.stderr.strip()
+    assert msg.startswith("error: engine: ") and says in msg and "\n" not in msg
+    assert not (tmp_path / "d").exists()
