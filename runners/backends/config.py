@@ -84,12 +84,33 @@ class BackendConfig(BaseModel):
 _MODELS: dict[str, type[BaseModel]] = {"local": LocalOptions, "ray": RayOptions, "slurm": SlurmOptions}
 
 
+def _config_error(prefix: str, exc: Exception, model: type[BaseModel]) -> ConfigError:
+    """One line for a validation error; a key no table takes names the ones it does (the
+    bare "Extra inputs are not permitted" named the field, not the fix)."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError) and exc.errors() and exc.errors()[0]["type"] == "extra_forbidden":
+        *table, key = exc.errors()[0]["loc"]
+        owner: Any = model
+        for part in table:
+            owner = owner.model_fields[str(part)].annotation
+        dotted = ".".join(map(str, (*table, key)))
+        if model is BackendConfig and not table:
+            what = "a table of the file"
+        else:
+            what = f"a setting of [{'.'.join(map(str, table))}]" if table else "a setting of this backend"
+        flag = " (the number of workers is --workers, a flag)" if key == "workers" else ""
+        return ConfigError(f"{prefix}: field {dotted!r} is not {what}; use one of: "
+                           f"{', '.join(owner.model_fields)}{flag}")
+    return ConfigError(f"{prefix}: {first_error(exc)}")
+
+
 def validate_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     """Validate one backend's options; returns only those set (so defaults stay the backend's)."""
     try:
         model = _MODELS[name].model_validate(options)
     except Exception as exc:
-        raise ConfigError(f"backend {name}: {first_error(exc)}") from None
+        raise _config_error(f"backend {name}", exc, _MODELS[name]) from None
     return model.model_dump(exclude_unset=True)
 
 
@@ -106,4 +127,4 @@ def load_backend_config(path: str | Path) -> BackendConfig:
     try:
         return BackendConfig.model_validate(raw)
     except Exception as exc:
-        raise ConfigError(f"backend-config: {first_error(exc)}") from None
+        raise _config_error("backend-config", exc, BackendConfig) from None
