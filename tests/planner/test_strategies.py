@@ -554,3 +554,25 @@ def test_a_baseline_call_from_runs_at_another_budget_is_open_however_sure(name: 
     call = st.decide()[S]
     assert call.confidence >= PROBLEM.confidence  # an exact parabola: sure of its regime
     assert decision_state(call, PROBLEM) == ("open" if at == "pilot" else "confident")
+
+
+def test_ours_keeps_linear_operators_jitter_note_off_the_races_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Predictions and the acquisition's posteriors reach the jitter note too; its two lines
+    tore through a race's output. Other warnings still pass."""
+    import warnings
+
+    import planner.strategies.ours as ours
+
+    real = ours.classify_setting
+
+    def noisy(*a, **k):  # type: ignore[no-untyped-def]
+        warnings.warn("A not p.d., added jitter of 1.0e-08 to the diagonal", RuntimeWarning, stacklevel=1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(ours, "classify_setting", noisy)
+    st = make_strategy("ours", RaceProblem((S,), budget=1e16, pilot_budget=1e15), seed=0)
+    st.tell([run(p, {S: 0.7}) for p in st.ask()])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        st.decide()
+    assert not [w for w in caught if "added jitter" in str(w.message)]
