@@ -259,6 +259,8 @@ def race(
     if device is not None:
         if engine != "trl":
             raise ConfigError(f"device: only the trl engine takes a device, not {engine!r}; drop --device")
+        if opts.get("device", device) != device:
+            raise ConfigError(f"device: --device {device} and -o device={opts['device']} disagree; give one")
         opts["device"] = device
     eng = load_engine(engine, **opts)
     if strategy != "ours" and anchors is not None:

@@ -59,9 +59,10 @@ def status_line(data: ReportData) -> str:
     retried = sum(r.run_id in done for r in data.failed)  # attempts, as the sentence says, not runs
     failed = (f"{len(still)} failed run(s)" + (f" ({len(data.failed)} failed attempt(s), {retried} of them "
               "on runs that later succeeded)" if retried else "")) if data.failed else "no failed runs"
-    measured = {(r.model, r.reward, float(r.budget)) for r in data.ok}
-    unrun = sum(1 for s in data.primary.frontiers if (s.model, s.reward, s.budget) not in measured) \
-        if data.primary else 0
+    # No run within at_budget's band: what the table and figures mark as extrapolated.
+    unrun = sum(1 for s in data.primary.frontiers
+                if not any((r.model, r.reward) == (s.model, s.reward) and at_budget(float(r.budget), s.budget)
+                           for r in data.ok)) if data.primary else 0
     where = ("each at every budget it was measured at" if not unrun else
              f"each at every budget it was measured at, and {unrun} at a budget with no run of its own "
              "(the race's decision budget): predicted from the others")

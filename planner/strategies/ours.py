@@ -267,7 +267,14 @@ class RaceStrategy:
             # Empty when every design point is already recorded (e.g. two design rhos
             # compiled to the same plan): fall through to the acquisition then.
             initial = self._initial(todo, counts)
-            if initial:
+            # A setting whose pending pilots are none of this design's points was designed
+            # with other settings (its budget and rho shift depend on which are asked, as a
+            # --pending file from a wider suggest): its design is in flight, not to be run twice.
+            elsewhere = {s for s in todo
+                         if (mine := {x.id for x in pending if Setting(x.model, x.reward) == s})
+                         and not mine & {x.id for x in initial if Setting(x.model, x.reward) == s}}
+            initial = [x for x in initial if Setting(x.model, x.reward) not in elsewhere]
+            if initial or elsewhere:
                 # Pending points are left out before the cut to n, or --n K with --pending
                 # would propose the same first K again; all pending: the phase is in flight.
                 return _first([x for x in initial if x.id not in waiting], n)

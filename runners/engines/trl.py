@@ -172,10 +172,12 @@ class TrlEngine:
             if arch.family != "tiny" and self.device == "cpu" and arch.name not in done:
                 print(_cpu_warning(arch, self.opts.get("policy_path")), file=sys.stderr)
                 done.add(arch.name)
-            if arch.family != "tiny" or self.opts.get("policy_path"):
+            if arch.family != "tiny":
                 continue
             scorer = scorer_for(get_reward(reward), arch)
-            needs = [(arch.name, ensure_policy)]
+            # A given policy_path replaces the policy only: the run still pretrains the PRM
+            # it scores with where no scorer_path is given, so it is found or made here.
+            needs = [] if self.opts.get("policy_path") else [(arch.name, ensure_policy)]
             if scorer is not None and not self.opts.get("scorer_path"):
                 needs.append((scorer.name, ensure_prm))
             for name, ensure in needs:

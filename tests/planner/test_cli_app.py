@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from planner.cli.app import parse_option
@@ -74,3 +76,25 @@ def test_an_engine_option_given_twice_with_two_values_is_refused() -> None:
         engine_options("sim", ["world=paper", "world=flat"], None)
     assert engine_options("sim", ["world=paper", "world=paper"], None) == {"world": "paper"}  # said twice, one value
     assert engine_options("trl", ["eval_samples=64", "quick=true"], None) == {"eval_samples": 64, "quick": True}
+
+
+@pytest.mark.parametrize("cli", ["race", "execute"])
+def test_a_device_given_as_a_flag_and_an_option_must_agree(cli: str, tmp_path: Path) -> None:
+    """--device cuda beside -o device=cpu ran on cuda without a word."""
+    from typer.testing import CliRunner
+
+    from planner.cli import app as planner_app
+    from runners.cli import app as runners_app
+
+    if cli == "race":
+        app, args = planner_app, ["race", "--budget", "5e11", "--models", "tiny-s", "--rewards", "sparse"]
+    else:
+        from planner.compiler import compile_plan
+        from planner.proposals import make_proposal, write_proposals
+
+        write_proposals(tmp_path / "p.json", [make_proposal(compile_plan("tiny-s", "sparse", 0.5, 5e11))])
+        app, args = runners_app, ["execute", str(tmp_path / "p.json")]
+    res = CliRunner().invoke(app, [*args, "--engine", "trl", "--device", "cuda", "-o", "device=cpu",
+                                   "--data", str(tmp_path / "d")])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip() == "error: device: --device cuda and -o device=cpu disagree; give one"

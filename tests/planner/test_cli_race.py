@@ -700,3 +700,24 @@ def test_anchors_above_the_most_are_refused_at_once(tmp_path: Path, command: str
             RaceStrategy(problem, n_anchor=bad)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"^n_init"):
         RaceStrategy(problem, n_init=0)
+
+
+def test_suggest_does_not_design_a_setting_again_whose_pilots_are_pending_from_a_wider_suggest(tmp_path: Path) -> None:
+    """A setting's design (pilot budget, rho shift) depends on which settings are asked:
+    pending pilots of 7b from a suggest over 1.5b and 7b were none of a 7b-only design's
+    points, so it proposed 4 more 7b pilots at another budget (twice the pilot spend, and
+    no longer one IsoFLOP set)."""
+    data = tmp_path / "data"
+    wide = tmp_path / "wide.json"
+    res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b,qwen2.5-7b",
+                              "--rewards", "sparse", "--data", str(data), "--out", str(wide)])
+    assert res.exit_code == 0, res.output
+    pending_7b = [p for p in read_proposals(wide).proposals if p.model == "qwen2.5-7b"]
+    assert len(pending_7b) == 4
+    for models, new in (("qwen2.5-7b", set()), ("qwen2.5-7b,qwen2.5-3b", {"qwen2.5-3b"})):
+        out = tmp_path / f"{models}.json"
+        res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", models, "--rewards", "sparse",
+                                  "--data", str(data), "--out", str(out), "--pending", str(wide)])
+        assert res.exit_code == 0, res.output
+        props = read_proposals(out).proposals
+        assert {p.model for p in props} == new and not {p.id for p in props} & {p.id for p in pending_7b}

@@ -159,6 +159,12 @@ def test_prepare_pretrains_missing_tiny_models_once_before_any_run(
     eng.prepare([("tiny-s", "sparse"), ("tiny-s", "prm"), ("qwen2.5-1.5b", "prm")])
     assert made == ["tiny-s", "tiny-prm"]  # each once (tiny-s scores with tiny-prm); Qwen weights are not the tiny world's
     assert capsys.readouterr().err.count("pretraining ") == 2
+    # A given policy replaces the policy only: the run still scores with the cached PRM,
+    # so it is made here, before any run (and its weights known to the store's check).
+    made.clear()
+    (tmp_path / "mine").mkdir()
+    TrlEngine(quick=True, cache_dir=tmp_path, policy_path=str(tmp_path / "mine")).prepare([("tiny-s", "prm")])
+    assert made == ["tiny-prm"]
 
 
 def test_prepare_is_silent_when_the_cache_has_them(tiny_world_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -312,7 +318,12 @@ def test_runs_record_the_weights_the_engine_says_they_start_from(
     scorer = scorer_for(get_reward("prm"), get_model("tiny-s"))
     assert scorer is not None
     prm = ensure_prm(scorer.name, quick=True, cache_dir=tiny_world_cache)  # type: ignore[arg-type]
-    assert eng.start_weights("tiny-s", "prm")["scorer_weights"] == weights_fingerprint(str(prm))
+    prm_weights = eng.start_weights("tiny-s", "prm")["scorer_weights"]
+    assert str(prm_weights).startswith("sha256:") and prm_weights == weights_fingerprint(str(prm))
+    # A given policy replaces the policy only: the PRM is still the cache's, and known.
+    given = TrlEngine(quick=True, cache_dir=tiny_world_cache, policy_path=str(records[0].provenance["policy"]))
+    assert given.start_weights("tiny-s", "prm") == {"policy_weights": here["policy_weights"],
+                                                    "scorer_weights": prm_weights}
     # Nothing pretrained there: nothing to compare, and nothing trained to find out.
     empty = TrlEngine(quick=True, cache_dir=tmp_path / "cache")
     assert empty.start_weights("tiny-s", "prm") == {"policy_weights": None, "scorer_weights": None}
