@@ -96,9 +96,10 @@ class Candidate:
     gain: float
     cost: float
     mean: float
-    std: float
+    std: float  # the latent posterior's: what the batch's tie-break weighs
     probabilities: dict[str, float] = field(default_factory=dict)
     note: str = ""
+    run_std: float | None = None  # of the run's measurement (latent and one run's noise): its prediction
 
     def value(self, unit: float, cost_power: float) -> float:
         """Gain per (cost in ``unit`` FLOPs) ** ``cost_power`` (the planner's unit is one
@@ -197,6 +198,8 @@ def score_setting(
     )  # (n_f, C, S, G)
     u_after = utility(ahead, grid, shares, config.rho_weight).mean(axis=0)  # (C,)
     mean, std = surrogate.predict(X_c)  # type: ignore[attr-defined]
+    noise_of = getattr(surrogate, "run_noise_variance", None)
+    noise = max(float(noise_of(r)), 0.0) if callable(noise_of) else 0.0
     prob_map = {lab: float(p) for lab, p in zip(LABELS, probs, strict=True)}
     return [
         Candidate(
@@ -210,6 +213,7 @@ def score_setting(
             std=float(std[i]),
             probabilities=prob_map,
             note=note,
+            run_std=math.sqrt(float(std[i]) ** 2 + noise),
         )
         for i, (plan, note) in enumerate(cands)
     ]
