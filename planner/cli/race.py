@@ -84,7 +84,7 @@ def suggest(
     models: ModelsOpt = None,
     rewards: RewardsOpt = None,
     target: TargetOpt = "native",
-    n: Annotated[int | None, typer.Option("--n", min=1, help="At most this many proposals (default: the rest of the current phase — initial design, anchors — or one per undecided setting); phases are not mixed.")] = None,
+    n: Annotated[int | None, typer.Option("--n", min=1, help="At most this many proposals (default: the rest of the current phase — initial design, anchors — or one per undecided setting, every setting once all are decided); phases are not mixed.")] = None,
     pilot_budget: PilotOpt = None,
     data: Annotated[Path | None, typer.Option(parser=path_value, help="Pilot dataset directory (records so far).")] = None,
     out: Annotated[Path, typer.Option(parser=path_value, help="Where to write the proposals.")] = Path("proposals.json"),
@@ -92,13 +92,14 @@ def suggest(
     seed: Annotated[int, typer.Option(min=0, max=SEED_MAX, help="Seed of the posterior samplers.")] = 0,
     anchors: Annotated[int | None, typer.Option(min=0, max=20, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots; at most 20).")] = None,
     cost_power: Annotated[float | None, typer.Option(help="ours: the acquisition values a run's expected gain / FLOPs**p (default 0.5; 1 = gain per FLOP, favours pilots; 0 ignores cost).")] = None,
+    confidence: Annotated[float, typer.Option(help="A setting counts as decided at this regime probability (as in `planner race`): suggest says when every one is.")] = 0.9,
     as_json: Annotated[bool, typer.Option("--json", help="Print the proposals as JSON.")] = False,
 ) -> None:
     import time
 
     t0 = time.perf_counter()
     _check_target(target)
-    problem = race_problem(budget, models, rewards, target, pilot_budget)
+    problem = race_problem(budget, models, rewards, target, pilot_budget, confidence)
     from planner.errors import ConfigError
 
     check_output_file(out, "out")
@@ -139,6 +140,13 @@ def suggest(
     props = [p for p in strategy.ask(n, pending=waiting) if p.id not in skip]
     write_proposals(out, props, target_budget=problem.budget)
     elapsed = time.perf_counter() - t0
+    if props and strategy.records_ and not any(p.reason.startswith(("initial", "anchor")) for p in props):
+        # Where a race would stop: a manual loop had no word of it, and went on proposing.
+        from planner.strategies import decision_state
+
+        if all(decision_state(c, problem) != "open" for c in strategy.decide().values()):
+            typer.echo(f"note: every setting's call is decided (P >= {problem.confidence:g}, checked at the target "
+                       "budget): `planner race` would stop here; these proposals only add evidence", err=True)
     if as_json:
         emit_json([p.model_dump(mode="json") for p in props])
         return

@@ -721,3 +721,21 @@ def test_suggest_does_not_design_a_setting_again_whose_pilots_are_pending_from_a
         assert res.exit_code == 0, res.output
         props = read_proposals(out).proposals
         assert {p.model for p in props} == new and not {p.id for p in props} & {p.id for p in pending_7b}
+
+
+def test_suggest_says_when_every_call_is_decided_where_a_race_would_stop(tmp_path: Path) -> None:
+    """A manual suggest/execute loop had no word that a race would have stopped."""
+    data = str(tmp_path / "d")
+    base = ["--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse", "--data", data]
+    res = runner.invoke(app, ["race", *base, "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "d" / "regimes.json").read_text())["stop_reason"] == "confident"
+    res = runner.invoke(app, ["suggest", *base, "--out", str(tmp_path / "p.json")])
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.stderr.split())
+    assert "note: every setting's call is decided (P >= 0.9, checked at the target budget): `planner race` would stop here" in said
+    # Before the anchors have checked anything, no such note.
+    early = ["--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse", "--data", str(tmp_path / "e")]
+    assert runner.invoke(app, ["race", *early, "--quiet", "--max-runs", "4"]).exit_code == 0
+    res = runner.invoke(app, ["suggest", *early, "--out", str(tmp_path / "q.json")])
+    assert res.exit_code == 0 and "is decided" not in res.stderr, res.output
