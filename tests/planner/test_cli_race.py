@@ -252,6 +252,8 @@ def test_race_sim_writes_regimes_and_resumes(tmp_path: Path) -> None:
 
 
 def test_race_prints_one_whole_line_per_setting_at_80_columns(tmp_path: Path) -> None:
+    from planner.regime import format_probability
+
     data = tmp_path / "data"
     res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--pilot-budget", "1e15",
                               "--models", "qwen2.5-1.5b", "--rewards", "sparse,proxy-prm", "--max-runs", "8",
@@ -275,8 +277,10 @@ def test_race_prints_one_whole_line_per_setting_at_80_columns(tmp_path: Path) ->
         assert e["noise_source"] == "inferred"
         assert cells[-3:-1] == (["-"] if e["stake_sd"] is None else [f"{e['stake_sd']:.1f}", "sd*"])
         assert e["noise_sd"] > 0 and e["stake_sd"] * e["noise_sd"] == pytest.approx(e["stake"])
-        p = [round(100 * e["probabilities"][lab]) for lab in ("search-heavy", "update-heavy", "reward-heavy")]
-        assert cells[-4] == "/".join(map(str, p))
+        # Rounded down: 76.9% beside a 90% confidence must not print as more than it is.
+        p = [format_probability(e["probabilities"][lab], 0, percent=True)
+             for lab in ("search-heavy", "update-heavy", "reward-heavy")]
+        assert cells[-4] == "/".join(p)
 
 
 def test_race_grid_strategy_stops_when_exhausted(tmp_path: Path) -> None:
