@@ -110,7 +110,8 @@ class Candidate:
         probs = ", ".join(f"{k} {v:.2f}" for k, v in self.probabilities.items())
         return (
             f"acquisition: expected uncertainty reduction {self.gain:.3f} (regime bits + rho* spread) "
-            f"for {self.cost / unit:.2g} pilot-run(s) of FLOPs at budget {self.budget:.2g}; "
+            f"for {self.cost:.3g} FLOPs ({self.cost / unit:.3g}x the requested pilot budget {unit:.3g}) at "
+            f"budget {self.budget:.3g}; "
             f"P(regime) now: {probs}" + (f"; {self.note.strip('; ')}" if self.note else "")
         )
 
