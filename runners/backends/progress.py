@@ -144,11 +144,12 @@ def render(views: list[RunView], counts: dict[str, int], total: int, width: int 
     order = {"running": 0, "retrying": 1, "waiting": 1, "queued": 3, "failed": 2, "ok": 2, "skipped": 4}
     shown = sorted(views, key=lambda v: order.get(v.state, 5))[:12]
     t = Table(expand=False, box=None, pad_edge=False)
-    # The other columns need ~70 characters; the run id takes what is left (ids are long).
-    t.add_column("run", overflow="ellipsis", no_wrap=True, max_width=max(16, min(60, width - 72)))
+    # The other columns need ~73 characters; the run id takes what is left (ids are long).
+    t.add_column("run", overflow="ellipsis", no_wrap=True, max_width=max(16, min(60, width - 75)))
     for col, just in (
         ("try", "right"), ("state", "left"), ("phase", "left"), ("FLOPs", "right"),
-        ("of budget", "right"), ("reward", "right"), ("wall", "right"),
+        # Training reward while a run trains, then its target's value: each says which.
+        ("of budget", "right"), ("reward | target", "right"), ("wall", "right"),
     ):
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     style = {"ok": "green", "failed": "red", "running": "cyan", "retrying": "yellow", "waiting": "yellow"}
