@@ -117,12 +117,14 @@ def suggest(
     from planner.strategies.ours import RaceStrategy
 
     strategy = RaceStrategy(problem, seed, **_ours_options(seed, anchors, cost_power))
+    n_store = 0
     if data is not None and data.is_dir():  # failed/ alone too: abandoned runs are not proposed again
         from planner.engine import open_store
 
         store = open_store(data)
         scan = store.scan(status=None)
         strategy.tell(scan.records)  # failed too: abandoned runs are not proposed again
+        n_store = sum(r.status == "ok" for r in scan.records)
         _warn_corrupt(store.root, scan.corrupt)
     # Every --pending file (a second one used to replace the first, whose runs were proposed
     # again); a run listed in two files is one run.
@@ -150,15 +152,18 @@ def suggest(
     if as_json:
         emit_json([p.model_dump(mode="json") for p in props])
         return
-    _print_proposals(props, out, len(strategy.records_), elapsed, len(waiting))
+    _print_proposals(props, out, len(strategy.records_), elapsed, len(waiting), n_store)
 
 
-def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float, n_pending: int = 0) -> None:
+def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float, n_pending: int = 0,
+                     n_store: int = 0) -> None:
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"{len(props)} proposals from {n_records} records ({elapsed:.1f} s)",
+    # Runs of other settings (or targets) are not fitted: say so, not "from 9 records" of 20.
+    rest = f" of {n_store} in the store" if n_store > n_records else ""
+    t = Table(title=f"{len(props)} proposals from {n_records} records{rest} ({elapsed:.1f} s)",
               box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
               caption="split: search / learning / reward share of the planned FLOPs"
                       + ("; acq. gain: expected reduction of regime bits + rho* spread"
