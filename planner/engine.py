@@ -188,6 +188,15 @@ def check_same_source(records: Iterable[RunRecord], engine: Engine, data: str | 
                 f"edited by hand or written by an older version), so its source cannot be checked; move its file out of "
                 f"{str(Path(data) / folder)!r} (the run is redone) or use a separate --data directory"
             )
+        prov_engine = r.provenance.get("engine")
+        if r.engine != want["engine"] and prov_engine == want["engine"]:
+            # The record contradicts itself (a hand edit): one file to move, not a store to give up.
+            folder = "runs" if r.status == "ok" else "failed"
+            raise ConfigError(
+                f"data: run {r.run_id} in {str(data)!r} says engine {r.engine!r} but its provenance says "
+                f"{prov_engine!r} (edited by hand?); move its file out of {str(Path(data) / folder)!r} "
+                "(the run is redone) or use a separate --data directory"
+            )
         if got != want:
             edited = " (the world file changed since those runs)" if got.get("world") == want.get("world") \
                 and got.get("world_sha256") != want.get("world_sha256") and "world_sha256" in want else ""

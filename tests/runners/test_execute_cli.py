@@ -380,3 +380,19 @@ def test_a_module_class_engine_that_is_none_is_named_with_the_fix(
     msg = res.stderr.strip()
     assert msg.startswith("error: engine: ") and says in msg and "\n" not in msg
     assert not (tmp_path / "d").exists()
+
+
+def test_a_record_whose_engine_contradicts_its_provenance_is_named_with_the_fix(proposals: Path, tmp_path: Path) -> None:
+    """A record edited to engine 'trl' (its provenance still the sim's) read as a store of
+    another engine's runs: 'use a separate --data directory', not the one file to move."""
+    from planner.engine import check_same_source
+    from planner.errors import ConfigError
+    from planner.proposals import read_proposals
+
+    rec = SimEngine(world="paper").run(read_proposals(proposals).proposals[0], 0)
+    bad = rec.model_copy(update={"engine": "trl"})
+    with pytest.raises(ConfigError) as info:
+        check_same_source([bad], SimEngine(world="paper"), tmp_path)
+    msg = str(info.value)
+    assert f"run {rec.run_id}" in msg and "says engine 'trl' but its provenance says 'sim'" in msg
+    assert str(tmp_path / "runs") in msg and "\n" not in msg
