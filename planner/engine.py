@@ -189,8 +189,9 @@ def check_same_source(records: Iterable[RunRecord], engine: Engine, data: str | 
                 f"{str(Path(data) / folder)!r} (the run is redone) or use a separate --data directory"
             )
         prov_engine = r.provenance.get("engine")
-        if r.engine != want["engine"] and prov_engine == want["engine"]:
+        if r.engine != want["engine"] and prov_engine == want["engine"] and r.engine in available_engines():
             # The record contradicts itself (a hand edit): one file to move, not a store to give up.
+            # (An engine of its own, module:Class, may subclass the sim and keep its provenance.)
             folder = "runs" if r.status == "ok" else "failed"
             raise ConfigError(
                 f"data: run {r.run_id} in {str(data)!r} says engine {r.engine!r} but its provenance says "
