@@ -19,12 +19,15 @@ def test_ours_column_replays_the_benchmark_race(load_script: Callable[..., Modul
     rules = load_script("call_rules", "call_rules_t")
     # shifted rep 0: in the stored run (world-blind noise) the race with the fewest rounds (7)
     # that got calls wrong.
-    row = rules.world_calls("shifted", [0], pb.FLOPS_PER_SETTING)[0]
+    # Half the benchmark's FLOP cap: the same replay (anchors included) at half the suite's
+    # time (two races took 200 s of it on a slow box).
+    cap = pb.FLOPS_PER_SETTING / 2
+    row = rules.world_calls("shifted", [0], cap)[0]
     problem = pb.RaceProblem(tuple(pb.Setting(m, r) for m in pb.POLICIES_QWEN for r in pb.REWARDS), budget=1e16,
                              pilot_budget=1e15, target="native", confidence=0.9)
     n = len(problem.settings)
     bench = pb._race("ours", "shifted", 0, problem, pb.Truth("shifted", problem),
-                     max_runs=pb.RUNS_PER_SETTING * n, max_flops=pb.FLOPS_PER_SETTING * n * problem.budget,
+                     max_runs=pb.RUNS_PER_SETTING * n, max_flops=cap * n * problem.budget,
                      n_anchor=pb.N_ANCHOR, anchor="stratified", cost_power=0.5)
     assert [x["ours"] for x in row] == bench.same
     assert [x["confident"] for x in row] == bench.confident
