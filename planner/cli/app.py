@@ -105,9 +105,10 @@ def parse_list(value: str | None, field: str = "list") -> list[str] | None:
     return items
 
 
-def engine_options(engine: str, options: list[str] | None, world: str | None) -> dict[str, Any]:
-    """Engine options from ``-o KEY=VALUE`` flags and ``--world`` (the sim's only; a world
-    given both ways must be the same one)."""
+def engine_options(engine: str, options: list[str] | None, world: str | None,
+                   device: str | None = None) -> dict[str, Any]:
+    """Engine options from ``-o KEY=VALUE`` flags, ``--world`` (the sim's only) and
+    ``--device`` (trl's only); a world or device given both ways must be the same one."""
     from planner.errors import ConfigError
 
     opts: dict[str, Any] = {}
@@ -127,6 +128,12 @@ def engine_options(engine: str, options: list[str] | None, world: str | None) ->
         if opts.get("world", world) != world:
             raise ConfigError(f"world: --world {world} and -o world={opts['world']} disagree; give one")
         opts["world"] = world  # a path or a shipped name; the sim engine resolves and checks it
+    if device is not None:
+        if engine != "trl":  # a sim run has no device to place
+            raise ConfigError(f"device: only the trl engine takes a device, not {engine!r}; drop --device")
+        if opts.get("device", device) != device:
+            raise ConfigError(f"device: --device {device} and -o device={opts['device']} disagree; give one")
+        opts["device"] = device
     return opts
 
 

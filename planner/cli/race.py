@@ -268,13 +268,7 @@ def race(
     if callable(check_writable):
         check_writable("data")
     _check_summary_path(data / "regimes.json")
-    opts = engine_options(engine, option, world)
-    if device is not None:
-        if engine != "trl":
-            raise ConfigError(f"device: only the trl engine takes a device, not {engine!r}; drop --device")
-        if opts.get("device", device) != device:
-            raise ConfigError(f"device: --device {device} and -o device={opts['device']} disagree; give one")
-        opts["device"] = device
+    opts = engine_options(engine, option, world, device)
     eng = load_engine(engine, **opts)
     if strategy != "ours" and anchors is not None:
         raise ConfigError(f"anchors: only the ours strategy takes anchors, not {strategy!r}; drop --anchors")

@@ -38,6 +38,7 @@ __all__ = [
     "disagreements",
     "load_records",
     "mixed_weights",
+    "runs_at",
 ]
 
 GRID_POINTS = 61
@@ -200,6 +201,18 @@ def load_records(data_dir: Path) -> tuple[list[RunRecord], list[RunRecord], list
 
 def settings_of(records: Iterable[RunRecord]) -> list[SettingAt]:
     return sorted({SettingAt(r.model, r.reward, float(r.budget)) for r in records})
+
+
+def runs_at(records: Iterable[RunRecord], setting: SettingAt) -> tuple[list[RunRecord], list[RunRecord]]:
+    """The setting's runs at its budget exactly, and at other budgets within
+    :func:`planner.frontier.at_budget`'s band, which count as measured there (rho* is held
+    to their allocations too)."""
+    from planner.frontier import at_budget
+
+    mine = [r for r in records if (r.model, r.reward) == (setting.model, setting.reward)]
+    exact = [r for r in mine if float(r.budget) == setting.budget]
+    near = [r for r in mine if float(r.budget) != setting.budget and at_budget(float(r.budget), setting.budget)]
+    return exact, near
 
 
 def mixed_weights(records: Iterable[RunRecord]) -> list[str]:

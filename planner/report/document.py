@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from planner.frontier import AT_BUDGET_RATIO, at_budget
+from planner.frontier import AT_BUDGET_RATIO
 from planner.regime import GUESSED_NOISE, RegimeCall, format_probability
 from planner.report.cards import CARD_COLUMNS, card_rows
-from planner.report.data import ReportData, SettingAt, disagreements
+from planner.report.data import ReportData, SettingAt, disagreements, runs_at
 from planner.report.render import Block, FigureRef
 from planner.schema import TARGETS
 
@@ -60,9 +60,7 @@ def status_line(data: ReportData) -> str:
     failed = (f"{len(still)} failed run(s)" + (f" ({len(data.failed)} failed attempt(s), {retried} of them "
               "on runs that later succeeded)" if retried else "")) if data.failed else "no failed runs"
     # No run within at_budget's band: what the table and figures mark as extrapolated.
-    unrun = sum(1 for s in data.primary.frontiers
-                if not any((r.model, r.reward) == (s.model, s.reward) and at_budget(float(r.budget), s.budget)
-                           for r in data.ok)) if data.primary else 0
+    unrun = sum(1 for s in data.primary.frontiers if not any(runs_at(data.ok, s))) if data.primary else 0
     where = ("each at every budget it was measured at" if not unrun else
              f"each at every budget it was measured at, and {unrun} at a budget with no run of its own "
              "(the race's decision budget): predicted from the others")
@@ -221,10 +219,8 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                               "call."))
         rows = []
         for s, f in fit.frontiers.items():
-            n = sum(1 for r in data.ok if (r.model, r.reward, float(r.budget)) == (s.model, s.reward, s.budget))
-            # Runs at budgets within AT_BUDGET_RATIO count as measured there (rho*'s support).
-            near = sum(1 for r in data.ok if (r.model, r.reward) == (s.model, s.reward)
-                       and float(r.budget) != s.budget and at_budget(float(r.budget), s.budget))
+            exact, nearby = runs_at(data.ok, s)  # nearby budgets count as measured here (rho*'s support)
+            n, near = len(exact), len(nearby)
             c = f.call
             # +: rho* is the posterior mean's peak, with no run near it at this budget.
             held = "" if c.extra.get("rho_star_support", "measured") == "measured" else "+"

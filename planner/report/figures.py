@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from planner.frontier import AT_BUDGET_RATIO, at_budget
+from planner.frontier import AT_BUDGET_RATIO
 from planner.regime import LABELS, format_probability, regime_labels, shares_for_rho
-from planner.report.data import Frontier, ReportData, SettingAt, disagreements, observed
+from planner.report.data import Frontier, ReportData, disagreements, observed, runs_at
 
 __all__ = ["FigureSpec", "all_figures", "save"]
 
@@ -81,11 +81,7 @@ def frontier_figure(data: ReportData, fr: Frontier) -> FigureSpec:
     ax.fill_between(g, m - Z90 * sd, m + Z90 * sd, color="#4C72B0", alpha=0.15, lw=0, label="90% band")
     ax.fill_between(g, m - Z50 * sd, m + Z50 * sd, color="#4C72B0", alpha=0.30, lw=0, label="50% band")
     ax.plot(g, m, color="#1f3b73", lw=2, label="posterior mean")
-    runs = [r for r in data.ok if SettingAt(r.model, r.reward, float(r.budget)) == fr.setting]
-    s = fr.setting
-    # Runs at budgets within AT_BUDGET_RATIO count as measured here (rho* is held to them too).
-    near = [r for r in data.ok if (r.model, r.reward) == (s.model, s.reward) and float(r.budget) != s.budget
-            and at_budget(float(r.budget), s.budget)]
+    runs, near = runs_at(data.ok, fr.setting)
     if near:
         pts = observed(near, fr.target)
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=26, marker="D", facecolors="none", edgecolors="#555555",

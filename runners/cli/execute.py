@@ -71,13 +71,7 @@ def execute(
     pset = read_proposals(proposals)
     if not pset.proposals:  # valid (suggest writes none when nothing is left to run), but say so
         typer.echo(f"note: {proposals} lists no proposals: nothing to run, {data} left as it was", err=True)
-    options = engine_options(engine, option, world)
-    if device is not None:
-        if engine != "trl":  # as `planner race` says: a sim run has no device to place
-            raise ConfigError(f"device: only the trl engine takes a device, not {engine!r}; drop --device")
-        if options.get("device", device) != device:
-            raise ConfigError(f"device: --device {device} and -o device={options['device']} disagree; give one")
-        options["device"] = device
+    options = engine_options(engine, option, world, device)
     _check_backend_flags(backend, {"ray-address": ray_address, "partition": partition, "time-min": time_min,
                                    "mem-gb": mem_gb, "gpus-per-run": gpus_per_run, "cpus-per-run": cpus_per_run})
     backend_opts = _backend_options(
