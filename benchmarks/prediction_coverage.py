@@ -11,6 +11,14 @@ word). A prediction made before any fit is None: those runs are not counted.
     python benchmarks/prediction_coverage.py [--worlds paper,contrast] [--reps 2] [--out F.json]
 
 About 30 s per race on 2 cores.
+
+``--transfer`` measures predictions for settings *without* runs instead: each repetition
+races a few of the 3 x 3 settings (three Qwen2.5 sizes x sparse, dense, prm; which ones
+follows the repetition), then asks ours for the initial design of all nine and runs the
+proposals of the settings it had not run. Each is grouped by how its setting relates to
+the fitted ones: ``crossed`` (its model and its reward each have runs), ``between sizes``
+(its policy lies between two fitted sizes, its reward fitted), ``outside sizes`` and
+``reward unfitted``, and by whether the proposal marks the prediction ``extrapolated``.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import json
 import math
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +72,56 @@ def race(world: str, rep: int, tmp: Path) -> list[tuple[str, float, float, float
     return eng.rows
 
 
+MODELS = ("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b")
+REWARDS = ("sparse", "dense", "prm")
+# Fitted subsets, one per repetition (cycled): every relation of a query to them occurs.
+SUBSETS = (
+    (("qwen2.5-1.5b", "sparse"), ("qwen2.5-1.5b", "prm"), ("qwen2.5-7b", "sparse")),
+    (("qwen2.5-1.5b", "sparse"), ("qwen2.5-3b", "dense")),
+    (("qwen2.5-3b", "sparse"), ("qwen2.5-3b", "prm"), ("qwen2.5-7b", "dense"), ("qwen2.5-1.5b", "dense")),
+    (("qwen2.5-1.5b", "dense"),),
+)
+
+
+def relation(model: str, reward: str, fitted: Sequence[tuple[str, str]]) -> str:
+    """How an unfitted setting relates to the fitted ones (the groups of ``--transfer``)."""
+    from planner.registry import get_model
+
+    if reward not in {r for _, r in fitted}:
+        return "reward unfitted"
+    if model in {m for m, _ in fitted}:
+        return "crossed"
+    sizes = [get_model(m).num_parameters for m, _ in fitted]
+    n = get_model(model).num_parameters
+    return "between sizes" if min(sizes) <= n <= max(sizes) else "outside sizes"
+
+
+def transfer(world: str, rep: int, tmp: Path) -> list[tuple[str, float, float, float]]:
+    """Rows ``(group, mean, std, measured)`` of one repetition of ``--transfer``; the group
+    is the relation, and ``" (marked)"`` is appended where the prediction is marked."""
+    from planner.engine import load_engine
+    from planner.loop import run_race
+    from planner.strategies import RaceProblem, make_strategy
+    from runners.store import PilotStore
+
+    fitted = SUBSETS[rep % len(SUBSETS)]
+    store = PilotStore(tmp / f"transfer-{world}-{rep}")
+    eng = load_engine("sim", world=world)
+    first = RaceProblem(list(fitted), budget=1e16, pilot_budget=1e15)
+    run_race(first, make_strategy("ours", first, seed=rep), eng, store, max_runs=8 * len(fitted))
+    every = RaceProblem([(m, r) for m in MODELS for r in REWARDS], budget=1e16, pilot_budget=1e15)
+    strategy = make_strategy("ours", every, seed=rep)
+    strategy.tell(store.records())
+    rows = []
+    for prop in strategy.ask():
+        if (prop.model, prop.reward) in fitted or prop.prediction is None:
+            continue
+        value = getattr(eng.run(prop, seed=0).metrics, every.target)
+        group = relation(prop.model, prop.reward, fitted) + (" (marked)" if prop.prediction.extrapolated else "")
+        rows.append((group, prop.prediction.mean, prop.prediction.std, float(value)))
+    return rows
+
+
 def summarise(rows: list[tuple[str, float, float, float]]) -> list[dict[str, Any]]:
     by: dict[str, list[float]] = defaultdict(list)
     for kind, mean, std, value in rows:
@@ -84,16 +143,20 @@ def main() -> None:
     ap.add_argument("--worlds", default="paper,contrast,shifted")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--transfer", action="store_true",
+                    help="predictions for settings without runs (see the module's docstring)")
     args = ap.parse_args()
+    measure = transfer if args.transfer else race
     rows: list[tuple[str, float, float, float]] = []
     per_world: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for world in args.worlds.split(","):
-            mine = [row for rep in range(args.reps) for row in race(world, rep, Path(tmp))]
+            mine = [row for rep in range(args.reps) for row in measure(world, rep, Path(tmp))]
             per_world[world] = summarise(mine)
             rows += mine
-    table = Table(title="ours' proposal predictions against the runs (sim; 90% if calibrated)")
-    for h in ("world", "kind", "runs", "inside mean +- 1.645 std", "mean z", "median |z|"):
+    what = "settings without runs" if args.transfer else "proposal"
+    table = Table(title=f"ours' {what} predictions against the runs (sim; 90% if calibrated)")
+    for h in ("world", "kind" if not args.transfer else "setting", "runs", "inside mean +- 1.645 std", "mean z", "median |z|"):
         table.add_column(h, justify="left" if h in ("world", "kind") else "right")
     for world, summary in [*per_world.items(), ("pooled", summarise(rows))]:
         for s in summary:
@@ -101,7 +164,8 @@ def main() -> None:
                           f"{s['median_abs_z']:.2f}")
     Console().print(table)
     if args.out:
-        args.out.write_text(json.dumps({"worlds": per_world, "pooled": summarise(rows), "reps": args.reps},
+        args.out.write_text(json.dumps({"worlds": per_world, "pooled": summarise(rows), "reps": args.reps,
+                                        "transfer": args.transfer},
                                        indent=2))
 
 

@@ -124,10 +124,18 @@ class RunPlan(BaseModel):
 
 
 class Prediction(BaseModel):
+    """What a proposal's run is expected to measure under ``target``: the posterior mean and
+    the std of one run's measurement."""
+
     model_config = _FROZEN
     target: Target = "native"
     mean: float
     std: float = Field(ge=0)
+    extrapolated: bool = Field(
+        default=False,
+        description="no run of this (model, reward) setting was fitted: the mean carries other "
+        "settings' level over and the std assumes the setting is like them, so read it as a guess",
+    )
 
 
 class Proposal(BaseModel):

@@ -176,7 +176,7 @@ def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float
         rows.append((
             f"{p.model}/{p.reward}", f"{p.plan.rho:.3f}", f"{p.budget:.2g}",
             f"{f.search / f.total:.0%}/{f.learning / f.total:.0%}/{f.reward / f.total:.0%}",
-            f"{p.prediction.mean:.3f}±{p.prediction.std:.3f}" if p.prediction else "-",
+            _predicted(p.prediction),
         ))
     for i, col in enumerate(("setting", "rho", "budget", "split", "predicted")):
         width = max([len(col), *(len(r[i]) for r in rows)])
@@ -187,6 +187,12 @@ def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float
     c = Console()
     c.print(t)
     c.print(f"wrote {out} (each proposal's full reason is in it)")
+    guessed = sorted({f"{p.model}/{p.reward}" for p in props if p.prediction and p.prediction.extrapolated})
+    if guessed:
+        c.print(f"(...): a guess for {', '.join(guessed)}: its reward system has no run in the fit, or its "
+                "policy is outside the fitted sizes, so the mean carries the other settings' level over and the "
+                "std assumes the setting is like them (on the sim half or fewer of such runs fell inside "
+                "mean ± 1.645 std; benchmarks/prediction_coverage.py --transfer)", highlight=False)
     from planner.design import ISO_RAISED, SCATTERED
 
     raised = {f"{p.model}/{p.reward}": p.budget for p in props if ISO_RAISED in p.reason}
@@ -203,6 +209,14 @@ def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float
         # The initial design and the anchors are phases: the next one needs their results.
         c.print(f"nothing new to propose: the {n_pending} pending runs complete the current phase; "
                 "suggest again once they are recorded")
+
+
+def _predicted(pred: Any) -> str:
+    """``mean±std``; in parentheses where no run of the setting is fitted (a guess)."""
+    if pred is None:
+        return "-"
+    text = f"{pred.mean:.3f}±{pred.std:.3f}"
+    return f"({text})" if pred.extrapolated else text
 
 
 def _why(reason: str) -> str:

@@ -322,7 +322,8 @@ class RaceStrategy:
             make_proposal(
                 c.plan,
                 target=p.target,
-                prediction=Prediction(target=p.target, mean=c.mean, std=c.std if c.run_std is None else c.run_std),  # type: ignore[arg-type]
+                prediction=Prediction(target=p.target, mean=c.mean, std=c.std if c.run_std is None else c.run_std,  # type: ignore[arg-type]
+                                      extrapolated=self._extrapolated(c.plan.model, c.plan.reward)),
                 reason=c.reason(p.pilot_budget),
             )
             for c in cands
@@ -431,7 +432,25 @@ class RaceStrategy:
             return None
         mean, std = sur.predict(sur.encode(plan.model, plan.reward, [plan.rho], plan.flops.total,
                                            reuse=[plan.num_iterations]), observation_noise=True)
-        return Prediction(target=self.problem.target, mean=float(mean[0]), std=float(std[0]))  # type: ignore[arg-type]
+        # Beyond the fitted settings the kernel carries their level over, and outcome
+        # standardisation scales the std to their spread, not to how far apart settings can
+        # be: such a prediction is marked (_extrapolated).
+        return Prediction(target=self.problem.target, mean=float(mean[0]), std=float(std[0]),  # type: ignore[arg-type]
+                          extrapolated=self._extrapolated(plan.model, plan.reward))
+
+    def _extrapolated(self, model: str, reward: str) -> bool:
+        """Whether a prediction for the setting is a guess: its reward system has no fitted
+        run, or its policy's size lies outside the fitted policies' sizes.
+
+        Measured on the sim (benchmarks/prediction_coverage.py --transfer): a setting whose
+        model and reward each have runs (crossed), or a policy between two fitted sizes,
+        came out calibrated; a policy outside the fitted sizes or an unfitted reward came
+        out several std off, since nothing in the data says how far such a setting's level
+        can sit from the others'."""
+        if reward not in {r.reward for r in self.records_}:
+            return True
+        sizes = [get_model(m).num_parameters for m in {r.model for r in self.records_}]
+        return not min(sizes) <= get_model(model).num_parameters <= max(sizes)
 
     def _near_target_run(self, s: Setting, rho: float, tol: float = 0.08) -> bool:
         return any((r.model, r.reward) == s and abs(r.card.rho - rho) <= tol and self._at_target(r)

@@ -743,3 +743,19 @@ def test_suggest_says_when_every_call_is_decided_where_a_race_would_stop(tmp_pat
     assert runner.invoke(app, ["race", *early, "--quiet", "--max-runs", "4"]).exit_code == 0
     res = runner.invoke(app, ["suggest", *early, "--out", str(tmp_path / "q.json")])
     assert res.exit_code == 0 and "is decided" not in res.stderr, res.output
+
+
+def test_suggest_marks_a_prediction_for_an_unfitted_reward_as_a_guess(tmp_path: Path) -> None:
+    data, out = tmp_path / "data", tmp_path / "p.json"
+    res = runner.invoke(app, ["race", "--budget", "1e16", "--engine", "sim", "--world", "paper", "--models",
+                              "qwen2.5-1.5b", "--rewards", "sparse", "--max-runs", "4", "--data", str(data), "--quiet"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse,prm",
+                              "--data", str(data), "--out", str(out)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    props = read_proposals(out).proposals
+    assert {p.reward for p in props} == {"prm"} and all(p.prediction and p.prediction.extrapolated for p in props)
+    rows = [line for line in res.stdout.splitlines() if "qwen2.5-1.5b/prm" in line and "initial design" in line]
+    assert len(rows) == len(props) and all(f"({p.prediction.mean:.3f}±" in line  # type: ignore[union-attr]
+                                           for p, line in zip(props, rows, strict=True))
+    assert "(...): a guess for qwen2.5-1.5b/prm" in " ".join(res.stdout.split())

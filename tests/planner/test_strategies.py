@@ -576,3 +576,30 @@ def test_ours_keeps_linear_operators_jitter_note_off_the_races_output(monkeypatc
         warnings.simplefilter("always")
         st.decide()
     assert not [w for w in caught if "added jitter" in str(w.message)]
+
+
+@pytest.mark.parametrize(("fitted", "marked", "unmarked"), [
+    # A policy between two fitted sizes with a fitted reward is interpolated; an unfitted
+    # reward is a guess even for a fitted policy.
+    ((("qwen2.5-1.5b", "sparse"), ("qwen2.5-7b", "sparse")), [("qwen2.5-1.5b", "prm")], [("qwen2.5-3b", "sparse")]),
+    # Beyond the fitted sizes is a guess; a crossed setting (model and reward each fitted) is not.
+    ((("qwen2.5-1.5b", "sparse"), ("qwen2.5-3b", "prm")), [("qwen2.5-7b", "sparse")], [("qwen2.5-1.5b", "prm")]),
+])
+def test_ours_marks_predictions_for_settings_beyond_its_runs_as_extrapolated(
+    fitted: tuple[tuple[str, str], ...], marked: list[tuple[str, str]], unmarked: list[tuple[str, str]],
+) -> None:
+    """``Prediction.extrapolated`` says where the surrogate has nothing to scale a
+    setting's level by (benchmarks/prediction_coverage.py --transfer measures why)."""
+    from planner.registry import get_model
+
+    first = RaceProblem([Setting(*s) for s in fitted], budget=1e16, pilot_budget=1e15)
+    pilots = make_strategy("ours", first, 0).ask()
+    recs = [r.model_copy(update={"model_params": float(get_model(r.model).num_parameters)})
+            for r in (run(p, {Setting(*s): 0.5 for s in fitted}) for p in pilots)]
+    every = RaceProblem([Setting(*s) for s in (*fitted, *marked, *unmarked)], budget=1e16, pilot_budget=1e15)
+    st = make_strategy("ours", every, 0)
+    st.tell(recs)
+    props = st.ask()
+    flag = {(p.model, p.reward): p.prediction.extrapolated for p in props if p.prediction is not None}
+    assert set(flag) == {*marked, *unmarked}  # only the unfitted settings still need pilots
+    assert all(flag[s] for s in marked) and not any(flag[s] for s in unmarked)
