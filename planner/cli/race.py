@@ -191,8 +191,8 @@ def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float
     if guessed:
         c.print(f"(...): a guess for {', '.join(guessed)}: its reward system has no run in the fit, or its "
                 "policy is outside the fitted sizes, so the mean carries the other settings' level over and the "
-                "std assumes the setting is like them (on the sim half or fewer of such runs fell inside "
-                "mean ± 1.645 std; benchmarks/prediction_coverage.py --transfer)", highlight=False)
+                "std assumes the setting is like them (on the sim 0.42-0.47 of such runs fell inside "
+                "mean ± 1.645 std, not 0.90; docs/schema.md)", highlight=False)
     from planner.design import ISO_RAISED, SCATTERED
 
     raised = {f"{p.model}/{p.reward}": p.budget for p in props if ISO_RAISED in p.reason}
