@@ -1,0 +1,39 @@
+"""benchmarks/prediction_coverage.py: its grouping of unfitted settings and its summary."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from types import ModuleType
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def pc(load_script: Callable[..., ModuleType]) -> ModuleType:
+    return load_script("prediction_coverage", "prediction_coverage_t")
+
+
+def test_relation_groups_an_unfitted_setting_by_what_the_fit_knows(pc: ModuleType) -> None:
+    fitted = [("qwen2.5-1.5b", "sparse"), ("qwen2.5-7b", "prm")]
+    assert pc.relation("qwen2.5-3b", "dense", fitted) == "reward unfitted"
+    assert pc.relation("qwen2.5-1.5b", "prm", fitted) == "crossed"
+    assert pc.relation("qwen2.5-3b", "sparse", fitted) == "between sizes"
+    assert pc.relation("qwen2.5-7b", "sparse", fitted[:1]) == "outside sizes"
+
+
+def test_every_subset_leaves_settings_to_predict_and_the_subsets_cover_each_relation(pc: ModuleType) -> None:
+    every = {(m, r) for m in pc.MODELS for r in pc.REWARDS}
+    seen = set()
+    for fitted in pc.SUBSETS:
+        assert set(fitted) < every
+        seen |= {pc.relation(m, r, fitted) for m, r in every - set(fitted)}
+    assert seen == {"reward unfitted", "crossed", "between sizes", "outside sizes"}
+
+
+def test_summarise_counts_the_share_inside_the_90_percent_interval(pc: ModuleType) -> None:
+    rows = [("a", 0.0, 1.0, 1.0), ("a", 0.0, 1.0, 2.0), ("b", 0.5, 0.0, 0.6)]
+    by = {s["kind"]: s for s in pc.summarise(rows)}
+    assert by["a"]["n"] == 2 and by["a"]["inside90"] == 0.5 and by["a"]["mean_z"] == pytest.approx(1.5)
+    assert by["b"]["inside90"] == 0.0 and math.isinf(by["b"]["mean_z"])  # a zero std misses
+    assert by["all"]["n"] == 3
