@@ -42,6 +42,7 @@ from planner.strategies.base import (
     Strategy,
     check_batch,
     decision_state,
+    relevant_records,
 )
 
 __all__ = ["RaceProgress", "RaceResult", "regimes_document", "run_race", "write_regimes"]
@@ -98,21 +99,24 @@ class RaceResult:
 def _tally(
     problem: RaceProblem, records: Sequence[RunRecord],
 ) -> tuple[dict[Setting, int], dict[Setting, float], dict[Setting, int]]:
-    """Attempts, FLOPs (failed runs cost FLOPs too) and ok runs of each setting."""
+    """Attempts, FLOPs (failed runs cost FLOPs too) and runs that measured the target, of
+    each setting."""
     runs = {s: 0 for s in problem.settings}
     flops = {s: 0.0 for s in problem.settings}
     measured = {s: 0 for s in problem.settings}
     for r in records:
-        _count(r, runs, flops, measured)
+        _count(r, problem, runs, flops, measured)
     return runs, flops, measured
 
 
-def _count(r: RunRecord, runs: dict[Setting, int], flops: dict[Setting, float], measured: dict[Setting, int]) -> None:
+def _count(r: RunRecord, problem: RaceProblem, runs: dict[Setting, int], flops: dict[Setting, float],
+           measured: dict[Setting, int]) -> None:
     s = Setting(r.model, r.reward)
     if s in runs:
         runs[s] += 1
         flops[s] += r.card.flops.total
-        measured[s] += r.status == "ok"
+        # What the call rests on: an ok run without a value of the target is not in the fit.
+        measured[s] += bool(relevant_records(problem, [r]))
 
 
 def run_race(
@@ -194,7 +198,7 @@ def run_race(
                 done[rid] = rec
             else:
                 failed.setdefault(rid, []).append(rec)
-            _count(rec, runs, flops, measured)
+            _count(rec, problem, runs, flops, measured)
         overrun = max(overrun, _overrun(fresh.values()))
         new = len(fresh)
         batch = [fresh.get(rid) or done.get(rid) or failed[rid][-1] for rid in rids]

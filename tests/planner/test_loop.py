@@ -405,6 +405,9 @@ def test_an_ok_run_without_the_target_is_not_proposed_again(tmp_path: Path) -> N
     res = run_race(PROBLEM, RaceStrategy(PROBLEM, 0), eng, store, max_runs=12)
     assert sum(rid.startswith(eng.bad or "?") for rid in eng.run_ids) == 1  # done for the loop: once
     assert res.stop_reason in ("confident", "max-runs")  # not "exhausted" after the pilots
+    # The call rests on the runs that measured the target: regimes.json does not count the blank one.
+    (entry,) = regimes_document(res, engine="fake", simulated=True)["settings"]
+    assert entry["runs"] == res.total_runs - 1 and entry["failed_runs"] == 1
 
 
 def test_one_design_point_that_keeps_failing_does_not_end_the_race(tmp_path: Path) -> None:
