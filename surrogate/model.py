@@ -168,8 +168,8 @@ class FrontierSurrogate:
     def fit(self, records: Iterable[Any]) -> FrontierSurrogate:
         """Fit on pilot records (``RunRecord`` objects or flat rows); returns self.
 
-        Raises :class:`NotFittedError` when fewer than 2 records measured the target, or
-        all of them are replicates of one plan.
+        Raises :class:`NotFittedError` when fewer than 2 records measured the target, all
+        of them are replicates of one plan, or all measured the same value.
         """
         t0 = time.perf_counter()
         # A canonical order: the fit is a function of the set of runs, not of the order
@@ -185,6 +185,15 @@ class FrontierSurrogate:
             # the posterior claims certainty about every rho, model and budget.
             raise NotFittedError(
                 f"surrogate: all {len(obs)} record(s) are replicates of one plan; need runs of at least 2 plans"
+            )
+        if len({o.y for o in obs}) == 1:
+            # The same: nothing to scale (Standardize takes the spread as 1) and no trend;
+            # the signal variance fits to ~0, every std to 1e-5, and regime probabilities
+            # come out as each regime's share of the rho grid (pass1 of a policy that never
+            # solves a problem).
+            raise NotFittedError(
+                f"surrogate: all {len(obs)} records measured the same {self.target} ({obs[0].y:g}); "
+                "no trend to fit until a run measures another value"
             )
         rewards = list(self.rewards or ())
         rewards += sorted({o.reward for o in obs} - set(rewards))

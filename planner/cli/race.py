@@ -267,7 +267,7 @@ def race(
     from planner.loop import regimes_document, run_race, write_regimes
     from planner.schema import check_seed_count
     from planner.strategies import make_strategy
-    from planner.strategies.base import ran_pilot_budgets
+    from planner.strategies.base import ran_pilot_budgets, relevant_records
 
     _check_target(target)
     problem = race_problem(budget, models, rewards, target, pilot_budget, confidence, indifference)
@@ -348,6 +348,12 @@ def race(
         typer.echo(f"note: no runs for {', '.join(s.key for s in unrun)} ({why}): their entries in "
                    "regimes.json (runs 0) are the surrogate's predictions from the other settings' runs; "
                    "raise the cap, or race them on their own", err=True)
+    values = {getattr(r.metrics, problem.target) for r in relevant_records(problem, after)}
+    if result.stop_reason == "exhausted" and len(values) == 1 and callable(getattr(strat, "surrogate", None)):
+        # No surrogate, so the calls are the prior's and ours has nothing to acquire with.
+        typer.echo(f"note: every run measured the same {problem.target} ({values.pop():g}), so there is no trend "
+                   "to fit and the calls are the prior's (open); a larger budget or another --target may "
+                   "measure one", err=True)
     # Only pilots this invocation ran: a raise for a setting that never ran, or whose pilots
     # an earlier invocation ran, is no news.
     had = ran_pilot_budgets(problem, scan.records)

@@ -759,3 +759,32 @@ def test_suggest_marks_a_prediction_for_an_unfitted_reward_as_a_guess(tmp_path: 
     assert len(rows) == len(props) and all(f"({p.prediction.mean:.3f}±" in line  # type: ignore[union-attr]
                                            for p, line in zip(props, rows, strict=True))
     assert "(...): a guess for qwen2.5-1.5b/prm" in " ".join(res.stdout.split())
+
+
+def test_a_race_whose_runs_all_measure_the_same_says_why_it_has_nothing_to_propose(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pass1 of a policy that never solves a problem: no trend to fit, so no surrogate and
+    nothing to acquire with; the race ends exhausted with open prior calls, and says why."""
+    import planner.engine
+
+    real = planner.engine.load_engine
+
+    def flat_engine(name: str, **options: object) -> object:
+        sim = real(name, **options)
+
+        class Flat(type(sim)):  # type: ignore[misc]
+            def run(self, proposal, seed, progress=None):  # type: ignore[no-untyped-def]
+                rec = super().run(proposal, seed, progress)
+                return rec.model_copy(update={"metrics": rec.metrics.model_copy(update={"native": 0.0})})
+
+        sim.__class__ = Flat
+        return sim
+
+    monkeypatch.setattr(planner.engine, "load_engine", flat_engine)
+    data = tmp_path / "d"
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse", "--max-runs", "20", "--data", str(data), "--quiet"])
+    assert res.exit_code == 0, res.output
+    (entry,) = json.loads((data / "regimes.json").read_text())["settings"]
+    assert entry["decided"] == "open" and entry["runs"] < 20
+    assert "every run measured the same native (0)" in " ".join(res.stderr.split())

@@ -142,6 +142,12 @@ def test_errors() -> None:
     one_plan = [r for r in rows(n_rho=1, seeds=4) if r["model"] == "small" and r["reward"] == "sparse"]
     with pytest.raises(NotFittedError, match="replicates of one plan"):
         FrontierSurrogate().fit(one_plan)
+    # Every plan measured the same (pass1 of a policy that never solves one): the fit said
+    # std 1e-5 everywhere, whatever the metric's scale.
+    flat = [{**r, "native": 0.0} for r in rows(n_rho=4)]
+    with pytest.raises(NotFittedError, match="the same native"):
+        FrontierSurrogate().fit(flat)
+    FrontierSurrogate().fit([*flat[:-1], {**flat[-1], "native": 0.25}])  # one other value: a fit
     with pytest.raises(NotFittedError):
         FrontierSurrogate().predict(np.zeros((1, 5)))
     sur = FrontierSurrogate(rewards=REWARDS).fit(rows(n_rho=3))
