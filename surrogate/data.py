@@ -76,6 +76,15 @@ def _get(rec: Any, name: str, default: Any = None) -> Any:
     return getattr(rec, name, default)
 
 
+def _num(v: Any) -> float:
+    """``v`` as a float; NaN where it is none (None, a string that is no number), so that
+    :func:`_check_observation` names the record instead of a bare TypeError naming none."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def _observation(rec: Any, target: str) -> Observation | None:
     if _get(rec, "status", "ok") != "ok":
         return None
@@ -84,19 +93,19 @@ def _observation(rec: Any, target: str) -> Observation | None:
     else:
         y = getattr(rec.metrics, target, None)
         rho, flops = rec.card.rho, rec.card.flops.total
-    if y is None or not math.isfinite(float(y)):
+    if not math.isfinite(y := _num(y)):  # no value of the target: not an observation
         return None
-    budget = float(_get(rec, "budget"))
-    rho_planned = float(_get(rec, "rho_planned", rho))
+    budget = _num(_get(rec, "budget"))
+    rho_planned = _num(_get(rec, "rho_planned", rho))
     obs = Observation(
         model=str(_get(rec, "model")),
-        model_params=float(_get(rec, "model_params")),
+        model_params=_num(_get(rec, "model_params")),
         reward=str(_get(rec, "reward")),
-        rho=float(rho if rho is not None else rho_planned),
+        rho=_num(rho if rho is not None else rho_planned),
         rho_planned=rho_planned,
         budget=budget,
-        flops=float(flops) if flops else budget,
-        seed=int(_get(rec, "seed", 0)),
+        flops=_num(flops) if flops else budget,
+        seed=int(seed) if math.isfinite(seed := _num(_get(rec, "seed", 0))) else 0,
         y=float(y),
         reuse=_reuse(rec),
     )
@@ -127,13 +136,14 @@ def _reuse(rec: Any) -> int:
     column, or the ``plan_json`` column of a flat row; 1 where the record has none."""
     if isinstance(rec, Mapping):
         if rec.get("num_iterations") is not None:
-            return int(rec["num_iterations"])
-        raw = rec.get("plan_json")
-        if raw:
+            n = _num(rec["num_iterations"])
+        elif raw := rec.get("plan_json"):
             import json
 
-            return int(json.loads(raw).get("num_iterations", 1))
-        return 1
+            n = _num(json.loads(raw).get("num_iterations", 1))
+        else:
+            return 1
+        return int(n) if math.isfinite(n) else 0  # 0: refused by name in _check_observation
     return int(getattr(getattr(rec, "plan", None), "num_iterations", 1) or 1)
 
 
