@@ -133,8 +133,9 @@ class Prediction(BaseModel):
     std: float = Field(ge=0)
     extrapolated: bool = Field(
         default=False,
-        description="no run of this (model, reward) setting was fitted: the mean carries other "
-        "settings' level over and the std assumes the setting is like them, so read it as a guess",
+        description="the setting's reward system has no fitted run, or its policy lies outside the fitted "
+        "policies' sizes: the mean carries other settings' level over and the std assumes the setting is "
+        "like them, so read it as a guess",
     )
 
 

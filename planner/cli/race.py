@@ -149,6 +149,8 @@ def suggest(
         if all(decision_state(c, problem) != "open" for c in strategy.decide().values()):
             typer.echo(f"note: every setting's call is decided (P >= {problem.confidence:g}, checked at the target "
                        "budget): `planner race` would stop here; these proposals only add evidence", err=True)
+    if not props and not waiting and (note := _no_trend(problem, strategy.records_)):
+        typer.echo(f"note: nothing to propose: {note}", err=True)
     if as_json:
         emit_json([p.model_dump(mode="json") for p in props])
         return
@@ -211,8 +213,21 @@ def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float
                 "suggest again once they are recorded")
 
 
+def _no_trend(problem: Any, records: Any) -> str | None:
+    """Why ours has nothing to propose when every run measured the same value (the
+    surrogate refuses to fit them: no trend), else None."""
+    from planner.strategies.base import relevant_records
+
+    runs = relevant_records(problem, records)
+    values = {getattr(r.metrics, problem.target) for r in runs}
+    if len(runs) < 2 or len(values) != 1:
+        return None
+    return (f"every run measured the same {problem.target} ({values.pop():g}), so there is no trend to fit "
+            "and the calls are the prior's (open); a larger budget or another --target may measure one")
+
+
 def _predicted(pred: Any) -> str:
-    """``mean±std``; in parentheses where no run of the setting is fitted (a guess)."""
+    """``mean±std``; in parentheses where the prediction is marked extrapolated (a guess)."""
     if pred is None:
         return "-"
     text = f"{pred.mean:.3f}±{pred.std:.3f}"
@@ -267,7 +282,7 @@ def race(
     from planner.loop import regimes_document, run_race, write_regimes
     from planner.schema import check_seed_count
     from planner.strategies import make_strategy
-    from planner.strategies.base import ran_pilot_budgets, relevant_records
+    from planner.strategies.base import ran_pilot_budgets
 
     _check_target(target)
     problem = race_problem(budget, models, rewards, target, pilot_budget, confidence, indifference)
@@ -348,12 +363,10 @@ def race(
         typer.echo(f"note: no runs for {', '.join(s.key for s in unrun)} ({why}): their entries in "
                    "regimes.json (runs 0) are the surrogate's predictions from the other settings' runs; "
                    "raise the cap, or race them on their own", err=True)
-    values = {getattr(r.metrics, problem.target) for r in relevant_records(problem, after)}
-    if result.stop_reason == "exhausted" and len(values) == 1 and callable(getattr(strat, "surrogate", None)):
+    if result.stop_reason == "exhausted" and callable(getattr(strat, "surrogate", None)):
         # No surrogate, so the calls are the prior's and ours has nothing to acquire with.
-        typer.echo(f"note: every run measured the same {problem.target} ({values.pop():g}), so there is no trend "
-                   "to fit and the calls are the prior's (open); a larger budget or another --target may "
-                   "measure one", err=True)
+        if note := _no_trend(problem, after):
+            typer.echo(f"note: {note}", err=True)
     # Only pilots this invocation ran: a raise for a setting that never ran, or whose pilots
     # an earlier invocation ran, is no news.
     had = ran_pilot_budgets(problem, scan.records)

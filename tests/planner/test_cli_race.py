@@ -788,3 +788,8 @@ def test_a_race_whose_runs_all_measure_the_same_says_why_it_has_nothing_to_propo
     (entry,) = json.loads((data / "regimes.json").read_text())["settings"]
     assert entry["decided"] == "open" and entry["runs"] < 20
     assert "every run measured the same native (0)" in " ".join(res.stderr.split())
+    # A manual loop hears the same where its suggest proposes nothing.
+    res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                              "--data", str(data), "--out", str(tmp_path / "p.json")])
+    assert res.exit_code == 0 and read_proposals(tmp_path / "p.json").proposals == ()
+    assert res.stderr.startswith("note: nothing to propose: every run measured the same native (0)")
