@@ -143,7 +143,8 @@ class Proposal(BaseModel):
     """One run the planner wants executed."""
 
     model_config = _FROZEN
-    id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:+=-]+$")
+    # Not a leading dot: the store's readers skip hidden files, so its record went unseen.
+    id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_:+=-][A-Za-z0-9._:+=-]*$")
     model: str
     reward: str
     rho: float = Field(gt=0, lt=1, description="requested update fraction")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 import tempfile
 import time
 from collections.abc import Iterable
@@ -37,7 +38,7 @@ from planner.errors import ConfigError
 from planner.files import default_file_mode, remove_idle
 from planner.schema import RunRecord
 
-__all__ = ["ROW_SCHEMA", "CorruptRecord", "PilotStore", "Scan", "attempt_of"]
+__all__ = ["ROW_SCHEMA", "CorruptRecord", "PilotStore", "Scan", "UnreadableError", "attempt_of"]
 
 _F, _I, _S = pl.Float64, pl.Int64, pl.String
 
@@ -135,14 +136,34 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+class UnreadableError(ConfigError):
+    """A record file or folder that permissions forbid reading: intact as far as anyone
+    knows, so never listed corrupt, moved aside or run again."""
+
+
+def _unreadable(path: Path, exc: OSError) -> UnreadableError:
+    """The one-line error for a record (or folder) the store may not read. Not corrupt: its
+    run is not redone, nor the file moved aside (a co-worker's umask 077 made every record
+    of theirs "corrupt", and the next execute moved them away and ran them again)."""
+    what = "list" if path.is_dir() else "read"
+    return UnreadableError(f"data: cannot {what} {str(path)!r} ({(exc.strerror or str(exc)).lower()}); fix its permissions "
+                       "(e.g. chmod a+rX) or use the store as its owner")
+
+
 def _read_one(path: Path) -> list[RunRecord]:
-    """Every row of one file as a record; raises on anything unreadable or invalid.
+    """Every row of one file as a record; raises on anything unreadable or invalid
+    (:func:`_unreadable`'s ConfigError where permissions forbid reading it).
 
     A file in ``runs/`` must hold the one ok record its name says, and a file in
     ``failed/`` the failed attempt its name says: a record copied under another run's
     name would otherwise count that run as done and hide it for good."""
-    if path.is_dir():  # polars' own message is a glob "Hint:" about expanded paths
+    mode = path.stat().st_mode
+    if stat.S_ISDIR(mode):  # polars' own message is a glob "Hint:" about expanded paths
         raise ConfigError("a directory, not a record file")
+    if not stat.S_ISREG(mode):  # a FIFO blocked every reader for good (and SIGTERM with it)
+        raise ConfigError("not a regular file (a pipe, socket or device)")
+    if not os.access(path, os.R_OK):  # polars' own error for it is no PermissionError
+        raise _unreadable(path, PermissionError(errno.EACCES, "permission denied"))
     frame = pl.read_parquet(path)
     if frame.height == 0:
         raise ConfigError("empty file (no rows)")
@@ -243,6 +264,8 @@ class PilotStore:
                     if final.is_symlink():  # a dangling link holds the name: move it aside
                         self._quarantine(final)
                     continue  # or moved aside by someone else meanwhile; try again
+                except UnreadableError:  # permissions: someone's record, intact
+                    raise
                 except Exception:
                     self._quarantine(final)  # unreadable: move it aside, then publish ours
             raise OSError(f"could not publish {final} (it keeps reappearing corrupt)")
@@ -298,8 +321,13 @@ class PilotStore:
     def _files(self, folder: Path) -> list[Path]:
         if not folder.is_dir():
             return []
-        # The hidden temporaries end in .part, so they never match.
-        return sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
+        # Not glob: it reads a folder it may not list as an empty one (and the store as
+        # holding no runs, all to be redone). The hidden temporaries end in .part.
+        try:
+            names = os.listdir(folder)
+        except PermissionError as exc:
+            raise _unreadable(folder, exc) from None
+        return sorted(folder / n for n in names if n.endswith(".parquet") and not n.startswith("."))
 
     def scan(self, *, status: str | None = "ok") -> Scan:
         """Records with ``status`` ("ok", "failed" or None for both) and the corrupt files."""
@@ -322,6 +350,8 @@ class PilotStore:
                     if path.is_symlink():  # a link whose target is gone: no writer moves those
                         corrupt.append(CorruptRecord(path, f"dangling link to {os.readlink(path)}"[:200]))
                     continue  # otherwise moved aside by a concurrent writer
+                except UnreadableError:  # permissions: not corrupt, and not to redo
+                    raise
                 except Exception as exc:  # truncated, not parquet, wrong columns, bad values
                     msg = str(exc).strip().splitlines()
                     corrupt.append(CorruptRecord(path, (msg[0] if msg else type(exc).__name__)[:200]))
@@ -352,6 +382,8 @@ class PilotStore:
         """Whether an intact ok record of ``run_id`` exists (reads only that one file)."""
         try:
             return any(r.run_id == run_id for r in _read_one(self.runs_dir / f"{run_id}.parquet"))
+        except UnreadableError:
+            raise  # a record it may not read is no reason to run it again
         except Exception:
             return False
 

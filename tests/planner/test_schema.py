@@ -104,6 +104,8 @@ def _set_json(**overrides: object) -> str:
         ({"proposals__0__plan__lora_targets": ["nope"]}, "lora_targets': unknown module 'nope'"),
         ({"proposals__0__plan__lora_targets": []}, "lora_targets': empty"),
         ({"proposals__0__plan__lora_targets": ["q_proj", "q_proj"]}, "names a module twice"),
+        # A hidden file name: the store's readers never saw its record.
+        ({"proposals__0__id": ".hidden"}, "proposals.0.id"),
     ],
 )
 def test_bad_proposals_name_the_field(overrides: dict, field: str) -> None:

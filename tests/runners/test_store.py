@@ -318,3 +318,46 @@ def test_check_writable_refuses_a_store_whose_runs_folder_is_a_file(tmp_path: Pa
     f.write_text("x")
     with pytest.raises(ConfigError, match="is a file"):
         PilotStore(f).check_writable()
+
+
+def test_a_record_it_may_not_read_stops_every_reader_and_is_neither_moved_nor_rerun(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Permissions, not damage (a co-worker's umask 077): read as corrupt, the next
+    execute ran the run again and moved the intact record to corrupt/. Simulated through
+    os.access and os.listdir, since a root test runner reads any file whatever its mode."""
+    from runners.store import UnreadableError
+
+    store = PilotStore(tmp_path)
+    path, _ = store.add(record(7))
+    store.add(record(8))
+    real_access, real_listdir = os.access, os.listdir
+    monkeypatch.setattr(os, "access", lambda p, mode: Path(p) != path and real_access(p, mode))
+    for read in (store.records, store.corrupt, lambda: store.has_ok(run_id_for("p7", 0))):
+        with pytest.raises(UnreadableError, match=r"^data: cannot read '.*p7-s0\.parquet' \(permission denied\); "
+                                                  r"fix its permissions"):
+            read()
+    with pytest.raises(UnreadableError):
+        store.add(record(7))  # the rerun's record is not published over it
+    assert path.exists() and not store.corrupt_dir.exists()
+    monkeypatch.setattr(os, "access", real_access)
+
+    def no_listing(p: object) -> list[str]:
+        if Path(str(p)) == store.runs_dir:
+            raise PermissionError(13, "Permission denied")
+        return real_listdir(p)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "listdir", no_listing)
+    with pytest.raises(UnreadableError, match=r"^data: cannot list '.*runs'"):
+        store.records()  # not an empty store whose every run is to be redone
+
+
+def test_a_pipe_named_like_a_record_is_corrupt_not_a_reader_that_blocks(tmp_path: Path) -> None:
+    store = PilotStore(tmp_path)
+    store.add(record(9))
+    fifo = store.path_for(record(10))
+    os.mkfifo(fifo)
+    found = store.corrupt()
+    assert [c.path for c in found] == [fifo] and "not a regular file" in found[0].reason
+    assert store.run_ids() == {run_id_for("p9", 0)}
+    _path, created = store.add(record(10))  # the rerun moves it aside
+    assert created and store.run_ids() == {run_id_for("p9", 0), run_id_for("p10", 0)}
