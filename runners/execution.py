@@ -17,6 +17,7 @@ from typing import Any
 
 from planner.engine import check_same_source, check_same_weights, prepare_engine
 from planner.errors import ConfigError
+from planner.proposals import proposal_id
 from planner.schema import MAX_SEEDS, Proposal, ProposalSet, run_id_for
 from runners.store import PilotStore
 from runners.task import Outcome, Task, make_engine, placed_options
@@ -96,6 +97,15 @@ def execute(
     scan = store.scan(status="ok")
     check_same_source(scan.records, eng, store.root)
     done = {r.run_id: r for r in scan.records}
+    # A run is its plan and seed: under a second, hand-made id it would be run and fitted
+    # twice (the sim gives it the same numbers). The content-derived id may repeat a run
+    # an older store holds under its pre-12-01 id (docs/schema.md): that is allowed.
+    ran = {(r.plan.model_dump_json(), r.seed): r.run_id for r in scan.records}
+    first: dict[str, str] = {}
+    for p in props:
+        if (other := first.setdefault(p.plan.model_dump_json(), p.id)) != p.id:
+            raise ConfigError(f"proposals: {p.id}: the same plan as {other} in this file; it would be run and "
+                              "fitted twice: drop one")
     result = ExecutionResult(corrupt=[f"{c.path.name}: {c.reason}" for c in scan.corrupt])
     tasks: list[Task] = []
     for p in props:
@@ -111,6 +121,12 @@ def execute(
                     )
                 result.skipped.append(rid)
                 continue
+            twin = ran.get((p.plan.model_dump_json(), seed))
+            if twin is not None and p.id != proposal_id(p.plan, p.target):
+                raise ConfigError(
+                    f"proposals: {p.id}: {store.root} already holds run {twin} of the same plan and seed; "
+                    "under a second id it would be run and fitted twice: drop it (or ask for other --seeds)"
+                )
             tasks.append(Task(p, seed, store.failed_attempts(rid) + 1, engine, str(store.root),
                               options, timeout_s))
     if not tasks and isinstance(backend, str):  # all done: no backend to start (Ray takes seconds)

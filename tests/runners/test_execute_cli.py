@@ -396,3 +396,25 @@ def test_a_record_whose_engine_contradicts_its_provenance_is_named_with_the_fix(
     msg = str(info.value)
     assert f"run {rec.run_id}" in msg and "says engine 'trl' but its provenance says 'sim'" in msg
     assert str(tmp_path / "runs") in msg and "\n" not in msg
+
+
+def test_a_recorded_plan_under_another_id_is_refused_before_any_run(proposals: Path, tmp_path: Path) -> None:
+    """A hand-renamed proposal re-ran its plan (the sim gives it the same numbers) and the
+    surrogate fitted the one run twice; so did two ids of one plan in one file."""
+    from planner.proposals import read_proposals, write_proposals
+
+    data = tmp_path / "data"
+    assert RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim"]).exit_code == 0
+    (p,) = read_proposals(proposals).proposals
+    before = PilotStore(data).fingerprint()
+    renamed = tmp_path / "renamed.json"
+    write_proposals(renamed, [p.model_copy(update={"id": "renamed." + p.id})], target_budget=p.budget)
+    res = RUNNER.invoke(app, ["execute", str(renamed), "--data", str(data), "--engine", "sim"])
+    assert res.exit_code == 2 and res.stderr.startswith(f"error: proposals: renamed.{p.id}: ")
+    assert f"already holds run {p.id}-s0 of the same plan" in res.stderr and len(res.stderr.splitlines()) == 1
+    assert PilotStore(data).fingerprint() == before
+    twice = tmp_path / "twice.json"
+    write_proposals(twice, [p, p.model_copy(update={"id": "copy." + p.id})], target_budget=p.budget)
+    res = RUNNER.invoke(app, ["execute", str(twice), "--data", str(tmp_path / "fresh"), "--engine", "sim"])
+    assert res.exit_code == 2 and f"the same plan as {p.id} in this file" in res.stderr
+    assert not (tmp_path / "fresh").exists()
