@@ -207,6 +207,29 @@ def check_same_source(records: Iterable[RunRecord], engine: Engine, data: str | 
             )
 
 
+# Provenance keys the installed engines declare as their source (engine_source): the
+# sim's world and truth, the trl engine's quick flag and outcome options.
+_SOURCE_KEYS = ("world", "world_sha256", "truth", "quick", "options")
+
+
+def mixed_sources(records: Iterable[RunRecord]) -> str | None:
+    """One line naming two sources (engine, world, outcome options) among ``records``, or
+    None where they share one. ``race`` and ``execute`` refuse to add such runs
+    (:func:`check_same_source`); a store assembled by hand can still hold them, and
+    ``suggest`` and ``report`` fitted both without a word."""
+    first: tuple[dict[str, Any], str] | None = None
+    for r in records:
+        src = {"engine": r.engine, **{k: v for k in _SOURCE_KEYS if (v := r.provenance.get(k)) is not None}}
+        if first is None:
+            first = (src, r.run_id)
+        elif any(src[k] != first[0][k] for k in src.keys() & first[0].keys()):
+            # (A key one side lacks is not compared: records older than the key.)
+            a, run = first
+            return (f"the store mixes runs of {_describe(a, src)} (e.g. {run}) and of {_describe(src, a)} "
+                    f"(e.g. {r.run_id}): a fit of both answers for neither; keep one --data directory per source")
+    return None
+
+
 # The provenance key of what a run starts from -> the key naming its folder or Hub id.
 _WEIGHTS = {"policy_weights": "policy", "scorer_weights": "scorer"}
 

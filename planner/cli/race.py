@@ -126,6 +126,10 @@ def suggest(
         strategy.tell(scan.records)  # failed too: abandoned runs are not proposed again
         n_store = sum(r.status == "ok" for r in scan.records)
         _warn_corrupt(store.root, scan.corrupt)
+        from planner.engine import mixed_sources
+
+        if mixed := mixed_sources(strategy.records_):  # race and execute refuse to make such a store
+            typer.echo(f"warning: {mixed}", err=True)
     # Every --pending file (a second one used to replace the first, whose runs were proposed
     # again); a run listed in two files is one run.
     waiting = list({p.id: p for f in pending or () for p in read_proposals(f, field="pending").proposals}.values())

@@ -410,6 +410,10 @@ def assemble(
     if note:
         data.notes.append(note)
     data.mixed = mixed_weights(ok)
+    from planner.engine import mixed_sources
+
+    if mixed := mixed_sources(ok):
+        data.notes.append(mixed[0].upper() + mixed[1:])
     if race is not None:
         # The decision the race made is at its target budget, where there may be no runs
         # at all (pilots are cheaper): evaluate those settings too.

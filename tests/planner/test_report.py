@@ -501,3 +501,29 @@ def test_a_store_whose_runs_started_from_different_weights_is_warned_of(tmp_path
     md = (tmp_path / "o" / "report.md").read_text()
     assert "**Warning:** The runs of policy" in md
     assert json.loads((tmp_path / "o" / "regimes.json").read_text())["mixed_weights"] == mixed
+
+
+def test_a_store_that_mixes_worlds_is_warned_of_by_report_and_suggest(tmp_path: Path) -> None:
+    """race and execute refuse such runs (check_same_source); a store put together by hand
+    was fitted by suggest and report without a word."""
+    from planner.cli import app as planner_app
+    from planner.engine import mixed_sources
+    from runners.store import PilotStore
+
+    src = make_campaign(tmp_path / "src", models=MODELS[:1], rewards=REWARDS[:1], n_rho=2, seeds=(0,), n_failed=0)
+    recs = PilotStore(src).records()
+    assert mixed_sources(recs) is None
+    old = [r.model_copy(update={"provenance": {k: v for k, v in r.provenance.items() if k != "world_sha256"}})
+           for r in recs]
+    assert mixed_sources(old[:1] + recs[1:]) is None  # a key older records lack is not compared
+    data = PilotStore(tmp_path / "data")
+    for i, r in enumerate(recs):
+        data.write(r.model_copy(update={"provenance": {**r.provenance, "world": "noisy" if i else r.provenance["world"]}}))
+    line = mixed_sources(data.records())
+    assert line is not None and "world 'noisy'" in line and recs[0].run_id in line and recs[1].run_id in line
+    res = CliRunner().invoke(app, ["report", "--data", str(data.root), "--out", str(tmp_path / "o"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert "The store mixes runs of engine 'sim'" in (tmp_path / "o" / "report.md").read_text()
+    res = CliRunner().invoke(planner_app, ["suggest", "--budget", "1e16", "--models", MODELS[0], "--rewards",
+                                           REWARDS[0], "--data", str(data.root), "--out", str(tmp_path / "p.json")])
+    assert res.exit_code == 0 and "warning: the store mixes runs of" in res.stderr
