@@ -59,8 +59,12 @@ def check_creatable(path: str | Path, field: str) -> None:
         except OSError:
             ok = False
     if not ok:
+        # A file where a folder of the path goes (a store's runs/ or corrupt/): moving it
+        # is the fix; "another path" would abandon the store.
+        fix = ("move that file out of the way, or give another path" if parent.exists() and not parent.is_dir()
+               else "give another path")
         raise ConfigError(f"{field}: cannot create {str(path)!r} ({str(parent)!r} is not a writable "
-                          "directory); give another path")
+                          f"directory); {fix}")
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

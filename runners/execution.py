@@ -94,13 +94,15 @@ def execute(
     # What workers killed outright left: never read again (keyed by their attempt's nonce).
     sweep_progress(store.root)
     sweep_leases(store.root)
-    scan = store.scan(status="ok")
-    check_same_source(scan.records, eng, store.root)
-    done = {r.run_id: r for r in scan.records}
+    # Both folders: a wreck in failed/ belongs in the summary's corrupt_files too.
+    scan = store.scan(status=None)
+    ok = [r for r in scan.records if r.status == "ok"]
+    check_same_source(ok, eng, store.root)  # (failed attempts feed no fit)
+    done = {r.run_id: r for r in ok}
     # A run is its plan and seed: under a second, hand-made id it would be run and fitted
     # twice (the sim gives it the same numbers). The content-derived id may repeat a run
     # an older store holds under its pre-12-01 id (docs/schema.md): that is allowed.
-    ran = {(r.plan.model_dump_json(), r.seed): r.run_id for r in scan.records}
+    ran = {(r.plan.model_dump_json(), r.seed): r.run_id for r in ok}
     first: dict[str, str] = {}
     for p in props:
         if (other := first.setdefault(p.plan.model_dump_json(), p.id)) != p.id:
@@ -145,7 +147,7 @@ def execute(
     try:
         prepare_engine(eng, [(t.proposal.model, t.proposal.reward) for t in tasks])
         # After the preparation: the weights a run starts from exist only once pretrained.
-        check_same_weights(scan.records, eng, store.root)
+        check_same_weights(ok, eng, store.root)
         t0 = time.monotonic()  # the runs' wall time, as before, not the preparation's
         driver.run(tasks)
     finally:

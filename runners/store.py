@@ -184,13 +184,16 @@ def _read_one(path: Path) -> list[RunRecord]:
         stem = path.name.removesuffix(".parquet")
         if len(recs) != 1 or recs[0].status != "ok" or recs[0].run_id != stem:
             got = ", ".join(f"{r.status} {r.run_id}" for r in recs)
-            raise ConfigError(f"record: runs/{path.name} must hold the ok record of {stem!r}, holds {got}")
+            # The count first: reasons are cut at 200 characters, and two ids fill them.
+            raise ConfigError(f"record: holds {len(recs)} record(s) ({got}); runs/{path.name} must hold the "
+                              f"ok record of {stem!r}")
     elif folder == "failed":
         m = _FAILED_NAME.match(path.name)
         if m is None or any(r.status != "failed" or r.run_id != m["run"] or r.attempt != int(m["attempt"])
                             for r in recs):
             got = ", ".join(f"{r.status} {r.run_id} attempt {r.attempt}" for r in recs)
-            raise ConfigError(f"record: failed/{path.name} must hold that failed attempt, holds {got}")
+            raise ConfigError(f"record: holds {len(recs)} record(s) ({got}); failed/{path.name} must hold "
+                              "that failed attempt")
     return recs
 
 

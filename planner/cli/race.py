@@ -434,7 +434,10 @@ def _warn_corrupt(root: Path, wrecks: list[Any], said: frozenset[str] = frozense
     them were ``said`` before; returns the names of the files skipped."""
     names = frozenset(w.path.name for w in wrecks)
     if wrecks and not names <= said:
+        folders = [w.path.name for w in wrecks if w.path.name in ("runs", "failed")]
+        redo = (f"and no run can be recorded until the file {root / folders[0]} is moved out of the way"
+                if folders else "and the next run of their proposals replaces them")
         typer.echo(f"warning: {len(wrecks)} unreadable record file(s) in {root} were skipped "
-                   f"(first: {wrecks[0].path.name}); `runners status --data {root}` lists them, "
-                   "and the next run of their proposals replaces them", err=True)
+                   f"(first: {wrecks[0].path.name}); `runners status --data {root}` lists them, {redo}",
+                   err=True)
     return names

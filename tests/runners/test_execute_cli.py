@@ -360,7 +360,18 @@ def test_a_file_where_the_store_sets_damaged_records_aside_is_refused_before_any
     assert res.exit_code == 2, res.output
     msg = res.stderr.strip()
     assert msg.startswith("error: data: cannot create") and "corrupt" in msg and "\n" not in msg
+    assert msg.endswith("move that file out of the way, or give another path")  # not: abandon the store
     assert not (data / "failed").exists() and victim.read_bytes() == b"junk"  # nothing run, nothing moved
+
+
+def test_a_damaged_failed_attempt_is_in_executes_corrupt_files(proposals: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "failed").mkdir(parents=True)
+    (data / "failed" / "x-s0.a1.parquet").write_bytes(b"junk")
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim", "--json"])
+    assert res.exit_code == 0, res.output
+    (entry,) = json.loads(res.stdout)["corrupt_files"]
+    assert entry.startswith("x-s0.a1.parquet: ")
 
 
 @pytest.mark.parametrize(("engine", "says"), [
