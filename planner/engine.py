@@ -217,16 +217,18 @@ def mixed_sources(records: Iterable[RunRecord]) -> str | None:
     None where they share one. ``race`` and ``execute`` refuse to add such runs
     (:func:`check_same_source`); a store assembled by hand can still hold them, and
     ``suggest`` and ``report`` fitted both without a word."""
-    first: tuple[dict[str, Any], str] | None = None
+    # Each key's first value and the record that set it: a key a record lacks (older than
+    # the key) is not compared, and the next record that has it still is.
+    seen: dict[str, tuple[Any, RunRecord]] = {}
     for r in records:
         src = {"engine": r.engine, **{k: v for k in _SOURCE_KEYS if (v := r.provenance.get(k)) is not None}}
-        if first is None:
-            first = (src, r.run_id)
-        elif any(src[k] != first[0][k] for k in src.keys() & first[0].keys()):
-            # (A key one side lacks is not compared: records older than the key.)
-            a, run = first
-            return (f"the store mixes runs of {_describe(a, src)} (e.g. {run}) and of {_describe(src, a)} "
-                    f"(e.g. {r.run_id}): a fit of both answers for neither; keep one --data directory per source")
+        for k, v in src.items():
+            value, first = seen.setdefault(k, (v, r))
+            if value != v:
+                a = {"engine": first.engine, **{k2: first.provenance.get(k2) for k2 in _SOURCE_KEYS}}
+                return (f"the store mixes runs of {_describe(a, src)} (e.g. {first.run_id}) and of "
+                        f"{_describe(src, a)} (e.g. {r.run_id}): a fit of both answers for neither; keep one "
+                        "--data directory per source")
     return None
 
 

@@ -350,7 +350,7 @@ def regimes_document(
             "noise_sd": c.extra.get("noise_sd"),
             "noise_source": c.extra.get("noise_source"),
             "pilot_budget": (pilot_budgets or {}).get(s, p.pilot_budget),
-            "runs": result.measured.get(s, 0),  # ok runs: what the call rests on
+            "runs": result.measured.get(s, 0),  # runs that measured the target: what the call rests on
             "failed_runs": result.runs[s] - result.measured.get(s, 0),
             "flops_spent": result.flops[s],
             "engine": engine,

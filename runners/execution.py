@@ -18,7 +18,7 @@ from typing import Any
 from planner.engine import check_same_source, check_same_weights, prepare_engine
 from planner.errors import ConfigError
 from planner.proposals import proposal_id
-from planner.schema import MAX_SEEDS, Proposal, ProposalSet, run_id_for
+from planner.schema import MAX_SEEDS, TARGETS, Proposal, ProposalSet, run_id_for
 from runners.store import PilotStore
 from runners.task import Outcome, Task, make_engine, placed_options
 
@@ -99,10 +99,11 @@ def execute(
     ok = [r for r in scan.records if r.status == "ok"]
     check_same_source(ok, eng, store.root)  # (failed attempts feed no fit)
     done = {r.run_id: r for r in ok}
-    # A run is its plan and seed: under a second, hand-made id it would be run and fitted
-    # twice (the sim gives it the same numbers). The content-derived id may repeat a run
-    # an older store holds under its pre-12-01 id (docs/schema.md): that is allowed.
-    ran = {(r.plan.model_dump_json(), r.seed): r.run_id for r in ok}
+    # A run is its plan and seed (a record holds every target's metric): under a second id
+    # it would be run and fitted twice (the sim gives it the same numbers). Only a run an
+    # older store holds under its pre-12-01 id, content-derived for no target, may be
+    # repeated by the content-derived id (docs/schema.md).
+    ran = {(r.plan.model_dump_json(), r.seed): r for r in ok}
     first: dict[str, str] = {}
     for p in props:
         if (other := first.setdefault(p.plan.model_dump_json(), p.id)) != p.id:
@@ -124,10 +125,12 @@ def execute(
                 result.skipped.append(rid)
                 continue
             twin = ran.get((p.plan.model_dump_json(), seed))
-            if twin is not None and p.id != proposal_id(p.plan, p.target):
+            if twin is not None and (p.id != proposal_id(p.plan, p.target) or twin.proposal_id in
+                                     {proposal_id(twin.plan, t) for t in TARGETS}):
                 raise ConfigError(
-                    f"proposals: {p.id}: {store.root} already holds run {twin} of the same plan and seed; "
-                    "under a second id it would be run and fitted twice: drop it (or ask for other --seeds)"
+                    f"proposals: {p.id}: {store.root} already holds run {twin.run_id} of the same plan and seed "
+                    "(its record has every target's metric); under a second id it would be run and fitted "
+                    "twice: drop it (or ask for other --seeds)"
                 )
             tasks.append(Task(p, seed, store.failed_attempts(rid) + 1, engine, str(store.root),
                               options, timeout_s))

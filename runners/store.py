@@ -157,7 +157,10 @@ def _read_one(path: Path) -> list[RunRecord]:
     A file in ``runs/`` must hold the one ok record its name says, and a file in
     ``failed/`` the failed attempt its name says: a record copied under another run's
     name would otherwise count that run as done and hide it for good."""
-    mode = path.stat().st_mode
+    try:
+        mode = path.stat().st_mode
+    except PermissionError as exc:  # a folder listed but not entered (r without x)
+        raise _unreadable(path, exc) from None
     if stat.S_ISDIR(mode):  # polars' own message is a glob "Hint:" about expanded paths
         raise ConfigError("a directory, not a record file")
     if not stat.S_ISREG(mode):  # a FIFO blocked every reader for good (and SIGTERM with it)
@@ -268,7 +271,7 @@ class PilotStore:
                     return final, False  # an intact record is already there: keep it
                 except FileNotFoundError:
                     if final.is_symlink():  # a dangling link holds the name: move it aside
-                        self._quarantine(final, os.lstat(final).st_ino)
+                        self._quarantine(final)
                     continue  # or moved aside by someone else meanwhile; try again
                 except UnreadableError:  # permissions: someone's record, intact
                     raise
@@ -296,15 +299,18 @@ class PilotStore:
         os.replace(tmp, final)
         return True
 
-    def _quarantine(self, path: Path, ino: int) -> None:
-        """Move ``path`` to ``corrupt/`` if it is still the file read (inode ``ino``); a
-        record another writer published there meanwhile goes back (6 of 25 three-writer
-        races onto one wreck moved a good record aside, and lost a failed attempt)."""
+    def _quarantine(self, path: Path, ino: int | None = None) -> None:
+        """Move ``path`` to ``corrupt/`` if it is still the file read (inode ``ino``; None:
+        whatever is there now); a record another writer published there meanwhile goes
+        back (6 of 25 three-writer races onto one wreck moved a good record aside, and
+        lost a failed attempt)."""
         self.corrupt_dir.mkdir(parents=True, exist_ok=True)
         dest = self.corrupt_dir / f"{path.name}.{time.time_ns()}"
         try:
-            if os.lstat(path).st_ino != ino:
+            now = os.lstat(path).st_ino
+            if ino is not None and now != ino:
                 return  # already replaced: nothing of ours to move
+            ino = now
             os.replace(path, dest)
         except FileNotFoundError:
             return
@@ -372,6 +378,8 @@ class PilotStore:
                     continue  # otherwise moved aside by a concurrent writer
                 except UnreadableError:  # permissions: not corrupt, and not to redo
                     raise
+                except PermissionError as exc:  # from polars or deeper: the same
+                    raise _unreadable(path, exc) from None
                 except Exception as exc:  # truncated, not parquet, wrong columns, bad values
                     msg = str(exc).strip().splitlines()
                     corrupt.append(CorruptRecord(path, (msg[0] if msg else type(exc).__name__)[:200]))

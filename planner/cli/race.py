@@ -359,9 +359,12 @@ def race(
                    "its calls reopen)", err=True)
     unrun = [s for s in problem.settings if result.measured.get(s, 0) == 0]
     if unrun:
-        failing = [s.key for s in unrun if result.runs[s]]
+        # Ok runs that measured no value of the target are not failures: status shows them ok.
+        blank = [s.key for s in unrun if any(r.status == "ok" and (r.model, r.reward) == s for r in after)]
+        failing = [s.key for s in unrun if result.runs[s] and s.key not in blank]
         capped = [s.key for s in unrun if not result.runs[s]]
         why = "; ".join(part for part in (
+            f"{', '.join(blank)}: its ok runs measured no {problem.target}" if blank else "",
             f"{', '.join(failing)}: every attempt failed (`runners status --data {data}` says why)" if failing else "",
             f"{', '.join(capped)}: {result.stop_reason} came first" if capped else "") if part)
         typer.echo(f"note: no runs for {', '.join(s.key for s in unrun)} ({why}): their entries in "

@@ -793,3 +793,34 @@ def test_a_race_whose_runs_all_measure_the_same_says_why_it_has_nothing_to_propo
                               "--data", str(data), "--out", str(tmp_path / "p.json")])
     assert res.exit_code == 0 and read_proposals(tmp_path / "p.json").proposals == ()
     assert res.stderr.startswith("note: nothing to propose: every run measured the same native (0)")
+
+
+def test_a_setting_whose_ok_runs_measure_no_target_is_not_said_to_have_failed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import planner.engine
+
+    real = planner.engine.load_engine
+
+    def no_judge_for_prm(name: str, **options: object) -> object:
+        sim = real(name, **options)
+
+        class NoJudge(type(sim)):  # type: ignore[misc]
+            def run(self, proposal, seed, progress=None):  # type: ignore[no-untyped-def]
+                rec = super().run(proposal, seed, progress)
+                if proposal.reward != "prm":
+                    return rec
+                return rec.model_copy(update={"metrics": rec.metrics.model_copy(update={"judge": None})})
+
+        sim.__class__ = NoJudge
+        return sim
+
+    monkeypatch.setattr(planner.engine, "load_engine", no_judge_for_prm)
+    data = tmp_path / "d"
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse,prm", "--target", "judge", "--max-runs", "10", "--data", str(data),
+                              "--quiet"])
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.stderr.split())
+    assert "qwen2.5-1.5b/prm: its ok runs measured no judge" in said and "every attempt failed" not in said
+    prm = next(e for e in json.loads((data / "regimes.json").read_text())["settings"] if e["reward"] == "prm")
+    assert prm["runs"] == 0 and prm["failed_runs"] > 0

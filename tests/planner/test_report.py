@@ -516,6 +516,8 @@ def test_a_store_that_mixes_worlds_is_warned_of_by_report_and_suggest(tmp_path: 
     old = [r.model_copy(update={"provenance": {k: v for k, v in r.provenance.items() if k != "world_sha256"}})
            for r in recs]
     assert mixed_sources(old[:1] + recs[1:]) is None  # a key older records lack is not compared
+    other = recs[1].model_copy(update={"provenance": {**recs[1].provenance, "world_sha256": "0" * 64}})
+    assert mixed_sources([old[0], recs[0], other]) is not None  # ... but the next record's is
     data = PilotStore(tmp_path / "data")
     for i, r in enumerate(recs):
         data.write(r.model_copy(update={"provenance": {**r.provenance, "world": "noisy" if i else r.provenance["world"]}}))

@@ -424,6 +424,13 @@ def test_a_recorded_plan_under_another_id_is_refused_before_any_run(proposals: P
     assert res.exit_code == 2 and res.stderr.startswith(f"error: proposals: renamed.{p.id}: ")
     assert f"already holds run {p.id}-s0 of the same plan" in res.stderr and len(res.stderr.splitlines()) == 1
     assert PilotStore(data).fingerprint() == before
+    from planner.proposals import make_proposal
+
+    other_target = tmp_path / "pass1.json"  # its own content-derived id; the record has pass1 already
+    write_proposals(other_target, [make_proposal(p.plan, target="pass1")], target_budget=p.budget)
+    res = RUNNER.invoke(app, ["execute", str(other_target), "--data", str(data), "--engine", "sim"])
+    assert res.exit_code == 2 and f"already holds run {p.id}-s0 of the same plan" in res.stderr
+    assert PilotStore(data).fingerprint() == before
     twice = tmp_path / "twice.json"
     write_proposals(twice, [p, p.model_copy(update={"id": "copy." + p.id})], target_budget=p.budget)
     res = RUNNER.invoke(app, ["execute", str(twice), "--data", str(tmp_path / "fresh"), "--engine", "sim"])

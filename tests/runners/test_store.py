@@ -376,3 +376,31 @@ def test_a_wreck_replaced_by_another_writers_record_is_not_moved_aside(tmp_path:
     store._quarantine(final, wreck)  # B, late
     assert store.run_ids() == {run_id_for("p11", 0)}
     assert [c.path.read_bytes() for c in store.corrupt()] == [b"PAR1 garbage"]
+
+
+def test_a_record_published_between_the_check_and_the_move_is_put_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import runners.store as store_mod
+
+    store = PilotStore(tmp_path)
+    final = store.path_for(record(12))
+    final.parent.mkdir(parents=True)
+    final.write_bytes(b"PAR1 garbage")
+    wreck = os.lstat(final).st_ino
+    good = PilotStore(tmp_path / "elsewhere")
+    good_path, _ = good.add(record(12))
+    real_replace = os.replace
+    calls: list[int] = []
+
+    def late(src: object, dst: object) -> None:
+        if not calls:  # another writer moves the wreck aside and publishes, just before our move
+            calls.append(1)
+            real_replace(final, store.corrupt_dir / "theirs")
+            os.link(good_path, final)
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_mod.os, "replace", late)
+    store._quarantine(final, wreck)
+    monkeypatch.setattr(store_mod.os, "replace", real_replace)
+    assert store.run_ids() == {run_id_for("p12", 0)}
+    assert [c.path.read_bytes() for c in store.corrupt()] == [b"PAR1 garbage"]
