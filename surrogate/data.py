@@ -105,7 +105,7 @@ def _observation(rec: Any, target: str) -> Observation | None:
         rho_planned=rho_planned,
         budget=budget,
         flops=_num(flops) if flops else budget,
-        seed=int(seed) if math.isfinite(seed := _num(_get(rec, "seed", 0))) else 0,
+        seed=int(seed) if math.isfinite(seed := _num(_get(rec, "seed", 0))) else -1,  # -1: refused by name
         y=float(y),
         reuse=_reuse(rec),
     )
@@ -123,6 +123,7 @@ def _check_observation(o: Observation, run_id: Any) -> None:
         ("rho", o.rho, 0 <= o.rho <= 1),
         ("rho_planned", o.rho_planned, 0 <= o.rho_planned <= 1),
         ("num_iterations", o.reuse, o.reuse >= 1),
+        ("seed", o.seed, o.seed >= 0),
     ):
         if not ok:
             raise ValueError(
@@ -140,7 +141,10 @@ def _reuse(rec: Any) -> int:
         elif raw := rec.get("plan_json"):
             import json
 
-            n = _num(json.loads(raw).get("num_iterations", 1))
+            try:
+                n = _num(json.loads(raw).get("num_iterations", 1))
+            except (ValueError, AttributeError):  # not JSON, or not an object
+                n = math.nan
         else:
             return 1
         return int(n) if math.isfinite(n) else 0  # 0: refused by name in _check_observation

@@ -72,12 +72,19 @@ def test_loo_before_fit_is_not_fitted() -> None:
 @pytest.mark.parametrize(("field", "value"), [
     ("model_params", 0.0), ("rho", float("nan")), ("num_iterations", 0), ("budget", -1.0),
     # None or no number at all: a bare TypeError naming no record before.
-    ("budget", None), ("model_params", "1.5B"), ("num_iterations", float("nan")),
+    ("budget", None), ("model_params", "1.5B"), ("num_iterations", float("nan")), ("seed", "first"),
 ])
 def test_a_record_that_cannot_be_a_feature_is_named(field: str, value: float) -> None:
     recs = rows(n_rho=3)
     recs[1] = {**recs[1], field: value, "run_id": "p-bad-s0"}
     with pytest.raises(ValueError, match=rf"^record p-bad-s0: {field} ="):
+        extract(recs, "native")
+
+
+def test_a_row_whose_plan_json_is_no_json_object_is_named() -> None:
+    recs = rows(n_rho=3)
+    recs[1] = {k: v for k, v in recs[1].items() if k != "num_iterations"} | {"plan_json": "{oops", "run_id": "p-bad-s0"}
+    with pytest.raises(ValueError, match=r"^record p-bad-s0: num_iterations ="):
         extract(recs, "native")
 
 
