@@ -104,9 +104,10 @@ def execute(
     # older store holds under its pre-12-01 id, content-derived for no target, may be
     # repeated by the content-derived id (docs/schema.md).
     ran = {(r.plan.model_dump_json(), r.seed): r for r in ok}
+    plan_of = {p.id: p.plan.model_dump_json() for p in props}
     first: dict[str, str] = {}
     for p in props:
-        if (other := first.setdefault(p.plan.model_dump_json(), p.id)) != p.id:
+        if (other := first.setdefault(plan_of[p.id], p.id)) != p.id:
             raise ConfigError(f"proposals: {p.id}: the same plan as {other} in this file; it would be run and "
                               "fitted twice: drop one")
     result = ExecutionResult(corrupt=[f"{c.path.name}: {c.reason}" for c in scan.corrupt])
@@ -124,7 +125,7 @@ def execute(
                     )
                 result.skipped.append(rid)
                 continue
-            twin = ran.get((p.plan.model_dump_json(), seed))
+            twin = ran.get((plan_of[p.id], seed))
             if twin is not None and (p.id != proposal_id(p.plan, p.target) or twin.proposal_id in
                                      {proposal_id(twin.plan, t) for t in TARGETS}):
                 raise ConfigError(

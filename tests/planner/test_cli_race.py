@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -761,26 +763,32 @@ def test_suggest_marks_a_prediction_for_an_unfitted_reward_as_a_guess(tmp_path: 
     assert "(...): a guess for qwen2.5-1.5b/prm" in " ".join(res.stdout.split())
 
 
-def test_a_race_whose_runs_all_measure_the_same_says_why_it_has_nothing_to_propose(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """pass1 of a policy that never solves a problem: no trend to fit, so no surrogate and
-    nothing to acquire with; the race ends exhausted with open prior calls, and says why."""
+def _sim_metrics_overridden(monkeypatch: pytest.MonkeyPatch, metrics: Callable[[Any], dict[str, Any]]) -> None:
+    """The CLI's sim engine, its records' metrics updated by ``metrics(proposal)`` (the race
+    only loads installed engines, so the loader is patched)."""
     import planner.engine
 
     real = planner.engine.load_engine
 
-    def flat_engine(name: str, **options: object) -> object:
+    def load(name: str, **options: object) -> object:
         sim = real(name, **options)
 
-        class Flat(type(sim)):  # type: ignore[misc]
+        class Overridden(type(sim)):  # type: ignore[misc]
             def run(self, proposal, seed, progress=None):  # type: ignore[no-untyped-def]
                 rec = super().run(proposal, seed, progress)
-                return rec.model_copy(update={"metrics": rec.metrics.model_copy(update={"native": 0.0})})
+                return rec.model_copy(update={"metrics": rec.metrics.model_copy(update=metrics(proposal))})
 
-        sim.__class__ = Flat
+        sim.__class__ = Overridden
         return sim
 
-    monkeypatch.setattr(planner.engine, "load_engine", flat_engine)
+    monkeypatch.setattr(planner.engine, "load_engine", load)
+
+
+def test_a_race_whose_runs_all_measure_the_same_says_why_it_has_nothing_to_propose(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pass1 of a policy that never solves a problem: no trend to fit, so no surrogate and
+    nothing to acquire with; the race ends exhausted with open prior calls, and says why."""
+    _sim_metrics_overridden(monkeypatch, lambda proposal: {"native": 0.0})
     data = tmp_path / "d"
     res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
                               "--rewards", "sparse", "--max-runs", "20", "--data", str(data), "--quiet"])
@@ -797,24 +805,7 @@ def test_a_race_whose_runs_all_measure_the_same_says_why_it_has_nothing_to_propo
 
 def test_a_setting_whose_ok_runs_measure_no_target_is_not_said_to_have_failed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import planner.engine
-
-    real = planner.engine.load_engine
-
-    def no_judge_for_prm(name: str, **options: object) -> object:
-        sim = real(name, **options)
-
-        class NoJudge(type(sim)):  # type: ignore[misc]
-            def run(self, proposal, seed, progress=None):  # type: ignore[no-untyped-def]
-                rec = super().run(proposal, seed, progress)
-                if proposal.reward != "prm":
-                    return rec
-                return rec.model_copy(update={"metrics": rec.metrics.model_copy(update={"judge": None})})
-
-        sim.__class__ = NoJudge
-        return sim
-
-    monkeypatch.setattr(planner.engine, "load_engine", no_judge_for_prm)
+    _sim_metrics_overridden(monkeypatch, lambda proposal: {"judge": None} if proposal.reward == "prm" else {})
     data = tmp_path / "d"
     res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
                               "--rewards", "sparse,prm", "--target", "judge", "--max-runs", "10", "--data", str(data),
