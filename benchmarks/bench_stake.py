@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +25,7 @@ for _p in (BENCH, BENCH.parent):  # sibling scripts, and the repository's packag
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
+from bench_cli import read_results  # noqa: E402
 from bench_scoring import DECIDABLE_GAP_SD as DECIDABLE_SD  # noqa: E402
 
 __all__ = ["GAP_BINS_SD", "NEAR_TIE_SD", "plot_stake", "print_stake", "stake_by_gap", "stake_table"]
@@ -148,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     outcomes: list[dict[str, Any]] = []
     target = None
     for f in a.results:
-        doc = json.loads(Path(f).read_text())
+        doc = read_results(f)
         target = doc["config"]["target"]
         outcomes += doc["outcomes"]
     noise = {w: load_world(w).noise[target or "native"] for w in {o["world"] for o in outcomes}}
@@ -163,4 +163,10 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_cli import run
+
+    run(main)

@@ -32,12 +32,12 @@ from runners.store import PilotStore
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=ROOT / "reports" / "tiny-campaign" / "data")
     ap.add_argument("--world", default="paper")
     ap.add_argument("--delta", type=float, default=0.02, help="Huber threshold (metric units)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     world = load_world(args.world)
     runs = measured_runs(PilotStore(args.data).records())
     if not runs:
@@ -88,4 +88,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_cli import run
+
+    run(main)

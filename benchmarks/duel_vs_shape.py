@@ -18,7 +18,6 @@ Then ours against the grid at its spend on those non-decidable settings, per wor
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from math import erf, sqrt
@@ -28,8 +27,11 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _p in (ROOT, ROOT / "benchmarks"):  # the repository's packages, and sibling scripts
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from bench_cli import read_results  # noqa: E402
 
 
 def _phi(z: float) -> float:
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     ap.add_argument("--results", default=str(ROOT / "benchmarks" / "planner_bench_results.json"))
     ap.add_argument("--margin", type=float, default=0.3, help="grid - duel above this counts as a win")
     a = ap.parse_args(argv)
-    rows = compare(json.loads(Path(a.results).read_text()), a.margin)
+    rows = compare(read_results(a.results), a.margin)
     t = Table(title="same-regime at the target budget: grid (shape) vs oracle duel at equal runs")
     for col in ("world", "grid design", "runs / setting", "grid", "oracle duel",
                 "settings the grid wins (gap / sd: grid vs duel)"):
@@ -122,11 +124,17 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     "(3pts x2 @target)")
     for col in ("worlds", "calls", "ours", "grid", "(grid - ours) / se"):
         t.add_column(col)
-    for r in non_decidable(json.loads(Path(a.results).read_text())):
+    for r in non_decidable(read_results(a.results)):
         t.add_row(r["worlds"], str(r["calls"]), f"{r['ours']:.3f}", f"{r['grid']:.3f}", f"{r['diff_se']:.1f}")
     c.print(t)
     return rows
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_cli import run
+
+    run(main)

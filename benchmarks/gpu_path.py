@@ -7,8 +7,12 @@ max-variance down-sampling, the :class:`runners.meter.FlopMeter` hooks -- on GSM
 prompts from ``runners.tasks`` (``--data``: a local JSONL; the Hub is not reachable on the
 benchmark machine) and the ``sparse`` math reward (math-verify).
 
-Random weights never emit EOS, so every completion runs to ``--completion-len``: fixed
-shapes, comparable timings. The Qwen tokenizer cannot be fetched offline, so without
+Over the 1.5B vocabulary random weights hardly ever sample EOS (about 1 in 151,936 a
+token), so every completion runs to ``--completion-len``: fixed shapes, comparable
+timings. ``--tiny``'s 512-id vocabulary does sample it (on CPU completions averaged ~310 of
+512 tokens), but TRL pads a batch to its longest completion and the forward and backward
+passes run over the padding, so the meter still counts ``--completion-len`` per completion:
+compute spent, not tokens kept. The Qwen tokenizer cannot be fetched offline, so without
 ``--policy`` the prompts are tokenised by a character-level stand-in whose vocabulary
 fills the model's (151,936 ids), with a Qwen-style chat template; prompt lengths are then
 character counts (~300-600 tokens for GSM8K), which only changes how many tokens a prompt
@@ -144,7 +148,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--generations", type=int, default=8)
     p.add_argument("--kept", type=int, default=8)
     p.add_argument("--iterations", type=int, default=1)
-    p.add_argument("--prompt-len", type=int, default=256)
+    p.add_argument("--prompt-len", type=int, default=256,
+                   help="prompt length the plan is priced at (the prompts run are GSM8K's own lengths)")
     p.add_argument("--completion-len", type=int, default=512)
     p.add_argument("--rank", type=int, default=16)
     p.add_argument("--no-checkpointing", action="store_true")

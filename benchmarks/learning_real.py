@@ -1,4 +1,5 @@
-"""Is the learning real? Base vs trained tiny-s on the native target, 3 seeds, sparse and prm.
+"""Is the learning real? Base vs trained tiny-s on the native target, 3 seeds (``--seeds``, at
+least 2), sparse and prm.
 
 For each reward system: compile one plan (``--budget``, rho per reward), run the ``trl``
 engine with seeds 0..N-1 on the fully pretrained tiny world, and compare ``native`` after
@@ -62,20 +63,30 @@ def run_setting(reward: str, rho: float, budget: float, seeds: int, opts: dict[s
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--budget", type=float, default=5e11)
-    p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--rewards", default="sparse,prm")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per reward; at least 2 (the check compares "
+                   "the gain with their spread)")
+    p.add_argument("--rewards", default="sparse,prm", help=f"comma-separated, of: {', '.join(RHOS)}")
     p.add_argument("--eval-samples", type=int, default=256)
     p.add_argument("--learning-rate", type=float, default=None)
     p.add_argument("--quick", action="store_true", help="quick-pretrained tiny world (smoke test)")
     p.add_argument("--out", type=Path)
     a = p.parse_args(argv)
+    from bench_cli import check_known
+
+    from planner.errors import ConfigError
+
+    rewards = [r for r in a.rewards.split(",") if r]
+    check_known("rewards", rewards or [""], RHOS)
+    if a.seeds < 2:
+        # One seed has no spread, so the claim would hold on any gain at all.
+        raise ConfigError(f"seeds: need at least 2 to compare the gain with the seed spread, got {a.seeds}")
     opts: dict[str, Any] = {"quick": a.quick, "eval_samples": a.eval_samples}
     if a.learning_rate is not None:
         opts["learning_rate"] = a.learning_rate
-    results = [run_setting(r, RHOS[r], a.budget, a.seeds, opts) for r in a.rewards.split(",")]
+    results = [run_setting(r, RHOS[r], a.budget, a.seeds, opts) for r in rewards]
     for r in results:
         print(f"{r['reward']:>10}: native {r['native_base']:.3f} -> {r['native_after_mean']:.3f} "
-              f"(gain {r['gain_mean']:+.3f}, 3-seed spread {r['seed_spread']:.3f}) "
+              f"(gain {r['gain_mean']:+.3f}, {a.seeds}-seed spread {r['seed_spread']:.3f}) "
               f"real={r['learning_is_real']}")
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
@@ -84,4 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_cli import run
+
+    raise SystemExit(run(main))

@@ -100,15 +100,30 @@ def short_races(reps: int, seeds: int = 1) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from planner.errors import ConfigError
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=["short", "bench"])
     ap.add_argument("--loc", default="base", help="LogNormal loc of the noise prior, or 'base' (BoTorch's -4)")
-    ap.add_argument("--reps", type=int, default=4)
-    ap.add_argument("--seeds", type=int, default=1, help="short: seed replicates of every proposal (the cap counts runs)")
+    ap.add_argument("--reps", type=int, default=None, help="short: repetitions (default 4)")
+    ap.add_argument("--seeds", type=int, default=None,
+                    help="short: seed replicates of every proposal (default 1; the cap counts runs)")
     a, rest = ap.parse_known_args(argv)  # bench: the rest are planner_bench.py's arguments
     if rest and a.what == "short":
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
-    use_noise_prior(None if a.loc == "base" else float(a.loc))
+    if a.what == "bench" and (a.reps is not None or a.seeds is not None):
+        # planner_bench.py has a --seeds too: taken here it would be dropped without a word.
+        flag = "--reps" if a.reps is not None else "--seeds"
+        raise ConfigError(f"{flag.lstrip('-')}: under bench, give planner_bench.py's options after '--' "
+                          f"(noise_prior.py bench --loc L -- {flag} N ...)")
+    reps, seeds = 4 if a.reps is None else a.reps, 1 if a.seeds is None else a.seeds
+    if reps < 1 or seeds < 1:
+        raise ConfigError(f"{'reps' if reps < 1 else 'seeds'}: need at least 1")
+    try:
+        loc = None if a.loc == "base" else float(a.loc)
+    except ValueError:
+        raise ConfigError(f"loc: {a.loc!r} is not a number; give the prior's LogNormal loc (e.g. -6) or 'base'") from None
+    use_noise_prior(loc)
     if a.what == "bench":
         import planner_bench
 
@@ -117,8 +132,8 @@ def main(argv: list[str] | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    rows = short_races(a.reps, a.seeds)
-    t = Table(title=f"short races on paper, noise prior {a.loc}, seeds {a.seeds} (world noise sd 0.010)")
+    rows = short_races(reps, seeds)
+    t = Table(title=f"short races on paper, noise prior {a.loc}, seeds {seeds} (world noise sd 0.010)")
     for col in ("setting", "rep", "call", "P", "truth", "noise sd", "stake sd"):
         t.add_column(col)
     for r in rows:
@@ -132,4 +147,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_cli import run
+
+    run(main)

@@ -16,20 +16,25 @@ each world's same-regime rate.
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # sibling modules, when this file is loaded by path
+    sys.path.insert(0, str(HERE))
+
+from bench_cli import read_results  # noqa: E402
+
 BEFORE = HERE / "planner_bench_results.json"
 AFTER = (HERE / "results" / "planner_bench_ours_canonical_order_reps0-2.json",
          HERE / "results" / "planner_bench_ours_canonical_order_reps3-9.json")
 
 
 def ours(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    rows = json.loads(path.read_text())["outcomes"]
+    rows = read_results(path)["outcomes"]
     return {(o["world"], o["rep"]): o for o in rows if o["strategy"] == "ours" and o["config"] == ""}
 
 
@@ -79,12 +84,12 @@ def _line(tag: str, m: dict[str, Any]) -> str:
             f"regret median {m['regret_median']:.4f}, {m['flops']:.1f} units")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("before", nargs="?", type=Path, default=BEFORE)
     ap.add_argument("after", nargs="*", type=Path, default=list(AFTER),
                     help="files of the rerun (disjoint repetitions, merged)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     r = compare(ours(args.before), merged(args.after))
     print(f"{'world':<9} rep  right (of 6)  regret median     FLOPs (units)   same calls")
     for (w, rep), a, b, ga, gb, fa, fb, same in r["lines"]:
@@ -100,4 +105,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_cli import run
+
+    run(main)

@@ -133,7 +133,7 @@ def summarise(rows: list[tuple[str, float, float, float]]) -> list[dict[str, Any
             for k, zs in sorted(by.items(), key=lambda kv: (kv[0] == "all", kv[0]))]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     import tempfile
 
     from rich.console import Console
@@ -145,7 +145,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--transfer", action="store_true",
                     help="predictions for settings without runs (see the module's docstring)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     measure = transfer if args.transfer else race
     rows: list[tuple[str, float, float, float]] = []
     per_world: dict[str, list[dict[str, Any]]] = {}
@@ -170,4 +170,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_cli import run
+
+    run(main)

@@ -44,11 +44,15 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--world", default="shifted")
     ap.add_argument("--rep", type=int, default=0)
-    ap.add_argument("--model", default="qwen2.5-7b")
-    ap.add_argument("--reward", default="prm")
+    ap.add_argument("--model", default="qwen2.5-7b", help="the setting whose race is traced")
+    ap.add_argument("--reward", default="prm", help="the setting whose race is traced")
     ap.add_argument("--cost-power", type=float, default=None,
                     help="ours' acquisition cost power (default: ours' own; 1 = the previous gain per FLOP)")
     a = ap.parse_args(argv)
+    from bench_cli import check_known
+
+    check_known("model", [a.model], POLICIES_QWEN)  # before the race, not after it
+    check_known("reward", [a.reward], pb.REWARDS)
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
     problem = RaceProblem(tuple(Setting(m, r) for m in POLICIES_QWEN for r in pb.REWARDS), budget=1e16,
@@ -96,4 +100,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_cli import run
+
+    run(main)

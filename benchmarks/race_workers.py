@@ -17,7 +17,7 @@ JSON keeps each arm's rounds (seconds, runs, calls), so rounds the arms share sh
 the machine drifted between them. (The stored ``benchmarks/results/race_workers.json``
 predates that field; the printed rounds of its run are in ``race_workers.log`` beside it.)
 
-    python benchmarks/race_workers.py [--arms fill,no-fill] [--out benchmarks/results/race_workers.json]
+    python benchmarks/race_workers.py [--arms fill,no-fill] [--out race_workers.json]
 
 Takes ~30 minutes on 2 cores.
 """
@@ -36,6 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+# Not the stored results file: a rerun (or a mistyped --arms) would replace what the docs
+# cite, and that run's rounds are not in its JSON to regenerate.
+DEFAULT_OUT = Path("race_workers.json")
 RACE = {"budget": "5e11", "models": "tiny-s", "rewards": "sparse,dense", "target": "native",
         "pilot_budget": "1e11", "max_runs": 20, "workers": 2, "engine_options": {"eval_samples": 128}}
 # arm -> ours' min_batch; `planner race --workers N` with one seed sets min_batch N.
@@ -84,12 +87,15 @@ def main(argv: list[str] | None = None) -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--arms", default="fill,no-fill", help="comma-separated arms, run in this order")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/race_workers.json")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                    help="where the JSON goes (default ./race_workers.json)")
     args = ap.parse_args(argv)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     bad = [a for a in arms if a not in ARMS]
     if bad:
         ap.error(f"--arms: unknown arm {bad[0]!r}; use {', '.join(ARMS)}")
+    if not arms:
+        ap.error(f"--arms: no arm given; use some of {', '.join(ARMS)}")
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="race-workers-") as tmp:
@@ -114,4 +120,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_cli import run
+
+    run(main)

@@ -17,7 +17,6 @@ ours' paired comparison with each equal-spend baseline under each (``paired_regr
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +28,7 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:  # sibling modules, when this file is loaded by path
     sys.path.insert(0, str(BENCH))
 
+from bench_cli import read_results  # noqa: E402
 from bench_scoring import Truth  # noqa: E402
 from paired_regret import BASELINES, compare, pairs  # noqa: E402
 
@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("file", type=Path)
     a = ap.parse_args(argv)
-    doc = json.loads(a.file.read_text())
+    doc = read_results(a.file)
     scored = rescore(doc)
     worlds = list(doc["config"]["worlds"])
     names = sorted({(o["strategy"], o.get("config", "")) for o in doc["outcomes"]})
@@ -95,4 +95,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_cli import run
+
+    run(main)

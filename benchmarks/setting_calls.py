@@ -64,6 +64,10 @@ def main(argv: Sequence[str] | None = None) -> list[tuple[str, list[str], list[d
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise SystemExit(f"error: {f}: not a planner_bench.py results file ({e}); "
                              "give the --out JSON of benchmarks/planner_bench.py") from None
+        if worlds is not None:
+            from bench_cli import check_known
+
+            check_known("worlds", worlds, doc["config"]["worlds"])  # else an empty table, exit 0
         reps = sorted({o["rep"] for o in doc["outcomes"]})
         t = Table(title=f"{Path(f).name} (reps {reps[0]}-{reps[-1]}): right calls per setting")
         for col in ("world", "strategy", "design", *(k.removeprefix("qwen2.5-") for k in keys)):
@@ -76,4 +80,10 @@ def main(argv: Sequence[str] | None = None) -> list[tuple[str, list[str], list[d
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_cli import run
+
+    run(main)

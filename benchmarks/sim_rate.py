@@ -37,11 +37,15 @@ def _best_rate(fn, n: int, repeats: int) -> float:
     return n / best
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--world", default="paper")
-    ap.add_argument("--repeats", type=int, default=5)
-    args = ap.parse_args()
+    ap.add_argument("--repeats", type=int, default=5, help="timings of each path; the best is reported")
+    args = ap.parse_args(argv)
+    if args.repeats < 1:
+        from planner.errors import ConfigError
+
+        raise ConfigError(f"repeats: need at least 1 timing (the best of them is reported), got {args.repeats}")
     world = load_world(args.world)
     rng = np.random.default_rng(0)
 
@@ -83,4 +87,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_cli import run
+
+    run(main)

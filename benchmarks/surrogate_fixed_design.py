@@ -106,13 +106,13 @@ def loo(seeds: tuple[int, ...] = (0, 1), worlds: tuple[str, ...] = WORLDS) -> li
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=6)
     ap.add_argument("--pilots", choices=("matched", "compiler", "both"), default="both")
     ap.add_argument("--no-loo", action="store_true", help="skip the LOO-CV table")
     ap.add_argument("--worlds", default=",".join(WORLDS), help="comma-separated shipped worlds")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     import torch
     from rich.console import Console
@@ -150,4 +150,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_cli import run
+
+    run(main)

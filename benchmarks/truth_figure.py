@@ -51,6 +51,11 @@ def main(argv: Sequence[str] | None = None) -> Path:
     ap.add_argument("--target", default="native")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "figures" / "truth_frontiers.png"))
     a = ap.parse_args(argv)
+    from bench_cli import check_known
+
+    from planner.schema import TARGETS
+
+    check_known("target", [a.target], TARGETS)
     worlds = [p.stem for p in list_worlds()]
     settings = [(m, r) for m in POLICIES_QWEN for r in REWARDS]
     fig = Figure(figsize=(2.6 * len(settings), 2.1 * len(worlds) + 0.8), dpi=100, layout="constrained")
@@ -92,4 +97,10 @@ def main(argv: Sequence[str] | None = None) -> Path:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_cli import run
+
+    run(main)
