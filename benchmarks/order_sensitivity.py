@@ -41,7 +41,13 @@ def ours(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
 def merged(paths: list[Path] | tuple[Path, ...]) -> dict[tuple[str, int], dict[str, Any]]:
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for p in paths:
-        out |= ours(p)
+        these = ours(p)
+        if overlap := sorted(these.keys() & out.keys()):
+            from planner.errors import ConfigError
+
+            raise ConfigError(f"{p}: repeats {overlap[0][0]} rep {overlap[0][1]} of an earlier file; "
+                              "the rerun's files must hold disjoint repetitions")
+        out |= these
     return out
 
 

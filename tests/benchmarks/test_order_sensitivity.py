@@ -43,3 +43,13 @@ def test_summary_gives_the_quoted_pooled_and_per_world_figures(load_script: Call
     assert worlds == {"contrast": 0.683, "flat": 0.983, "noisy": 0.867, "paper": 0.900, "shifted": 0.817}
     before = m.summary(m.ours(m.BEFORE))
     assert (round(before["same"], 3), before["decidable"], before["confident"]) == (0.843, (67, 70), (130, 133))
+
+
+def test_merging_files_that_share_a_repetition_is_refused(load_script: Callable[..., ModuleType]) -> None:
+    import pytest
+
+    from planner.errors import ConfigError
+
+    m = load_script("order_sensitivity", "order_sensitivity_t")
+    with pytest.raises(ConfigError, match="repeats contrast rep 0 of an earlier file"):
+        m.merged([m.AFTER[0], m.AFTER[0]])  # a later file would overwrite the earlier one's races
