@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     if a.what == "bench":
         import planner_bench
 
+        planner_bench.EXTRA_CONFIG["noise_prior_loc"] = "base" if loc is None else loc
         planner_bench.main([x for x in rest if x != "--"])
         return
     from rich.console import Console

@@ -229,6 +229,11 @@ def print_stored(path: str | Path) -> dict[str, Any]:
     return doc
 
 
+# Entries a wrapper script adds to the results' "config", naming what it changed around
+# this benchmark (noise_prior.py: the noise prior), so the file says how it was made.
+EXTRA_CONFIG: dict[str, Any] = {}
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="CI-sized: one world (paper), 3 reps, 2 settings (qwen2.5-1.5b x sparse, prm), grid designs of 3/5 points x 1/2 seeds")
@@ -407,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                    "confidence": a.confidence, "strategies": strategies, "quick": a.quick,
                    "baseline_budget": a.baseline_budget, "indifference": a.indifference,
                    "flops_per_setting": a.flops_per_setting,
-                   "ours": ours_opts},
+                   "ours": ours_opts, **EXTRA_CONFIG},
         "rows": rows, "pooled": pool, "summary": summary, "suggest_latency": latency, "paired_regret": paired, "stake": stake,
         "outcomes": summaries, "wall_s": time.perf_counter() - t0,
         "simulated": True,
