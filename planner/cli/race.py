@@ -340,6 +340,17 @@ def race(
         first = strat.ask(1)
         cost = f" (the first proposal costs {seeds} x {first[0].plan.flops.total:.3g} FLOPs)" if first else ""
         raise ConfigError(f"{result.stop_reason}: the cap allows no run{cost}; raise --{result.stop_reason}")
+    if result.total_runs and not any(result.measured.values()):
+        # Runs, but not one value of the target in any setting: a "call" now is the prior's
+        # (P near the regimes' shares of the rho grid), so no regimes.json, and not exit 0.
+        after = store.records(status=None)
+        ok = sum(r.status == "ok" for r in after if (r.model, r.reward) in problem.settings)
+        why = (f"its {ok} ok run(s) measured no {problem.target}" if ok else
+               f"every attempt failed: `runners status --data {data}` says why")
+        typer.echo(f"error: no run of this race measured {problem.target} ({why}); nothing to call, so no "
+                   "regimes.json was written; fix the cause and rerun the same command (the records are kept)",
+                   err=True)
+        raise typer.Exit(1)
     world_name = getattr(getattr(eng, "world", None), "name", None)
     # The strategy's own budgets where it has them (ours: where a setting's pilots ran, else
     # its design's; the baselines: where they run, what their calls rest on), else where the

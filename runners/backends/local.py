@@ -116,9 +116,14 @@ class LocalBackend:
     ) -> None:
         self._devices: list[str | None]
         if cuda:
-            gpus = list(devices) if devices else visible_gpus()
-            if not gpus:
+            visible = visible_gpus()
+            if not visible:
                 raise ConfigError("device: cuda was asked for but no GPU is visible; use --device cpu")
+            # cuda:N or [local].devices: a GPU id this process cannot see would fail every run.
+            if unseen := [d for d in (devices or ()) if str(d) not in visible]:
+                raise ConfigError(f"device: GPU {unseen[0]} is not visible here (visible: {', '.join(visible)}); "
+                                  "name one of those, or pass --device cuda")
+            gpus = [str(d) for d in devices] if devices else visible
             self._devices = list(gpus[:workers]) if workers < len(gpus) else list(gpus)
         else:
             self._devices = [None] * workers

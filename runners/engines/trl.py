@@ -140,8 +140,10 @@ class TrlEngine:
             raise ConfigError(f"engine trl: option 'quick' must be true or false, got {quick!r}")
         _check_option_types(opts)
         _check_training_data(opts)
-        if not (device == "cpu" or device.startswith("cuda")):
-            raise ConfigError(f"engine trl: device must be cpu or cuda[:N], got {device!r}")
+        if not (isinstance(device, str) and re.fullmatch(r"cpu|cuda(:\d+)?", device)):
+            raise ConfigError(f"engine trl: device must be cpu, cuda or cuda:N, got {device!r}")
+        if cache_dir is not None and not (isinstance(cache_dir, str | Path) and str(cache_dir)):
+            raise ConfigError(f"engine trl: option 'cache_dir' must be a folder path, got {cache_dir!r}")
         if opts.get("use_vllm"):
             import importlib.util
 
@@ -224,6 +226,7 @@ class TrlEngine:
 
     def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
         self.warm_up()
+        _check_device(self.device)
         from runners.grpo.run import RunState, execute_plan
 
         t0 = time.perf_counter()
@@ -269,6 +272,23 @@ class TrlEngine:
             stop_reason=state.stop_reason,
             planned=state.planned,
         )
+
+
+def _check_device(device: str) -> None:
+    """Where the run executes (a worker, a SLURM node): a CUDA device torch cannot reach is
+    bad input, the same for every run -- one line and a stop, not failed runs retried (and a
+    race that goes on fitting nothing)."""
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = int(device.partition(":")[2] or 0)
+    if index >= count:
+        seen = (f"{count} GPU" + ("s" if count != 1 else "")) if torch.version.cuda else \
+            f"none: torch {torch.__version__} is a CPU build"
+        raise ConfigError(f"device: {device} was asked for, but torch here sees {seen}; "
+                          "use --device cpu, or run where the GPU is")
 
 
 def _cpu_warning(arch: Any, policy_path: str | None) -> str:

@@ -803,6 +803,24 @@ def test_a_race_whose_runs_all_measure_the_same_says_why_it_has_nothing_to_propo
     assert res.stderr.startswith("note: nothing to propose: every run measured the same native (0)")
 
 
+def test_a_race_whose_every_run_failed_writes_no_call_and_exits_non_zero(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not one measured value in any setting: the calls would be the prior's, which
+    regimes.json once carried with exit 0 (a trl race on --device cuda without a GPU)."""
+    def crash(proposal: Any) -> dict[str, Any]:
+        raise RuntimeError("the engine broke")
+
+    _sim_metrics_overridden(monkeypatch, crash)
+    data = tmp_path / "d"
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse", "--max-runs", "6", "--data", str(data), "--quiet"])
+    assert res.exit_code == 1, res.output
+    assert not (data / "regimes.json").exists()
+    said = " ".join(res.stderr.split())
+    assert "error: no run of this race measured native (every attempt failed" in said
+    assert len(list((data / "failed").iterdir())) > 0  # the failed attempts are kept
+
+
 def test_a_setting_whose_ok_runs_measure_no_target_is_not_said_to_have_failed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _sim_metrics_overridden(monkeypatch, lambda proposal: {"judge": None} if proposal.reward == "prm" else {})

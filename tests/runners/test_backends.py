@@ -263,6 +263,7 @@ def test_cuda_n_pins_a_local_worker_to_gpu_n_which_it_runs_as_cuda(tmp_path: Pat
     from runners.backends.local import _worker_main
     from runners.task import Task
 
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # GPU 1 is one this process may use
     be = make_backend("local", workers=2, data=tmp_path, engine_options={"device": "cuda:1"})
     assert be._devices == ["1"]  # type: ignore[attr-defined]
     with pytest.raises(ConfigError, match="device: cuda:1 names a GPU of this machine, but the ray scheduler"):
@@ -346,3 +347,26 @@ def test_a_worker_slow_to_retire_does_not_stall_the_driver_loop(tmp_path: Path) 
         be.close()
     assert [o.status for o in outs] == ["ok"] * 3
     assert slowest < 1.5, slowest  # each poll returns at once; the retiring workers exit meanwhile
+
+
+def test_a_named_gpu_this_process_cannot_see_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuda:N (or [local].devices) pins a worker to GPU N: one that is not visible would
+    fail every run, and with none visible at all the runs failed as "not compiled with CUDA"."""
+    from planner.errors import ConfigError
+    from runners.backends import make_backend
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    with pytest.raises(ConfigError, match=r"GPU 3 is not visible here \(visible: 0, 1\)"):
+        make_backend("local", engine_options={"device": "cuda:3"})
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(ConfigError, match="no GPU is visible; use --device cpu"):
+        make_backend("local", engine_options={"device": "cuda:0"})
+
+
+def test_ray_on_this_machine_without_a_gpu_refuses_cuda(local_ray, tmp_path: Path) -> None:
+    """A task asking Ray for a GPU the local Ray does not have waits forever, silently."""
+    if local_ray.cluster_resources().get("GPU", 0):
+        pytest.skip("this machine's Ray has a GPU")
+    with pytest.raises(ConfigError, match="each run asks Ray for 1 GPU but this machine's Ray has 0"):
+        make_backend("ray", data=tmp_path, engine_options={"device": "cuda"})
+    assert local_ray.is_initialized()  # a Ray it did not start is left running

@@ -120,8 +120,30 @@ def test_unknown_options_and_devices_are_one_line_errors() -> None:
 
     with pytest.raises(ConfigError, match="unknown option 'lr'"):
         TrlEngine(lr=1e-3)
-    with pytest.raises(ConfigError, match="device must be cpu or cuda"):
-        TrlEngine(device="tpu")
+    for device in ("tpu", "cudaXYZ", 1):
+        with pytest.raises(ConfigError, match="device must be cpu, cuda or cuda:N"):
+            TrlEngine(device=device)
+    with pytest.raises(ConfigError, match="'cache_dir' must be a folder path"):
+        TrlEngine(cache_dir=5)
+
+
+def test_a_gpu_torch_cannot_reach_stops_the_run_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run of the race would fail the same way (CPU-only torch, or cuda:7 on a
+    two-GPU node): bad input, raised before any training, not a failed run retried."""
+    import torch
+
+    from planner.errors import ConfigError
+    from runners.engines.trl import TrlEngine
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    with pytest.raises(ConfigError, match=r"device: cuda:7 was asked for, but torch here sees 2 GPUs"):
+        TrlEngine(device="cuda:7").run(_proposal(), 0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.raises(ConfigError, match="sees none: torch .* is a CPU build; use --device cpu"):
+        TrlEngine(device="cuda").run(_proposal(), 0)
 
 
 def test_runs_do_not_draw_transformers_bars_or_its_deprecation_warning() -> None:
