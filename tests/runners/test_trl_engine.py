@@ -142,7 +142,7 @@ def test_a_gpu_torch_cannot_reach_stops_the_run_with_one_line(monkeypatch: pytes
         TrlEngine(device="cuda:7").run(_proposal(), 0)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.version, "cuda", None)
-    with pytest.raises(ConfigError, match="sees none: torch .* is a CPU build; use --device cpu"):
+    with pytest.raises(ConfigError, match=r"sees none: torch .* is a CPU build; use --device cpu"):
         TrlEngine(device="cuda").run(_proposal(), 0)
 
 
