@@ -123,6 +123,27 @@ def _check_training_data(opts: dict[str, Any]) -> None:
                           "the training split (a train.jsonl, or the folder holding it)")
 
 
+# Options only some runs read: given where none of the settings does, they would be
+# recorded (and keep the store apart from default runs) while changing nothing.
+_QWEN_ONLY = ("dataset", "data_path", "eval_data")
+
+
+def _check_options_apply(opts: dict[str, Any], settings: list[tuple[str, str]]) -> None:
+    archs = [(get_model(m), r) for m, r in settings]
+    if not archs:
+        return
+    if not any(a.family != "tiny" for a, _ in archs):
+        for key in _QWEN_ONLY:
+            if key in opts:
+                raise ConfigError(f"engine trl: option {key!r} sets the prompts of qwen2.5 policies, and these "
+                                  "settings are tiny-world ones (they train and score on the tiny world's task): "
+                                  "drop it")
+    if "scorer_path" in opts and not any(scorer_for(get_reward(r), a) is not None for a, r in archs):
+        rewards = ", ".join(dict.fromkeys(r for _, r in archs))
+        raise ConfigError(f"engine trl: option 'scorer_path' replaces a learned scorer (a PRM), and {rewards} "
+                          "score by rule: drop it, or race a reward that uses one (prm, proxy-prm)")
+
+
 class TrlEngine:
     """Real GRPO/LoRA runs. ``device`` cpu|cuda; ``quick`` uses the reduced tiny-world
     pretraining and smaller evaluations (tests); ``cache_dir`` holds pretrained tiny models."""
@@ -155,8 +176,12 @@ class TrlEngine:
         self.quick = quick
         # Quick runs are a smaller experiment: they must not pass for full ones (planner.engine),
         # nor runs with other outcome options (None when all are defaults: older stores match).
+        # An option given at its default is the default run: the store must not refuse the
+        # runs made without it (learning_rate's default depends on the model, so it stays).
+        defaults = {"eval_samples": 64 if quick else 256, "micro_batches": 1, "dataset": "polaris"}
         self.source = {"quick": self.quick,
-                       "options": {k: opts[k] for k in _OUTCOME_OPTIONS if k in opts} or None}
+                       "options": {k: opts[k] for k in _OUTCOME_OPTIONS
+                                   if k in opts and not (k in defaults and opts[k] == defaults[k])} or None}
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else None
         self.opts = opts
 
@@ -168,6 +193,7 @@ class TrlEngine:
 
         from runners.tinyworld.pretrain import ensure_policy, ensure_prm, is_cached
 
+        _check_options_apply(self.opts, list(settings))
         done: set[str] = set()
         for model, reward in settings:
             arch = get_model(model)

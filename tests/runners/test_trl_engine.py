@@ -370,3 +370,30 @@ def test_a_store_of_runs_from_other_weights_is_refused_before_any_run(
     assert "\n" not in msg and other.run_id in msg and "started from other weights (sha256:000000000000)" in msg
     assert "use a separate --data directory" in msg
     assert [r.run_id for r in PilotStore(data).records(status=None)] == [other.run_id]  # nothing ran, nothing lost
+
+
+def test_options_no_setting_reads_are_refused_before_any_pretraining(tmp_path: Path) -> None:
+    """A tiny-world run trains on its own task, and a rule reward has no scorer: these
+    options were recorded (keeping the store apart from default runs) and did nothing."""
+    from planner.errors import ConfigError
+    from runners.engines.trl import TrlEngine
+
+    (tmp_path / "prm").mkdir()
+    cases = [({"dataset": "gsm8k"}, [("tiny-s", "sparse")], "'dataset' sets the prompts of qwen2.5 policies"),
+             ({"eval_data": str(tmp_path)}, [("tiny-s", "prm")], "'eval_data' sets the prompts"),
+             ({"scorer_path": str(tmp_path / "prm")}, [("tiny-s", "sparse"), ("tiny-s", "dense")],
+              "'scorer_path' replaces a learned scorer .* sparse, dense score by rule")]
+    for opts, settings, said in cases:
+        with pytest.raises(ConfigError, match=said):
+            TrlEngine(quick=True, cache_dir=tmp_path / "cache", **opts).prepare(settings)
+    assert not (tmp_path / "cache").exists()  # refused before pretraining anything
+
+
+def test_an_option_at_its_default_is_the_default_experiment() -> None:
+    """The store compares engines' sources: eval_samples=64 on a quick run is the run made
+    without it, and must not be refused as another experiment."""
+    from runners.engines.trl import TrlEngine
+
+    assert TrlEngine(quick=True, eval_samples=64, micro_batches=1).source["options"] is None
+    assert TrlEngine(eval_samples=256, dataset="polaris").source["options"] is None
+    assert TrlEngine(quick=True, eval_samples=256).source["options"] == {"eval_samples": 256}
