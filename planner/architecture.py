@@ -11,7 +11,8 @@ from typing import Any
 
 from planner.errors import ConfigError
 
-__all__ = ["LINEAR_MODULES", "Architecture", "FamilyDefaults", "architecture_from_hf_config", "lora_targets_problem"]
+__all__ = ["LINEAR_MODULES", "Architecture", "FamilyDefaults", "architecture_from_hf_config", "lora_targets_problem",
+           "shape_mismatch"]
 
 # Every linear layer of a Qwen2 decoder block, as peft names them.
 LINEAR_MODULES: tuple[str, ...] = (
@@ -134,6 +135,24 @@ def _score_head_params(d: int, head: tuple[int, ...]) -> int:
 
 _CONFIG_INTS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                 "intermediate_size", "vocab_size", "max_position_embeddings")
+
+
+# The sizes the accountant and the meter price a token with.
+_PRICED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+           "intermediate_size", "vocab_size")
+
+
+def shape_mismatch(config: Any, arch: Architecture) -> str | None:
+    """The first priced size where a loaded model's ``config`` (a transformers config)
+    differs from ``arch``, as ``"intermediate_size 768 (tiny-s: 192)"``; None when it has
+    ``arch``'s shape. A null ``num_key_value_heads`` is multi-head attention."""
+    for key in _PRICED:
+        got = getattr(config, key, None)
+        if key == "num_key_value_heads" and got is None:
+            got = getattr(config, "num_attention_heads", None)
+        if got != getattr(arch, key):
+            return f"{key} {got} ({arch.name}: {getattr(arch, key)})"
+    return None
 
 
 def architecture_from_hf_config(

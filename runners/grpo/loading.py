@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from planner.architecture import Architecture
+from planner.architecture import Architecture, shape_mismatch
 from planner.errors import ConfigError
 
 __all__ = ["load_policy", "load_tokenizer", "offline_chat_tokenizer", "random_policy", "train_rows"]
@@ -155,15 +155,10 @@ def load_policy(path: str, arch: Architecture, tokenizer: Any, *, device: str) -
         dtype=torch.bfloat16 if cuda else torch.float32,
         attn_implementation="sdpa" if cuda else "eager",
     )
-    cfg = model.config
-    got = (cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size)
-    want = (arch.hidden_size, arch.num_hidden_layers, arch.vocab_size)
-    if got != want:
-        # The meter converts tokens with the registry's shapes: a mismatch would mis-bill.
-        raise ConfigError(
-            f"policy_path: {path} has (hidden, layers, vocab) = {got} but {arch.name} is {want}; "
-            f"point at a checkpoint of {arch.name}"
-        )
+    # The meter converts tokens with the registry's shapes: any other size would mis-bill
+    # (a wider MLP alone made a run cost 3x what its card said).
+    if (off := shape_mismatch(model.config, arch)) is not None:
+        raise ConfigError(f"policy_path: {path} has {off}; point at a checkpoint of {arch.name}")
     gen = model.generation_config
     gen.pad_token_id = tokenizer.pad_token_id
     gen.eos_token_id = tokenizer.eos_token_id

@@ -35,6 +35,7 @@ from torch import nn
 from transformers import Qwen2Config
 from transformers.models.qwen2.modeling_qwen2 import Qwen2Model, Qwen2PreTrainedModel
 
+from planner.architecture import shape_mismatch
 from planner.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -100,12 +101,9 @@ def load_prm(path: str | Path, arch: Architecture, *, device: str = "cpu") -> Pr
     (ours save it) or else the registry ``arch``'s (the Hub PRMs' configs lack it).
     """
     cfg = Qwen2Config.from_pretrained(str(path))
-    got = (cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size)
-    want = (arch.hidden_size, arch.num_hidden_layers, arch.vocab_size)
-    if got != want:
-        # The meter bills the registry scorer's shape: another PRM would be mis-billed.
-        raise ConfigError(f"scorer_path: {path} has (hidden, layers, vocab) = {got} but {arch.name} is {want}; "
-                          f"point at a checkpoint of {arch.name}")
+    # The meter bills the registry scorer's shape: another PRM would be mis-billed.
+    if (off := shape_mismatch(cfg, arch)) is not None:
+        raise ConfigError(f"scorer_path: {path} has {off}; point at a checkpoint of {arch.name}")
     if not getattr(cfg, "score_head", None):
         cfg.score_head = list(arch.score_head or (1,))
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32

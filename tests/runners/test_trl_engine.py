@@ -397,3 +397,23 @@ def test_an_option_at_its_default_is_the_default_experiment() -> None:
     assert TrlEngine(quick=True, eval_samples=64, micro_batches=1).source["options"] is None
     assert TrlEngine(eval_samples=256, dataset="polaris").source["options"] is None
     assert TrlEngine(quick=True, eval_samples=256).source["options"] == {"eval_samples": 256}
+
+
+def test_a_policy_checkpoint_of_another_mlp_width_is_refused(tmp_path: Path) -> None:
+    """Hidden size, layers and vocabulary alike, a 4x wider MLP: the meter would bill the
+    registry's tiny-s, about a third of what each token costs."""
+    import dataclasses
+
+    from planner.errors import ConfigError
+    from planner.registry import get_model
+    from runners.grpo.loading import load_policy, random_policy
+    from runners.tinyworld.tokenizer import build_tokenizer
+
+    tok = build_tokenizer()
+    arch = get_model("tiny-s")
+    wide = random_policy(dataclasses.replace(arch, intermediate_size=4 * arch.intermediate_size), tmp_path / "w",
+                         tokenizer=tok)
+    with pytest.raises(ConfigError, match=r"policy_path: .* has intermediate_size 768 \(tiny-s: 192\)"):
+        load_policy(str(wide), arch, tok, device="cpu")
+    same = random_policy(arch, tmp_path / "s", tokenizer=tok)
+    assert load_policy(str(same), arch, tok, device="cpu").config.intermediate_size == 192
