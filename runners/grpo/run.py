@@ -30,6 +30,11 @@ EVAL_SEED = 20260
 # The guard normally stops the run; this cap only bounds a run whose rounds turn out far
 # cheaper than planned (e.g. every completion ends early).
 MAX_STEPS_FACTOR = 4
+# Prompt rows built before a run: a large budget's rows (4 x 2.2M prompts for tiny-s at
+# 1e15) took gigabytes before the first step. Past this many the trainer cycles through the
+# rows in epochs, as it does through a prompt set smaller than the run; a tiny-s run first
+# meets it at ~5e13 FLOPs (and then only in the 4x head-room the guard normally leaves unused).
+MAX_TRAIN_ROWS = 200_000
 
 
 @dataclass
@@ -238,7 +243,7 @@ def _execute(engine: Any, proposal: Proposal, seed: int, state: RunState,
     rewards = build_reward_system(plan.reward, arch.family, device=device, scorer_path=scorer_path)
     n_eval = int(opts.get("eval_samples", 64 if engine.quick else 256))
 
-    n_rows = MAX_STEPS_FACTOR * plan.total_prompts + plan.prompts_per_round
+    n_rows = min(MAX_STEPS_FACTOR * plan.total_prompts + plan.prompts_per_round, MAX_TRAIN_ROWS)
     # Qwen runs measure `native` on training-distribution prompts they never train on.
     n_held = 0 if arch.family == "tiny" else n_eval
     rows = train_rows(arch, n_rows + n_held, seed, dataset=opts.get("dataset", "polaris"),

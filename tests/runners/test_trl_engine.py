@@ -417,3 +417,24 @@ def test_a_policy_checkpoint_of_another_mlp_width_is_refused(tmp_path: Path) -> 
         load_policy(str(wide), arch, tok, device="cpu")
     same = random_policy(arch, tmp_path / "s", tokenizer=tok)
     assert load_policy(str(same), arch, tok, device="cpu").config.intermediate_size == 192
+
+
+def test_a_run_longer_than_its_prompt_rows_cycles_through_them_to_the_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows are capped (a 1e15 tiny-s run built 8.8M of them, gigabytes, before its first
+    step); past the cap the trainer goes round them again and the guard still stops the
+    run on its budget."""
+    import runners.grpo.run as run_mod
+    from planner.engine import load_engine
+    from planner.registry import get_model
+    from runners.grpo.loading import random_policy
+    from runners.tinyworld.tokenizer import build_tokenizer
+
+    monkeypatch.setattr(run_mod, "MAX_TRAIN_ROWS", 16)  # two rounds of 8 prompts; the plan runs 9
+    path = random_policy(get_model("tiny-s"), tmp_path / "policy", tokenizer=build_tokenizer())
+    engine = load_engine("trl", policy_path=str(path), eval_samples=4, threads=1)
+    proposal = make_proposal(compile_plan("tiny-s", "sparse", 0.5, 3e10))
+    assert proposal.plan.total_prompts > 4 * 16
+    rec = engine.run(proposal, 0)
+    assert rec.card.stop_reason == "budget"
+    assert rec.card.flops.total == pytest.approx(proposal.plan.budget, rel=0.02)
