@@ -177,7 +177,8 @@ class _Watch(TrainerCallback):
 def _quiet_transformers() -> None:
     """A run loads its policy (and evaluation copies) several times; each load drew a
     "Loading weights" bar that tore the race's live table, and TRL/peft read the
-    ``is_gradient_checkpointing`` alias that transformers 5 deprecates (a FutureWarning per
+    ``is_gradient_checkpointing`` alias and ``gradient_checkpointing_enable``/``_disable``
+    methods that transformers 5 deprecates (a FutureWarning per
     run that is theirs to fix, not the user's). Progress is shown by the race's
     live table."""
     import warnings
@@ -185,7 +186,8 @@ def _quiet_transformers() -> None:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+    warnings.filterwarnings("ignore", message=r"`(is_gradient_checkpointing|gradient_checkpointing_(enable|disable))` "
+                            r"is deprecated", category=FutureWarning)
 
 
 def run_threads(opts: dict[str, Any], arch: Architecture, device: str) -> int | None:
@@ -253,7 +255,12 @@ def _execute(engine: Any, proposal: Proposal, seed: int, state: RunState,
     def evaluate(m: Any, phase: str) -> dict[str, float | None]:
         t0 = time.perf_counter()
         if progress is not None:
-            progress(phase, state.meter.total, plan.budget, {})
+            # The final evaluation follows all the training: a run killed in it keeps the
+            # split (and rho) it trained, not a bare total.
+            split = state.meter.breakdown()
+            info = {"rho": split.rho, "flops_search": split.search, "flops_learning": split.learning,
+                    "flops_reward": split.reward} if split.total > 0 else {}
+            progress(phase, state.meter.total, plan.budget, info)
         out = _evaluate(m, tok, rewards, n_eval, arch, device, plan, held, opts.get("eval_data"))
         rewards.reset()  # evaluation scoring is not billed to the run
         state.eval_wall += time.perf_counter() - t0

@@ -161,8 +161,10 @@ def test_runs_do_not_draw_transformers_bars_or_its_deprecation_warning() -> None
             warnings.simplefilter("always")
             _quiet_transformers()
             assert not hf_logging.is_progress_bar_enabled()
-            warnings.warn("`is_gradient_checkpointing` is deprecated and will be removed in v6.", FutureWarning,
-                          stacklevel=1)
+            for name in ("is_gradient_checkpointing", "gradient_checkpointing_enable",
+                         "gradient_checkpointing_disable"):
+                warnings.warn(f"`{name}` is deprecated and will be removed in v6. Use ...", FutureWarning,
+                              stacklevel=1)
             warnings.warn("another FutureWarning still shows", FutureWarning, stacklevel=1)
         assert [str(w.message) for w in seen] == ["another FutureWarning still shows"]
     finally:
@@ -438,3 +440,23 @@ def test_a_run_longer_than_its_prompt_rows_cycles_through_them_to_the_budget(
     rec = engine.run(proposal, 0)
     assert rec.card.stop_reason == "budget"
     assert rec.card.flops.total == pytest.approx(proposal.plan.budget, rel=0.02)
+
+
+def test_a_run_killed_in_its_final_evaluation_keeps_its_split(tmp_path: Path) -> None:
+    """The final evaluation's report carries the split it trained: a run killed there (a
+    timeout, an OOM in scoring) got a card with the total and search = learning = reward = 0."""
+    from planner.engine import load_engine
+    from planner.registry import get_model
+    from runners.grpo.loading import random_policy
+    from runners.task import _partial_card
+    from runners.tinyworld.tokenizer import build_tokenizer
+
+    path = random_policy(get_model("tiny-s"), tmp_path / "policy", tokenizer=build_tokenizer())
+    engine = load_engine("trl", policy_path=str(path), eval_samples=4, threads=1)
+    reports: list[dict[str, Any]] = []
+    rec = engine.run(make_proposal(compile_plan("tiny-s", "sparse", 0.5, 1e10)), 0,
+                     lambda phase, f, b, i: reports.append({"phase": phase, "flops": f, "info": i}))
+    last = reports[-1]
+    assert last["phase"] != "train" and last["flops"] == pytest.approx(rec.card.flops.total)
+    card = _partial_card(last)
+    assert card.flops.learning == pytest.approx(rec.card.flops.learning) and card.rho == pytest.approx(rec.card.rho)
