@@ -11,7 +11,8 @@ default when run twice (``--loc base``):
 * ``short``: races capped at 10-16 runs of one setting (what a user trying the tool does),
   4 repetitions each; prints every final call, its P, the noise sd it inferred (the world's
   is 0.010) and how many calls made with P >= 0.9 were right;
-* ``bench``: ``benchmarks/planner_bench.py`` with the swapped prior (its arguments follow).
+* ``bench``: ``benchmarks/planner_bench.py`` with the swapped prior (its arguments after
+  ``--``; the results' config records the prior as ``noise_prior_loc``).
 
     python benchmarks/noise_prior.py short --loc base
     python benchmarks/noise_prior.py short --loc -2.0
