@@ -47,6 +47,7 @@ class _Call:
     lora_active: bool
     checkpointing: bool
     fused: bool = False
+    early_stop: bool = True  # non-reentrant checkpointing's recompute skips each layer's last matmul
 
 
 @dataclass
@@ -145,9 +146,11 @@ class FlopMeter:
 
     def add_train_pass(
         self, batch: int, seq: int, positions: int, *, checkpointing: bool, input_requires_grad: bool,
-        lm_head_recompute: bool = True, head_trainable: bool = False,
+        lm_head_recompute: bool = True, head_trainable: bool = False, early_stop: bool = True,
     ) -> float:
         """Forward + backward of one micro-batch; ``positions`` = LM-head positions in total.
+        ``early_stop``: the checkpointed recompute stops before each layer's last matmul
+        (non-reentrant checkpointing); reentrant checkpointing recomputes the layer whole.
 
         LoRA (``self.lora``): adapter weight gradients only. Without an adapter, full
         fine-tuning: every linear also gets its weight gradient (``2 * in * out`` per token)
@@ -156,10 +159,12 @@ class FlopMeter:
         a = self.policy
         if self.lora is not None:
             f = train_pass_flops(a, batch, seq, self.lora, logit_positions=0, flash_attention=self.fused_attention,
-                                 gradient_checkpointing=checkpointing, input_requires_grad=input_requires_grad)
+                                 gradient_checkpointing=checkpointing, input_requires_grad=input_requires_grad,
+                                 checkpoint_early_stop=early_stop)
         else:
             f = train_pass_flops(a, batch, seq, LoRA(1, ()), logit_positions=0, flash_attention=self.fused_attention,
-                                 gradient_checkpointing=checkpointing, input_requires_grad=True)
+                                 gradient_checkpointing=checkpointing, input_requires_grad=True,
+                                 checkpoint_early_stop=early_stop)
             f += batch * seq * linear_flops_per_token(a)
         # LM head: forward 2dV and the hidden-state gradient 2dV per position, plus the
         # chunked head's logit recompute in backward, plus its weight gradient if trained.
@@ -263,9 +268,9 @@ class FlopMeter:
         grad = torch.is_grad_enabled()
         positions = self._head_positions(kwargs, batch, seq)
         kind = "train" if grad and module.training else "logprob" if kwargs.get("fused_lm_head") else "forward"
-        ckpt = kind == "train" and _checkpointing(module)
+        ckpt, early = _checkpointing(module) if kind == "train" else (False, True)
         self._stack.append(_Call(now, batch, seq, kind, seq, positions, self._lora_active(), ckpt,
-                                 bool(kwargs.get("fused_lm_head"))))
+                                 bool(kwargs.get("fused_lm_head")), early))
 
     def _head_positions(self, kwargs: dict[str, Any], batch: int, seq: int) -> int:
         """LM-head positions of a forward that is not a decode step: the fused log-prob
@@ -307,6 +312,7 @@ class FlopMeter:
                 c.batch, c.seq, c.positions, checkpointing=c.checkpointing,
                 input_requires_grad=self._embeds_need_grad, lm_head_recompute=c.fused,
                 head_trainable=self._head is not None and bool(self._head.weight.requires_grad),
+                early_stop=c.early_stop,
             )
         elif c.kind == "logprob":
             self.add_logprob_forward(c.batch, c.seq, c.positions, lora_active=c.lora_active)
@@ -320,9 +326,22 @@ def _batch_seq(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int]
     return int(x.shape[0]), int(x.shape[1])
 
 
-def _checkpointing(module: Any) -> bool:
-    """Whether activation checkpointing is on (transformers 5 renamed it from gradient_)."""
+def _checkpointing(module: Any) -> tuple[bool, bool]:
+    """(activation checkpointing on, its recompute stops early), as the model runs it.
+
+    transformers 5 (renamed from gradient_) gives each checkpointed layer a
+    ``functools.partial`` of torch's ``checkpoint`` with the run's kwargs: its own default
+    is ``use_reentrant=False`` (early stop); kwargs without the key (TRL passes the
+    config's dict as it is) leave torch 2.13 its default, reentrant, which recomputes each
+    layer whole -- ~9% more learning FLOPs for q/v adapters on Qwen2.5."""
     flag = getattr(type(module), "is_activation_checkpointing", None)
-    if flag is not None:
-        return bool(module.is_activation_checkpointing)
-    return bool(getattr(module, "is_gradient_checkpointing", False))
+    on = bool(module.is_activation_checkpointing) if flag is not None else \
+        bool(getattr(module, "is_gradient_checkpointing", False))
+    if not on:
+        return False, True
+    for sub in module.modules():
+        func = getattr(sub, "_gradient_checkpointing_func", None)
+        if func is not None and getattr(sub, "gradient_checkpointing", False):
+            reentrant = getattr(func, "keywords", {}).get("use_reentrant", True)
+            return True, not reentrant
+    return True, True
