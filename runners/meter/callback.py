@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -56,7 +57,29 @@ class FlopMeterCallback(TrainerCallback):
         cb = cls(**kwargs)
         cb._reference = getattr(trainer, "ref_model", None)  # full fine-tuning with beta > 0 only
         trainer.callback_handler.callbacks.insert(0, cb)
+        cb._pause_during_evaluation(trainer)
         return cb
+
+    def _pause_during_evaluation(self, trainer: Any) -> None:
+        """Evaluation (``eval_strategy``) generates and scores through the hooked model,
+        but spends nothing on the run's allocation: billed, its generation counted as
+        search and its loss forwards as log-prob passes (rho 0.68 -> 0.55 in one run), and
+        the budget guard stopped training early. No callback event opens an evaluation,
+        so the trainer's ``evaluate`` is wrapped (the training loop calls it there)."""
+        original = trainer.evaluate
+
+        @functools.wraps(original)
+        def evaluate(*args: Any, **kwargs: Any) -> Any:
+            meter = self.meter
+            if meter is None:
+                return original(*args, **kwargs)
+            was, meter.enabled = meter.enabled, False
+            try:
+                return original(*args, **kwargs)
+            finally:
+                meter.enabled = was
+
+        trainer.evaluate = evaluate
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         if self.meter is None:

@@ -65,6 +65,8 @@ class FlopMeter:
     tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_KEYS, 0))
     wall: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("search", "learning", "reward"), 0.0))
     passes: dict[str, int] = field(default_factory=dict)
+    # False while work outside the run's allocation runs through the hooked model (a
+    # trainer's evaluation): no FLOPs, tokens or wall time are counted.
     enabled: bool = True
     # Fused SDPA / flash kernels recompute QK^T in backward (set from the model at attach).
     fused_attention: bool = False
@@ -106,7 +108,8 @@ class FlopMeter:
             self.tokens[key] += int(n)
 
     def add_wall(self, phase: str, seconds: float) -> None:
-        self.wall[phase] = self.wall.get(phase, 0.0) + seconds
+        if self.enabled:
+            self.wall[phase] = self.wall.get(phase, 0.0) + seconds
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:

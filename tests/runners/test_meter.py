@@ -9,6 +9,7 @@ register the formula (``2 m k n``, like ``addmm``).
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,32 @@ def test_callback_on_a_stock_trainer_logs_the_allocation(world: dict[str, Any], 
     assert meter.wall["search"] > 0 and meter.wall["learning"] > 0
 
 
+def test_a_trainers_evaluation_is_not_billed_to_the_run(world: dict[str, Any], tmp_path: Path) -> None:
+    """eval_strategy="steps": the evaluation's generation and loss forwards run through the
+    hooked model but spend nothing on the allocation; billed, they moved rho and the guard."""
+    from peft import LoraConfig
+    from trl import GRPOTrainer
+
+    from runners.rewards import build_reward_system
+
+    def run(**extra: Any) -> FlopMeter:
+        model, tok, (args, data) = _setup(world, tmp_path, per_device_train_batch_size=8, num_generations=4,
+                                          per_device_eval_batch_size=8, max_steps=2, **extra)
+        trainer = GRPOTrainer(model=model, reward_funcs=build_reward_system("dense", "tiny").funcs, args=args,
+                              train_dataset=data, eval_dataset=data.select(range(4)), processing_class=tok,
+                              peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS))
+        cb = FlopMeterCallback.attach(trainer)
+        trainer.train()
+        assert cb.meter is not None
+        if extra:
+            assert any("eval_loss" in h for h in trainer.state.log_history)  # it did evaluate
+        return cb.meter
+
+    plain, evaluated = run(), run(eval_strategy="steps", eval_steps=1)
+    assert evaluated.passes == plain.passes
+    assert evaluated.flops == pytest.approx(plain.flops, rel=0.02)  # sampling differs: lengths, not passes
+
+
 @pytest.mark.parametrize("beta", [0.0, 0.04])
 def test_full_finetuning_is_metered_too(world: dict[str, Any], tmp_path: Path, beta: float) -> None:
     """With beta > 0 TRL runs a separate frozen reference model, which the meter must see."""
@@ -226,6 +253,27 @@ def test_checkpointed_passes_match_flopcounter_reentrant_or_not(reentrant: bool 
         with FlopCounterMode(display=False) as fc:
             model(input_ids=torch.randint(0, 50, (2, 40))).logits.float().sum().backward()
     assert meter.flops["learning"] == pytest.approx(fc.get_total_flops(), rel=1e-4)
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    ({"layers_to_transform": [3]}, "layers_to_transform=[3] adapts some layers only"),
+    ({"rank_pattern": {"q_proj": 32}}, "rank_pattern={'q_proj': 32} gives modules other ranks than r=4"),
+    ({"use_dora": True}, "use_dora=True adds a weight-norm step"),
+])
+def test_an_adapter_the_accountant_cannot_cost_is_refused(extra: dict[str, Any], said: str) -> None:
+    """One rank on every layer of each target is what the accountant costs: these were
+    metered as that (1.70x and 0.90x of FlopCounterMode for the first two)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from planner.errors import ConfigError
+    from runners.meter import lora_from_model
+
+    cfg = Qwen2Config(hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                      intermediate_size=128, vocab_size=50)
+    model = get_peft_model(Qwen2ForCausalLM(cfg), LoraConfig(r=4, target_modules=["q_proj", "v_proj"], **extra))
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        lora_from_model(model)
 
 
 @pytest.mark.parametrize(("targets", "want"), [
