@@ -140,8 +140,11 @@ class FlopMeter:
         return f
 
     def add_generated_sequences(self, prompt_lens: Sequence[int], completion_lens: Sequence[int]) -> float:
-        """Generation by an engine without padding (vLLM): one KV-cached sample per sequence."""
-        f = float(sum(generation_flops(self.policy, p, c, lora=self.lora) for p, c in zip(prompt_lens, completion_lens, strict=True)))
+        """Generation by an engine without padding (vLLM): one KV-cached sample per sequence.
+        No adapter FLOPs: TRL loads vLLM with the adapter merged into the weights
+        (``merge_adapter`` in ``trl/generation/vllm_generation.py``), so each token costs
+        the base model's matmuls only."""
+        f = float(sum(generation_flops(self.policy, p, c, lora=None) for p, c in zip(prompt_lens, completion_lens, strict=True)))
         self._add("search", f, "generate")
         self._tok("prompt_generated", sum(prompt_lens))
         self._tok("completion_generated", sum(completion_lens))

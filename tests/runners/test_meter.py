@@ -313,3 +313,15 @@ def test_a_live_config_is_read_as_a_config_json_is() -> None:
     cfg.head_dim = 32  # 64 / 4 = 16
     with pytest.raises(ConfigError, match="head_dim 32 differs"):
         architecture_from_config(cfg)
+
+
+def test_vllm_generation_is_billed_without_adapter_flops() -> None:
+    """TRL merges the adapter into vLLM's weights: a sampled token costs the base model."""
+    from planner.accountant import generation_flops
+
+    arch = get_model("qwen2.5-1.5b")
+    meter = FlopMeter(arch, lora=LoRA(16, tuple(TARGETS)))
+    f = meter.add_generated_sequences([256, 200], [512, 300])
+    assert f == generation_flops(arch, 256, 512) + generation_flops(arch, 200, 300)
+    assert f < generation_flops(arch, 256, 512, lora=LoRA(16, tuple(TARGETS))) + \
+        generation_flops(arch, 200, 300, lora=LoRA(16, tuple(TARGETS)))
