@@ -42,6 +42,33 @@ EXTRA_KEYS = {
 }
 
 
+# Keys of TRL's ModelConfig and GRPOScriptArguments (`trl grpo` recipes carry them) that
+# change nothing the audit counts: precision, quantised storage, dropout, data selection.
+NEUTRAL_KEYS = {
+    "model_revision", "dtype", "torch_dtype", "attn_implementation", "lora_dropout", "lora_task_type",
+    "use_rslora", "load_in_8bit", "load_in_4bit", "bnb_4bit_quant_type", "use_bnb_nested_quant",
+    "bnb_4bit_quant_storage", "dataset_name", "dataset_config", "dataset_train_split", "dataset_test_split",
+    "dataset_streaming", "ignore_bias_buffers", "trust_remote_code",
+}
+
+# ModelConfig keys that change the learning FLOPs in ways the audit does not cost, when set.
+UNCOSTED_KEYS = {
+    "use_dora": "DoRA adds a weight-norm step per adapted layer",
+    "lora_modules_to_save": "it trains full copies of those modules (embeddings, LM head)",
+    "lora_target_parameters": "it adapts parameters directly (MoE experts)",
+}
+
+# generation_kwargs that only change which tokens are sampled, not what a token costs or
+# how many are generated.
+NEUTRAL_GENERATION = {
+    "temperature", "top_p", "top_k", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff", "repetition_penalty",
+    "no_repeat_ngram_size", "do_sample", "stop_strings", "eos_token_id", "pad_token_id", "bos_token_id", "seed",
+}
+
+# A count beyond this is no run: refused, not carried into float overflow (inf, NaN rho).
+MAX_COUNT = 10**12
+
+
 def trl_defaults() -> dict[str, Any]:
     """TRL's own ``GRPOConfig`` field defaults (so an audit costs a recipe as TRL runs it)."""
     from trl import GRPOConfig
@@ -71,6 +98,10 @@ def recipe_models(raw: dict[str, Any]) -> tuple[Architecture, Architecture | Non
     rm_key = "reward_model_name_or_path" if raw.get("reward_model_name_or_path") else "reward_model"
     rm = raw.get(rm_key)
     scorer = resolve_model(str(rm), role="prm", field=f"config: {rm_key}") if rm else None
+    if scorer is not None and not scorer.score_head:
+        # A causal LM given as the reward model: TRL loads it for sequence classification
+        # (num_labels=1), a Linear(d, 1) score head in place of the LM head.
+        scorer = dataclasses.replace(scorer, role="prm", score_head=(1,))
     return policy, scorer
 
 
@@ -129,20 +160,29 @@ def lora_targets(spec: Any, layers: int | None = None) -> tuple[str, ...]:
     return tuple(m for m in LINEAR_MODULES if m in names)
 
 
-def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any], layers: int | None = None) -> Recipe:
+def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any], layers: int | None = None,
+                    context: int | None = None) -> Recipe:
     """Merge a recipe's keys with TRL's defaults (:func:`trl_defaults`) into a :class:`Recipe`,
     validating the keys the FLOP count needs (one-line errors naming the key); ``layers``,
-    the policy's depth, is what a regex ``lora_target_modules`` must match in full."""
+    the policy's depth, is what a regex ``lora_target_modules`` must match in full;
+    ``context``, its ``max_position_embeddings``, bounds a prompt plus its longest completion."""
 
-    unknown = sorted(set(raw) - set(defaults) - EXTRA_KEYS)
+    unknown = sorted(set(raw) - set(defaults) - EXTRA_KEYS - NEUTRAL_KEYS - set(UNCOSTED_KEYS))
     if unknown:
-        raise ConfigError(f"config: unknown key {unknown[0]!r}; use GRPOConfig field names")
+        raise ConfigError(f"config: unknown key {unknown[0]!r}; use GRPOConfig field names (or TRL's "
+                          "ModelConfig / GRPOScriptArguments ones)")
+    for key, why in UNCOSTED_KEYS.items():
+        if raw.get(key):
+            raise ConfigError(f"config: {key}: {why}, which the audit does not cost; audit the recipe without it")
     cfg = {**defaults, **raw}
+    _check_generation_kwargs(cfg.get("generation_kwargs"))
 
     def pos_int(key: str, default: Any = None) -> int:
         v = cfg.get(key, default)
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
             raise ConfigError(f"config: {key} must be a positive integer, got {v!r}")
+        if v > MAX_COUNT:
+            raise ConfigError(f"config: {key} is {v:.3g}; at most {MAX_COUNT:.0e} (a larger one is no run)")
         return v
 
     for key in ("expected_prompt_length", "expected_completion_length"):
@@ -192,6 +232,14 @@ def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any], layers: int |
     if pos_int("expected_completion_length") > pos_int("max_completion_length"):
         raise ConfigError(f"config: expected_completion_length ({cfg['expected_completion_length']}) exceeds "
                           f"max_completion_length ({cfg['max_completion_length']}); completions stop there")
+    prompt = pos_int("expected_prompt_length")
+    # (The expected lengths past the context are the audit's own error, said there.)
+    if context is not None and prompt + pos_int("expected_completion_length") <= context \
+            < prompt + pos_int("max_completion_length"):
+        # Priced as written, the padded bound would cost tokens the policy cannot attend over.
+        raise ConfigError(f"config: max_completion_length ({cfg['max_completion_length']}) plus "
+                          f"expected_prompt_length ({cfg['expected_prompt_length']}) exceeds the policy's context "
+                          f"({context} tokens); lower max_completion_length")
     funcs = raw.get("reward_funcs")
     if funcs is not None and not (isinstance(funcs, str) or (
             isinstance(funcs, list) and all(isinstance(x, str) for x in funcs))):
@@ -260,6 +308,26 @@ def _checkpointing(cfg: dict[str, Any], flag: Any) -> tuple[bool, bool]:
     if not isinstance(reentrant, bool):
         raise ConfigError(f"config: {key}.use_reentrant must be true or false, got {reentrant!r}")
     return on, not reentrant
+
+
+def _check_generation_kwargs(spec: Any) -> None:
+    """TRL applies ``generation_kwargs`` last, over its own: beams, no KV cache or another
+    length change what generation costs, and the audit would cost the recipe without them."""
+    if spec is None:
+        return
+    if isinstance(spec, str):  # GRPOConfig also takes the dict as a JSON string
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError:
+            spec = None
+    if not isinstance(spec, dict):
+        raise ConfigError("config: generation_kwargs must be a mapping (e.g. {top_k: 50})")
+    for key, value in spec.items():
+        if key in NEUTRAL_GENERATION or (key == "num_beams" and value == 1) or (key == "use_cache" and value is True):
+            continue
+        raise ConfigError(f"config: generation_kwargs.{key} ({value!r}) changes what generation computes (beams, "
+                          "KV cache, lengths), which the audit does not cost; drop it, or set lengths with "
+                          "max_completion_length")
 
 
 def _check_reward_funcs(names: list[str]) -> None:

@@ -17,8 +17,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 @command(help="FLOPs of one forward pass and one LoRA training step at a given shape.")
 def flops(
     model: ModelOpt,
-    batch: Annotated[int, typer.Option(min=1, help="Sequences per batch.")] = 1,
-    seq: Annotated[int, typer.Option(min=1, help="Tokens per sequence.")] = 1024,
+    batch: Annotated[int, typer.Option(min=1, max=10**12, help="Sequences per batch.")] = 1,
+    seq: Annotated[int, typer.Option(min=1, max=10**12, help="Tokens per sequence.")] = 1024,
     lora_rank: Annotated[int | None, typer.Option(min=1, help="LoRA rank (default: the model's).")] = None,
     checkpointing: Annotated[bool, typer.Option(
         "--checkpointing/--no-checkpointing",

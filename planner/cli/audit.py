@@ -48,7 +48,8 @@ def audit(
 
     raw = load_recipe_file(config)
     policy, scorer = recipe_models(raw)
-    recipe = recipe_from_trl(raw, trl_defaults(), layers=policy.num_hidden_layers)
+    recipe = recipe_from_trl(raw, trl_defaults(), layers=policy.num_hidden_layers,
+                             context=policy.max_position_embeddings)
     result = audit_recipe(recipe, policy, scorer)
     data = {
         "model": policy.name,

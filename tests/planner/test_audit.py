@@ -349,3 +349,51 @@ def test_a_cpu_run_scores_every_position_and_padding_bounds_the_cost(tmp_path: P
     at_max = _audit_with(tmp_path, expected_completion_length=512)
     assert at_max["per_round"] == pytest.approx(base["padded_round"])
     assert at_max["padded_round"] == at_max["per_round"]
+
+
+@pytest.mark.parametrize(("keys", "says"), [
+    ({"use_dora": True}, "config: use_dora: DoRA adds a weight-norm step per adapted layer, which the audit does "
+                         "not cost; audit the recipe without it"),
+    ({"lora_modules_to_save": ["lm_head"]}, "config: lora_modules_to_save: it trains full copies of those modules"),
+    ({"generation_kwargs": {"num_beams": 4}}, "config: generation_kwargs.num_beams (4) changes what generation "
+                                              "computes"),
+    ({"generation_kwargs": '{"use_cache": false}'}, "config: generation_kwargs.use_cache (False) changes"),
+    ({"generation_kwargs": {"max_new_tokens": 4000}}, "config: generation_kwargs.max_new_tokens (4000) changes"),
+    ({"per_device_train_batch_size": 10**23}, "config: per_device_train_batch_size is 1e+23; at most 1e+12"),
+    ({"num_iterations": 10**300}, "config: num_iterations is 1e+300; at most 1e+12"),
+    # Priced as written the padded bound was 44x the expected round, over tokens the policy
+    # cannot attend over.
+    ({"max_completion_length": 40000}, "config: max_completion_length (40000) plus expected_prompt_length"),
+])
+def test_recipe_keys_the_audit_would_cost_as_something_else_are_refused(
+        tmp_path: Path, keys: dict, says: str) -> None:
+    import yaml
+
+    raw = yaml.safe_load((EXAMPLES / "grpo_qwen2.5-1.5b_gsm8k.yaml").read_text()) | keys
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(raw))
+    res = runner.invoke(app, ["audit", str(f)])
+    assert res.exit_code == 2 and res.stderr.startswith(f"error: {says}"), res.output
+    assert res.stderr.count("\n") == 1
+
+
+def test_trl_grpo_script_keys_that_cost_nothing_are_accepted(tmp_path: Path) -> None:
+    """`trl grpo` recipes carry ModelConfig and script keys; they were refused as unknown."""
+    plain = _audit_with(tmp_path)
+    more = _audit_with(tmp_path, lora_dropout=0.05, dataset_name="openai/gsm8k", dtype="bfloat16",
+                       attn_implementation="sdpa", load_in_4bit=False, use_dora=False,
+                       generation_kwargs={"top_k": 50, "temperature": 0.9, "num_beams": 1})
+    assert more["per_round"] == plain["per_round"]
+
+
+def test_a_causal_lm_as_reward_model_is_costed_with_a_score_head(tmp_path: Path) -> None:
+    """TRL loads it for sequence classification: a Linear(d, 1) head, not the 152k-word LM head."""
+    from planner.accountant import forward_flops
+
+    scorer = get_model("qwen2.5-7b")
+    with_rm = _audit_with(tmp_path, reward_model_name_or_path="qwen2.5-7b")
+    plain = _audit_with(tmp_path)
+    extra = with_rm["per_round"]["reward"] - plain["per_round"]["reward"]
+    completions, seq = with_rm["completions_per_round"], with_rm["knobs"]["prompt_len"] + with_rm["knobs"]["completion_len"]
+    body = forward_flops(scorer, completions, seq, logit_positions=0)
+    assert extra == pytest.approx(body + completions * seq * 2 * scorer.hidden_size, rel=1e-6)
