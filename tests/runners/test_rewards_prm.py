@@ -33,7 +33,8 @@ def _as_tiny(arch):  # type: ignore[no-untyped-def]
     checkpoint whose shape is not its registry scorer's (the meter bills that shape)."""
     import dataclasses
 
-    return dataclasses.replace(arch, hidden_size=32, num_hidden_layers=1, vocab_size=23)
+    return dataclasses.replace(arch, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               num_key_value_heads=1, intermediate_size=64, vocab_size=23)
 
 
 @pytest.fixture
@@ -89,9 +90,13 @@ def test_a_scorer_checkpoint_of_another_shape_is_refused(tmp_path: Path) -> None
     from planner.registry import get_model
 
     _tiny_prm(tmp_path, [1])
-    with pytest.raises(ConfigError, match=r"^scorer_path: .* has \(hidden, layers, vocab\) = \(32, 1, 23\) but "
-                                          r"skywork-prm-1.5b is"):
+    with pytest.raises(ConfigError, match=r"^scorer_path: .* has hidden_size 32 \(skywork-prm-1.5b: 1536\)"):
         load_prm(tmp_path, get_model("skywork-prm-1.5b"))
+    import dataclasses  # every priced size counts, not only hidden, layers and vocabulary
+
+    wider = dataclasses.replace(_as_tiny(get_model("skywork-prm-1.5b")), intermediate_size=256)
+    with pytest.raises(ConfigError, match=r"has intermediate_size 64 \(skywork-prm-1.5b: 256\)"):
+        load_prm(tmp_path, wider)
 
 
 def test_missing_scorer_for_family_is_a_config_error(tmp_path: Path) -> None:
