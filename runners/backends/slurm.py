@@ -47,8 +47,16 @@ class SlurmBackend(ThrottledQueue):
         extra: dict[str, Any] | None = None,
     ) -> None:
         submitit = require("submitit", "slurm")
+        # submitit makes its folder (DIR/.submitit, and DIR) at once: a refusal below must
+        # leave no empty store behind.
+        new = [d for d in (Path(folder).parent, Path(folder)) if not d.exists()]
         self._ex = submitit.AutoExecutor(folder=str(Path(folder) / "%j"), cluster=cluster)
         if cluster is None and self._ex.cluster != "slurm":
+            for d in reversed(new):
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
             # submitit falls back to local processes without a word; a user who asked for
             # SLURM would find a cluster's worth of runs on the login node.
             raise ConfigError(

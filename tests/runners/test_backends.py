@@ -114,6 +114,10 @@ def test_slurm_without_slurm_is_refused_not_run_locally(tmp_path: Path) -> None:
     pytest.importorskip("submitit")
     with pytest.raises(ConfigError, match=r'no sbatch on PATH.*cluster = "local"'):
         make_backend("slurm", data=tmp_path)
+    # submitit makes its folder at once: a refused backend left DIR/.submitit (and DIR).
+    with pytest.raises(ConfigError, match="no sbatch on PATH"):
+        make_backend("slurm", data=tmp_path / "store")
+    assert not (tmp_path / "store").exists() and not (tmp_path / ".submitit").exists()
 
 
 def test_cuda_without_gpus_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
