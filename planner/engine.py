@@ -8,6 +8,7 @@ Implementations register under entry-point groups (see ``pyproject.toml``):
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -18,8 +19,15 @@ from planner.schema import Proposal, RunRecord
 
 __all__ = [
     "Engine", "ProgressFn", "RecordStore", "StoreScan", "available_engines", "check_same_source", "check_same_weights", "diverged", "engine_source",
-    "failure_kind", "load_engine", "nonfinite_fields", "one_line", "open_batches", "open_store", "prepare_engine",
+    "failure_kind", "is_device", "load_engine", "nonfinite_fields", "one_line", "open_batches", "open_store", "prepare_engine",
 ]
+
+
+def is_device(value: object) -> bool:
+    """Whether ``value`` names a device the trl engine runs on: ``cpu``, ``cuda`` or ``cuda:N``
+    (checked at each door: ``--device``, ``-o device=``, the engine itself)."""
+    return isinstance(value, str) and re.fullmatch(r"cpu|cuda(:\d+)?", value) is not None
+
 
 # progress(phase, flops_so_far, budget, info) -- called by engines during a run.
 ProgressFn = Callable[[str, float, float, dict[str, Any]], None]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -136,7 +135,9 @@ def engine_options(engine: str, options: list[str] | None, world: str | None,
             raise ConfigError(f"device: --device {device} and -o device={opts['device']} disagree; give one")
         opts["device"] = device
     dev = opts.get("device")
-    if engine == "trl" and dev is not None and not (isinstance(dev, str) and re.fullmatch(r"cpu|cuda(:\d+)?", dev)):
+    from planner.engine import is_device
+
+    if engine == "trl" and dev is not None and not is_device(dev):
         # Checked here for -o device= as for --device: the backend reads it before the engine.
         raise ConfigError(f"device: {dev!r} is not cpu, cuda or cuda:N")
     return opts

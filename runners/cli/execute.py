@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -47,6 +46,7 @@ def execute(
     progress: Annotated[bool, typer.Option(help="Live progress table on stderr.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
+    from planner.engine import is_device
     from planner.errors import ConfigError
     from planner.proposals import read_proposals
     from planner.schema import check_seed_count
@@ -59,7 +59,7 @@ def execute(
         raise ConfigError(f"retries: must be >= 0, got {retries}")
     if timeout_min is not None and not (math.isfinite(timeout_min) and timeout_min > 0):
         raise ConfigError(f"timeout-min: must be a positive number of minutes, got {timeout_min}")
-    if device is not None and not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+    if device is not None and not is_device(device):
         raise ConfigError(f"device: {device!r} is not cpu, cuda or cuda:N")
     for flag, value in (("gpus-per-run", gpus_per_run), ("cpus-per-run", cpus_per_run), ("mem-gb", mem_gb),
                         ("time-min", time_min)):

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.accountant import LoRA
-from planner.engine import ProgressFn
+from planner.engine import ProgressFn, is_device
 from planner.errors import ConfigError
 from planner.registry import get_model, get_reward, scorer_for
 from planner.schema import ComputeCard, FlopsSplit, Proposal, RunRecord
@@ -161,7 +161,7 @@ class TrlEngine:
             raise ConfigError(f"engine trl: option 'quick' must be true or false, got {quick!r}")
         _check_option_types(opts)
         _check_training_data(opts)
-        if not (isinstance(device, str) and re.fullmatch(r"cpu|cuda(:\d+)?", device)):
+        if not is_device(device):
             raise ConfigError(f"engine trl: device must be cpu, cuda or cuda:N, got {device!r}")
         if cache_dir is not None and not (isinstance(cache_dir, str | Path) and str(cache_dir)):
             raise ConfigError(f"engine trl: option 'cache_dir' must be a folder path, got {cache_dir!r}")
@@ -178,10 +178,10 @@ class TrlEngine:
         # nor runs with other outcome options (None when all are defaults: older stores match).
         # An option given at its default is the default run: the store must not refuse the
         # runs made without it (learning_rate's default depends on the model, so it stays).
-        defaults = {"eval_samples": 64 if quick else 256, "micro_batches": 1, "dataset": "polaris"}
+        self.defaults = {"eval_samples": 64 if quick else 256, "micro_batches": 1, "dataset": "polaris"}
         self.source = {"quick": self.quick,
                        "options": {k: opts[k] for k in _OUTCOME_OPTIONS
-                                   if k in opts and not (k in defaults and opts[k] == defaults[k])} or None}
+                                   if k in opts and not (k in self.defaults and opts[k] == self.defaults[k])} or None}
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else None
         self.opts = opts
 

@@ -227,9 +227,9 @@ def _execute(engine: Any, proposal: Proposal, seed: int, state: RunState,
     from runners.rewards import build_reward_system
 
     _quiet_transformers()
-    plan, opts, device = proposal.plan, engine.opts, engine.device
+    plan, opts, device = proposal.plan, {**engine.defaults, **engine.opts}, engine.device
     # Before the loads and the base evaluation: a refusal after them wasted both.
-    micro_batch_steps(plan, int(opts.get("micro_batches", 1)))
+    micro_batch_steps(plan, int(opts["micro_batches"]))
     arch = state.policy
     state.planned = plan.flops.model_dump()
     set_seed(seed)
@@ -243,12 +243,12 @@ def _execute(engine: Any, proposal: Proposal, seed: int, state: RunState,
         # Same recipe (quick or full) and cache as the policy.
         scorer_path = ensure_prm(state.scorer.name, quick=engine.quick, cache_dir=engine.cache_dir)  # type: ignore[arg-type]
     rewards = build_reward_system(plan.reward, arch.family, device=device, scorer_path=scorer_path)
-    n_eval = int(opts.get("eval_samples", 64 if engine.quick else 256))
+    n_eval = int(opts["eval_samples"])
 
     n_rows = min(MAX_STEPS_FACTOR * plan.total_prompts + plan.prompts_per_round, MAX_TRAIN_ROWS)
     # Qwen runs measure `native` on training-distribution prompts they never train on.
     n_held = 0 if arch.family == "tiny" else n_eval
-    rows = train_rows(arch, n_rows + n_held, seed, dataset=opts.get("dataset", "polaris"),
+    rows = train_rows(arch, n_rows + n_held, seed, dataset=opts["dataset"],
                       data_path=opts.get("data_path"))
     held, rows = split_held(rows, n_held)
 
@@ -278,7 +278,7 @@ def _execute(engine: Any, proposal: Proposal, seed: int, state: RunState,
     # (mkdtemp left one behind per run).
     out_dir = tempfile.TemporaryDirectory(prefix="race-trl-")
     config = grpo_config(plan, device=device, seed=seed, learning_rate=lr,
-                         micro_batches=int(opts.get("micro_batches", 1)), use_vllm=bool(opts.get("use_vllm")),
+                         micro_batches=int(opts["micro_batches"]), use_vllm=bool(opts.get("use_vllm")),
                          output_dir=out_dir.name)
     data = Dataset.from_list(rows)
     trainer_ref: list[Any] = []
@@ -322,6 +322,6 @@ def _execute(engine: Any, proposal: Proposal, seed: int, state: RunState,
         "eval_samples": n_eval,
         "eval_seed": EVAL_SEED,
         "reward_means": [round(x, 4) for x in trainer.generated_reward_means],
-        "train_prompts": "tiny-world train split" if arch.family == "tiny" else opts.get("dataset", "polaris"),
+        "train_prompts": "tiny-world train split" if arch.family == "tiny" else opts["dataset"],
     }
     return metrics, provenance
