@@ -156,7 +156,7 @@ def load_policy(path: str, arch: Architecture, tokenizer: Any, *, device: str) -
         attn_implementation="sdpa" if cuda else "eager",
     )
     # The meter converts tokens with the registry's shapes: any other size would mis-bill
-    # (a wider MLP alone made a run cost 3x what its card said).
+    # (a wider MLP alone made a run cost more than its card said).
     if (off := shape_mismatch(model.config, arch)) is not None:
         raise ConfigError(f"policy_path: {path} has {off}; point at a checkpoint of {arch.name}")
     gen = model.generation_config

@@ -63,7 +63,7 @@ class FlopMeterCallback(TrainerCallback):
     def _pause_during_evaluation(self, trainer: Any) -> None:
         """Evaluation (``eval_strategy``) generates and scores through the hooked model,
         but spends nothing on the run's allocation: billed, its generation counted as
-        search and its loss forwards as log-prob passes (rho 0.68 -> 0.55 in one run), and
+        search and its loss forwards as log-prob passes (rho and the totals moved), and
         the budget guard stopped training early. No callback event opens an evaluation,
         so the trainer's ``evaluate`` is wrapped (the training loop calls it there)."""
         original = trainer.evaluate

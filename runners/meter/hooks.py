@@ -339,7 +339,7 @@ def _checkpointing(module: Any) -> tuple[bool, bool]:
     ``functools.partial`` of torch's ``checkpoint`` with the run's kwargs: its own default
     is ``use_reentrant=False`` (early stop); kwargs without the key (TRL passes the
     config's dict as it is) leave torch 2.13 its default, reentrant, which recomputes each
-    layer whole -- ~9% more learning FLOPs for q/v adapters on Qwen2.5."""
+    layer whole (``train_pass_flops(..., checkpoint_early_stop=False)``)."""
     flag = getattr(type(module), "is_activation_checkpointing", None)
     on = bool(module.is_activation_checkpointing) if flag is not None else \
         bool(getattr(module, "is_gradient_checkpointing", False))
