@@ -39,17 +39,23 @@ class ParallelBatches:
         backend: str = "local",
         engine_options: Mapping[str, Any] | None = None,
         backend_options: Mapping[str, Any] | None = None,
+        backend_config: str | Path | None = None,
         timeout_s: float | None = None,
     ) -> None:
-        from runners.backends import make_backend
+        """``backend_config``: a ``--backend-config`` TOML; its table for ``backend`` is
+        read, and ``backend_options`` win over it (as flags do in ``runners execute``)."""
+        from runners.backends import BACKENDS, make_backend
+        from runners.backends.config import backend_options as settings
         from runners.task import make_engine, placed_options
 
         self.engine, self.data, self.workers = engine, Path(data), workers
         self.engine_options = dict(engine_options or {})
         self.timeout_s = timeout_s
+        # An unknown backend: make_backend names it and the known ones.
+        opts = settings(backend, backend_config, dict(backend_options or {})) if backend in BACKENDS else {}
         placed = placed_options(make_engine(engine, self.engine_options), self.engine_options)
         self._backend = make_backend(backend, workers=workers, data=self.data, engine_options=placed,
-                                     timeout_s=timeout_s, **dict(backend_options or {}))
+                                     timeout_s=timeout_s, **opts)
 
     def __call__(self, pairs: Sequence[tuple[Proposal, int]]) -> list[RunRecord]:
         from runners.execution import execute

@@ -273,6 +273,7 @@ def race(
     quiet: Annotated[bool, typer.Option(help="No live progress display.")] = False,
     workers: Annotated[int, typer.Option(min=1, help="Runs of a round in flight at once, each in its own worker process (1 = in this process, one after another). ours' acquisition rounds then hold at least N runs, the next best picks of its batch, so no worker idles; the pilot and anchor rounds are the same as with 1. A tiny-world run uses one core, so 2 suits a 2-core laptop.")] = 1,
     backend: Annotated[str | None, typer.Option(parser=nonempty, help="Where the workers run: local, ray or slurm, as in `runners execute` (default local when --workers > 1).")] = None,
+    backend_config: Annotated[Path | None, typer.Option(parser=path_value, help="TOML with \\[local]/\\[ray]/\\[slurm] settings, as in `runners execute`; the --backend's table is read.")] = None,
 ) -> None:
     from planner.cli.race_display import RaceDisplay
     from planner.engine import (
@@ -312,9 +313,13 @@ def race(
         ours_opts["min_batch"] = -(-workers // seeds)  # proposals that keep every worker busy
     strat = make_strategy(strategy, problem, seed, **ours_opts)
     parallel = None  # built before the store is opened: a bad backend leaves no trace
+    if backend_config is not None and workers == 1 and backend is None:
+        # In-process runs read no backend settings: a config given here would be dropped unread.
+        raise ConfigError("backend-config: a race runs in this process unless --workers > 1 or --backend is "
+                          "given; pass one of them, or drop --backend-config")
     if workers > 1 or backend is not None:
         parallel = open_batches(engine=engine, data=data, workers=workers, backend=backend or "local",
-                                engine_options=opts)
+                                engine_options=opts, backend_config=backend_config)
     try:
         store = open_store(data)
         # The race reads them again; here to say what it must skip, and to refuse another

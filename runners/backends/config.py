@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from planner.errors import ConfigError
 from planner.schema import first_error
 
-__all__ = ["BackendConfig", "LocalOptions", "RayOptions", "SlurmOptions", "load_backend_config", "validate_options"]
+__all__ = ["BackendConfig", "LocalOptions", "RayOptions", "SlurmOptions", "backend_options", "load_backend_config", "validate_options"]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -128,3 +128,13 @@ def load_backend_config(path: str | Path) -> BackendConfig:
         return BackendConfig.model_validate(raw)
     except Exception as exc:
         raise _config_error("backend-config", exc, BackendConfig) from None
+
+
+def backend_options(name: str, config: str | Path | None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The settings backend ``name`` gets: its table of the ``--backend-config`` file (only
+    the keys set there), then ``overrides`` (the flags) on top. ``name`` must be known."""
+    opts: dict[str, Any] = {}
+    if config is not None:
+        opts.update(getattr(load_backend_config(config), name).model_dump(exclude_unset=True))
+    opts.update(overrides or {})
+    return opts

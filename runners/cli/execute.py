@@ -132,16 +132,11 @@ def _check_backend_flags(backend: str, given: dict[str, Any]) -> None:
 def _backend_options(name: str, config: Path | None, *flag_sets: dict[str, Any]) -> dict[str, Any]:
     from planner.errors import ConfigError
     from runners.backends import BACKENDS
-    from runners.backends.config import load_backend_config
+    from runners.backends.config import backend_options
 
     if name not in BACKENDS:
         raise ConfigError(f"backend: unknown backend {name!r}; use one of: {', '.join(BACKENDS)}")
-    opts: dict[str, Any] = {}
-    if config is not None:
-        opts.update(getattr(load_backend_config(config), name).model_dump(exclude_unset=True))
-    for flags in flag_sets:
-        opts.update({k: v for k, v in flags.items() if v is not None})
-    return opts
+    return backend_options(name, config, {k: v for flags in flag_sets for k, v in flags.items() if v is not None})
 
 
 @command(help="List the records in a pilot store: ok runs, failed attempts, corrupt files.")

@@ -81,3 +81,40 @@ def test_workers_fill_the_rounds_after_the_anchors(tmp_path: Path) -> None:
     doc = json.loads((data / "regimes.json").read_text())
     assert (doc["runs"], doc["rounds"], doc["stop_reason"]) == (8, 3, "max-runs")
     assert len(PilotStore(data).run_ids()) == 8
+
+
+def _sim_race(data: Path, *extra: str) -> object:
+    return runner.invoke(app, ["race", "--engine", "sim", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                               "--budget", "1e16", "--max-runs", "2", "--data", str(data), "--quiet", *extra])
+
+
+def test_race_reads_the_backend_config_of_its_backend(tmp_path: Path) -> None:
+    """The slurm backend's own refusal (no sbatch here) points at ``cluster = "local"`` in
+    --backend-config; the race takes that file as `runners execute` does."""
+    import shutil
+
+    if shutil.which("sbatch"):
+        pytest.skip("SLURM is installed here: the refusal this test starts from does not happen")
+    cfg = tmp_path / "backend.toml"
+    cfg.write_text(f'[slurm]\ncluster = "local"\ntime_min = 5\nfolder = "{tmp_path / "jobs"}"\n')
+    refused = _sim_race(tmp_path / "no", "--backend", "slurm")
+    assert refused.exit_code == 2 and 'cluster = "local"' in refused.output and "--backend-config" in refused.output
+    res = _sim_race(tmp_path / "d", "--backend", "slurm", "--backend-config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert len(PilotStore(tmp_path / "d").run_ids()) == 2
+    assert any((tmp_path / "jobs").iterdir())  # the folder set in the file, not the default
+
+
+@pytest.mark.parametrize(("text", "extra", "message"), [
+    ('[slurm]\nclusterr = "local"\n', ["--backend", "slurm"], "backend-config: field 'slurm.clusterr'"),
+    ("[slurm\n", ["--backend", "slurm"], "is not valid TOML"),
+    ('[local]\n', [], "backend-config: a race runs in this process"),
+])
+def test_bad_backend_config_is_refused_before_the_store_exists(tmp_path: Path, text: str, extra: list[str],
+                                                                message: str) -> None:
+    cfg = tmp_path / "backend.toml"
+    cfg.write_text(text)
+    data = tmp_path / "d"
+    res = _sim_race(data, "--backend-config", str(cfg), *extra)
+    assert res.exit_code == 2 and message in " ".join(res.output.split()), res.output
+    assert not data.exists()
