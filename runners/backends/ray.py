@@ -54,16 +54,23 @@ class RayBackend(ThrottledQueue):
                 raise ConfigError(f"backend: could not start a local Ray ({why})") from None
             self._started = True
         num_gpus = gpus_per_run if gpus_per_run is not None else (1.0 if cuda else 0.0)
-        if num_gpus > 0 and not address:
-            # A Ray on this machine (started here or before) has the GPUs it will ever have:
-            # a task asking for one where there are none waits forever, without a word. (A
-            # cluster may add GPU nodes as tasks queue, so there it is the scheduler's call.)
-            have = float(ray.cluster_resources().get("GPU", 0.0))
-            if have < num_gpus:
+        if not address:
+            # A Ray on this machine (started here or before) has the CPUs and GPUs it will ever
+            # have: a task asking for more waits forever, without a word. (A cluster may add
+            # nodes as tasks queue, so there it is the scheduler's call.)
+            have = ray.cluster_resources()
+            cpus, gpus = float(have.get("CPU", 0.0)), float(have.get("GPU", 0.0))
+            why = None
+            if num_gpus > 0 and gpus < num_gpus:
+                why = (f"device: each run asks Ray for {num_gpus:g} GPU but this machine's Ray has {gpus:g}; "
+                       "use --device cpu, or --ray-address of a cluster with GPUs")
+            elif cpus_per_run > cpus:
+                why = (f"cpus-per-run: each run asks Ray for {cpus_per_run:g} CPUs but this machine's Ray has "
+                       f"{cpus:g}; ask for at most {cpus:g}, or give --ray-address of a cluster with larger nodes")
+            if why:
                 if self._started:
                     ray.shutdown()
-                raise ConfigError(f"device: each run asks Ray for {num_gpus:g} GPU but this machine's Ray has "
-                                  f"{have:g}; use --device cpu, or --ray-address of a cluster with GPUs")
+                raise ConfigError(why)
         # max_retries=0: retries are ours (they count attempts and keep failed records).
         self._remote = ray.remote(num_cpus=cpus_per_run, num_gpus=num_gpus, max_retries=0)(run_task)
         super().__init__(limit=workers)  # at most this many runs in flight, whatever the cluster size

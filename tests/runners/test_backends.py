@@ -374,3 +374,11 @@ def test_ray_on_this_machine_without_a_gpu_refuses_cuda(local_ray, tmp_path: Pat
     with pytest.raises(ConfigError, match="each run asks Ray for 1 GPU but this machine's Ray has 0"):
         make_backend("ray", data=tmp_path, engine_options={"device": "cuda"})
     assert local_ray.is_initialized()  # a Ray it did not start is left running
+
+
+def test_ray_on_this_machine_refuses_more_cpus_per_run_than_it_has(local_ray, tmp_path: Path) -> None:
+    """As for GPUs: a task asking the local Ray (2 CPUs here) for 3 would wait forever."""
+    with pytest.raises(ConfigError, match=r"^cpus-per-run: each run asks Ray for 3 CPUs but this machine's Ray has 2;"):
+        make_backend("ray", data=tmp_path, cpus_per_run=3)
+    assert local_ray.is_initialized()
+    make_backend("ray", data=tmp_path, cpus_per_run=2).close()  # all it has is allowed
