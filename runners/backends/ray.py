@@ -41,6 +41,7 @@ class RayBackend(ThrottledQueue):
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
             if address:
                 kwargs["address"] = address
+                _check_answers(address)
             try:
                 with _keep_sigterm_handler():
                     ray.init(**kwargs)
@@ -111,6 +112,34 @@ class RayBackend(ThrottledQueue):
         self._running.clear()
         if self._started:
             self._ray.shutdown()
+
+
+PROBE_S = 10.0
+
+
+def _check_answers(address: str, timeout_s: float | None = None) -> None:
+    """Refuse a ``HOST:PORT`` (or ``ray://HOST:PORT``) where no gRPC server answers within
+    ``timeout_s`` (default :data:`PROBE_S`): ``ray.init`` retries such an address for many minutes, logging warnings,
+    before it gives up (measured: still waiting after 5 min). Ray's GCS and its client
+    server both speak gRPC. Other forms (``auto``, ``local``) are left to Ray."""
+    import grpc  # a dependency of ray
+
+    timeout_s = PROBE_S if timeout_s is None else timeout_s
+
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not (sep and host and port.isdigit()):
+        return  # not HOST:PORT: ray.init says what is wrong with it
+    channel = grpc.insecure_channel(target)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout_s)
+    except grpc.FutureTimeoutError:
+        raise ConfigError(
+            f"ray-address: nothing answers at {address!r} within {timeout_s:g} s; start the cluster "
+            "(`ray start --head`) or give its address (HOST:6379, or ray://HOST:10001)"
+        ) from None
+    finally:
+        channel.close()
 
 
 @contextmanager
