@@ -95,9 +95,9 @@ class Truth:
           axis on which the truth's own rho* is defined (it scores 0 there). Every strategy
           is scored on it whether it recommends a measured (achieved) rho or a requested one.
         * ``"snapped"`` (the rule of the stored results before it): ``rho`` read as a
-          *requested* rho, snapped to the sim's 0.005 grid and compiled; a plan's achieved
-          rho, re-requested, can compile to another plan, so the truth's own rho* lost up
-          to 0.008 under it (contrast 3b prm).
+          *requested* rho and compiled (until 12-03 snapped to the sim's 0.005 grid first);
+          a plan's achieved rho, re-requested, can compile to another plan, so the truth's
+          own rho* lost up to 0.008 under it then (contrast 3b prm; 0.0004 now).
         """
         f = self.f[s]
         same = regime in f.tied_regimes

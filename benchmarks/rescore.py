@@ -5,8 +5,8 @@ changed), scored two ways by :meth:`bench_scoring.Truth.score`:
 
 * ``frontier``: the truth frontier's value at the achieved rho nearest the recommendation
   (the current rule; the truth's own rho* scores 0);
-* ``snapped``: the recommendation read as a requested rho on the sim's 0.005 grid and
-  compiled (the rule of the results stored before it).
+* ``snapped``: the recommendation read as a requested rho and compiled (the rule of the
+  results stored before it, when the sim also snapped it to a 0.005 grid first).
 
 Per world and pooled it prints each strategy's median regret under both rules, and
 ours' paired comparison with each equal-spend baseline under each (``paired_regret``).

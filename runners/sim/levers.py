@@ -3,10 +3,13 @@
 ``compile_plan`` costs about a millisecond, far too slow for 10,000 runs a second. It picks
 its levers (G, K, mu) from the requested rho alone and then the prompt count
 ``N = max(1, round(budget / per_prompt_total))``; it only looks further down its ranking
-when that N misses the budget by more than 2% (tiny budgets). So we compile each point of
-a dense rho grid once at an effectively unlimited budget, scale N per budget in numpy, and
-call ``compile_plan`` itself (cached) only for the rare points where N misses the budget.
-The result equals ``compile_plan(model, reward, grid_rho, budget)`` exactly.
+when that N misses the budget by more than 2% (tiny budgets). Its choice is a step
+function of the request (:func:`planner.reach.request_map`, exact), so we compile one
+request per distinct plan once at an effectively unlimited budget, scale N per budget in
+numpy, and call ``compile_plan`` itself (cached) only where N misses the budget, at a
+request of the same interval (same ranking). The result equals ``compile_plan(model,
+reward, rho, budget)``'s levers for any rho in (0, 1) (a request exactly on one of the
+step function's edges, a set of measure zero, may take either neighbour's plan).
 """
 
 from __future__ import annotations
@@ -16,13 +19,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from planner.compiler import BUDGET_TOLERANCE, CompileOptions, achievable_rho_range, compile_plan
+from planner.compiler import BUDGET_TOLERANCE, compile_plan
 from planner.errors import InfeasibleError
+from planner.reach import request_map
 from planner.schema import RunPlan
 
-__all__ = ["GRID_STEP", "LeverTable", "Levers", "lever_table", "levers_at", "levers_of_plan"]
+__all__ = ["LeverTable", "Levers", "lever_table", "levers_at", "levers_of_plan"]
 
-GRID_STEP = 0.005  # half the compiler's 0.01 rho bins: every distinct plan is on the grid
 _UNLIMITED = 1e30  # a budget so large that the first-ranked levers always land it
 
 
@@ -43,7 +46,12 @@ class Levers:
 
 @dataclass(frozen=True)
 class LeverTable:
-    """Compiled levers on the grid ``lo, lo + step, ..., hi`` of requested rho."""
+    """Compiled levers of every distinct plan of (model, reward), one per entry of ``grid``
+    (a request that compiles to it, sorted), and the map from any request to its entry.
+
+    ``slot`` ``(m,)``: the entry each interval of ``edges`` compiles to (-1: out of reach);
+    ``mid`` ``(m,)``: a request inside each interval (same ranking at every budget).
+    """
 
     model: str
     reward: str
@@ -55,35 +63,47 @@ class LeverTable:
     kept: np.ndarray
     iterations: np.ndarray
     per_prompt: np.ndarray  # (n, 3): search, learning, reward FLOPs per prompt
+    edges: np.ndarray
+    slot: np.ndarray
+    mid: np.ndarray
 
-    def index(self, rho: np.ndarray) -> np.ndarray:
-        """Nearest grid point of each requested rho; InfeasibleError if out of reach."""
-        tol = CompileOptions().rho_tolerance
-        bad = (rho < self.lo - tol) | (rho > self.hi + tol) | ~np.isfinite(rho)
+    def interval(self, rho: np.ndarray) -> np.ndarray:
+        """The interval of ``edges`` holding each requested rho; InfeasibleError if any is
+        out of reach (outside (0, 1), or no plan within the compiler's tolerance)."""
+        rho = np.asarray(rho, float)
+        j = np.searchsorted(self.edges, rho, side="right") - 1
+        j = np.clip(j, 0, len(self.slot) - 1)
+        bad = ~np.isfinite(rho) | (rho <= 0) | (rho >= 1) | (self.slot[j] < 0)
         if np.any(bad):
-            r = float(np.asarray(rho)[bad].flat[0])
+            r = float(rho[bad].flat[0])
             raise InfeasibleError(
                 f"rho: {r:.3f} is out of reach for {self.model} with {self.reward} rewards "
                 f"(levers reach [{self.lo:.3f}, {self.hi:.3f}])",
                 field="rho",
                 nearest=min(max(r, self.lo), self.hi) if np.isfinite(r) else None,
             )
-        i = np.rint((rho - self.lo) / GRID_STEP).astype(np.int64)
-        return np.clip(i, 0, len(self.grid) - 1)
+        return j
+
+    def index(self, rho: np.ndarray) -> np.ndarray:
+        """The entry (of ``grid``) each requested rho compiles to; InfeasibleError if out of reach."""
+        return self.slot[self.interval(rho)]
 
 
 @lru_cache(maxsize=128)
 def lever_table(model: str, reward: str) -> LeverTable:
-    """Tabulate the compiler's lever choice on the dense rho grid of (model, reward)."""
-    lo, hi = achievable_rho_range(model, reward)
-    grid = np.append(np.arange(lo, hi, GRID_STEP), hi)
-    plans = [compile_plan(model, reward, float(r), _UNLIMITED) for r in grid]
+    """Tabulate the compiler's lever choice for every plan a request can reach."""
+    rm = request_map(model, reward)
+    reps = rm.representatives()
+    winners = rm.winner[rm.interval(reps)]
+    slot_of = {int(w): i for i, w in enumerate(winners)}
+    slot = np.array([slot_of.get(int(w), -1) for w in rm.winner], dtype=np.int64)
+    plans = [compile_plan(model, reward, float(r), _UNLIMITED) for r in reps]
     return LeverTable(
         model=model,
         reward=reward,
-        lo=lo,
-        hi=hi,
-        grid=grid,
+        lo=float(rm.rho.min()),
+        hi=float(rm.rho.max()),
+        grid=reps,
         rho=np.array([p.rho for p in plans]),
         generated=np.array([p.completions_per_prompt for p in plans], dtype=float),
         kept=np.array([p.completions_kept for p in plans], dtype=float),
@@ -92,6 +112,9 @@ def lever_table(model: str, reward: str) -> LeverTable:
             [[p.flops_per_prompt.search, p.flops_per_prompt.learning, p.flops_per_prompt.reward]
              for p in plans]
         ),
+        edges=rm.edges,
+        slot=slot,
+        mid=np.round(rm.midpoints, 9),
     )
 
 
@@ -118,12 +141,13 @@ def levers_of_plan(plan: RunPlan) -> Levers:
 
 
 def levers_at(model: str, reward: str, rho: np.ndarray, budget: np.ndarray) -> Levers:
-    """Levers ``compile_plan`` picks for each (grid-snapped rho, budget); flat arrays."""
+    """Levers ``compile_plan`` picks for each (rho, budget); flat arrays."""
     t = lever_table(model, reward)
     rho, budget = (
         np.ravel(a) for a in np.broadcast_arrays(np.asarray(rho, float), np.asarray(budget, float))
     )
-    i = t.index(rho)
+    j = t.interval(rho)
+    i = t.slot[j]
     per_prompt = t.per_prompt[i]
     total = per_prompt.sum(axis=-1)
     prompts = np.maximum(1.0, np.rint(budget / total))
@@ -133,12 +157,13 @@ def levers_at(model: str, reward: str, rho: np.ndarray, budget: np.ndarray) -> L
     # Where N misses the budget by > 2% the compiler looks further down its ranking.
     miss = np.abs(prompts * total - budget) > BUDGET_TOLERANCE * budget
     if miss.any():
-        # Few distinct (grid point, budget) pairs miss; compile each once (cached).
-        pairs, inverse = np.unique(np.stack([i[miss], budget[miss]], axis=1), axis=0,
+        # Few distinct (interval, budget) pairs miss; compile each once (cached), at a
+        # request inside the interval: the same ranking, so the same fallback.
+        pairs, inverse = np.unique(np.stack([j[miss], budget[miss]], axis=1), axis=0,
                                    return_inverse=True)
         fixed = np.full((len(pairs), 8), np.nan)
-        for row, (gi, b) in enumerate(pairs):
-            plan = _compiled(model, reward, float(t.grid[int(gi)]), float(b))
+        for row, (ji, b) in enumerate(pairs):
+            plan = _compiled(model, reward, float(t.mid[int(ji)]), float(b))
             if plan is not None:
                 one = levers_of_plan(plan)
                 fixed[row] = [one.rho[0], one.prompts[0], one.generated[0], one.kept[0],

@@ -1,8 +1,8 @@
 """The vectorised simulator: many (rho, budget) runs of one setting in one numpy call.
 
 ``simulate`` is what benchmarks and the truth mode use; the ``sim`` engine runs the same
-mechanism on one compiled plan. For a rho on the lever grid (``runners.sim.levers``) both
-give the same noise-free value.
+mechanism on one compiled plan. A rho in (0, 1) gets the plan ``compile_plan`` would
+compile for it (``runners.sim.levers``), so both give the same noise-free value.
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def simulate(
 
     ``seed=None`` is the noise-free truth; an integer seed adds the world's noise,
     reproducibly, independently across worlds, settings, targets and budgets (the whole
-    budget array is part of the key: the same call draws the same noise). Each rho snaps
-    to the nearest point of a 0.005 grid of compiled plans; rho out of the compiler's
+    budget array is part of the key: the same call draws the same noise). Each rho runs
+    the plan ``compile_plan`` picks for it; rho outside (0, 1) or out of the compiler's
     reach raises :class:`~planner.errors.InfeasibleError`.
     """
     check_target(target)

@@ -1,9 +1,12 @@
 """Truth mode: the noise-free frontier of one setting, its argmax rho* and the regime there.
 
 The frontier is defined on the compiler's reachable rho range only (other rho values have
-no plan): every point of the 0.005 lever grid is compiled at the requested budget,
-simulated without noise, and reported at the rho its plan actually achieves (grid points
-that compile to the same plan are merged). The regime is the largest share of C_total at
+no plan): every plan a request can compile to (one request per plan,
+:func:`planner.reach.request_map`) is compiled at the requested budget, simulated without
+noise, and reported at the rho its plan actually achieves (requests that compile to the
+same plan at this budget are merged). Until 12-03 it took the plans of a 0.005 grid of
+requests, which missed a quarter to two fifths of them and called paper 1.5b prm
+update-heavy where a reward-heavy plan is 0.00006 better. The regime is the largest share of C_total at
 rho*, labelled by :func:`planner.regime.regime_labels` (search-heavy / update-heavy /
 reward-heavy), so the truth and the planner label allocations the same way.
 """
@@ -16,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.reach import request_map
 from runners.sim.dynamics import learn
 from runners.sim.levers import lever_table, levers_at
 from runners.sim.simulate import check_target
@@ -125,7 +129,11 @@ def frontier(
     check_target(target)
     w = load_world(world)
     table = lever_table(model, reward)
-    lv = levers_at(model, reward, table.grid, np.full(table.grid.shape, float(budget)))
+    # One request per plan the compiler can pick at this budget: where the first-ranked
+    # levers miss a small budget it walks down its ranking, to plans no unlimited-budget
+    # choice names.
+    reps = request_map(model, reward, budget=float(budget)).representatives()
+    lv = levers_at(model, reward, reps, np.full(reps.shape, float(budget)))
     ok = np.isfinite(lv.prompts)
     if not ok.any():
         near = _nearest_feasible_budget(model, reward, table.grid, float(budget))

@@ -148,15 +148,16 @@ def test_from_json_prints_a_stored_file_without_racing(bench: ModuleType, tmp_pa
 
 def test_the_truths_own_call_scores_zero_regret_and_ties_count_as_right(bench: ModuleType) -> None:
     """Under the old rule (the recommendation compiled as a requested rho) the truth's own
-    rho* lost 0.008 in contrast 3b prm: a plan's achieved rho, requested, compiled to
-    another plan. Regret is read on the truth frontier's achieved-rho axis instead."""
+    rho* lost 0.008 in contrast 3b prm (0.0004 since the sim compiles any request, not
+    the nearest of a 0.005 grid): a plan's achieved rho, requested, compiles to another
+    plan. Regret is read on the truth frontier's achieved-rho axis instead."""
     import dataclasses
 
     s = Setting("qwen2.5-3b", "prm")
     truth = bench.Truth("contrast", RaceProblem((s,), budget=1e16, pilot_budget=1e15))
     f = truth.f[s]
     assert truth.score(s, f.rho_star, f.regime) == (True, 0.0, 0.0)
-    assert truth.score(s, f.rho_star, f.regime, "snapped")[2] > 0.005
+    assert truth.score(s, f.rho_star, f.regime, "snapped")[2] > 1e-4
     far = float(f.rho[np.argmin(f.value)])
     assert truth.score(s, far, f.regime)[2] == pytest.approx(f.value_star - f.value.min())
     with pytest.raises(ValueError, match="rule: unknown scoring rule"):
@@ -179,7 +180,11 @@ def test_rescore_scores_a_stored_file_under_both_rules(load_script: Callable[...
     for rule, want in (("frontier", 0.0014), ("snapped", 0.0014)):
         ours = [r for o in scored[rule] if o["strategy"] == "ours" for r in o["regret"]]
         assert float(np.median(ours)) == pytest.approx(want, abs=5e-5)
-    # The file's own scores were made under the new rule when it was written (to the last
-    # bits a machine's vectorised sums round differently: 1e-16 apart on another CPU).
-    for got, stored in zip(scored["frontier"], doc["outcomes"], strict=True):
-        assert got["regret"] == pytest.approx(stored["regret"], rel=1e-12, abs=1e-15)
+    # The file's own scores were made under the frontier rule against the truth of its day
+    # (the plans of a 0.005 grid of requests); the exact truth of 12-03 holds more plans, so
+    # a recommendation's nearest frontier point moved in about half of them (133 of 270
+    # regrets reproduce), while the medians above stay.
+    same = [abs(a - b) <= 1e-12 for got, stored in zip(scored["frontier"], doc["outcomes"], strict=True)
+            for a, b in zip(got["regret"], stored["regret"], strict=True)]
+    assert 0.3 < np.mean(same) < 1.0
+    assert all(r >= 0 for o in scored["frontier"] for r in o["regret"])

@@ -138,3 +138,32 @@ def test_a_sim_card_has_the_token_keys_of_a_metered_one() -> None:
     assert plan.num_iterations > 1 and tok["logprob_forward"] == plan.total_prompts * plan.completions_kept * seq
     one = compile_plan("qwen2.5-1.5b", "sparse", 0.3, 1e16)
     assert one.num_iterations == 1 and tokens_of_plan(one)["logprob_forward"] == 0
+
+
+@pytest.mark.parametrize(("model", "reward"), [(M15, "prm"), ("qwen2.5-3b", "prm"), ("qwen2.5-7b", "sparse")])
+def test_no_request_beats_the_truth(model: str, reward: str) -> None:
+    """The truth ranges over every plan a request can buy: before it took only the plans
+    of a 0.005 grid of requests, and a request at 0.3957 (paper 1.5b prm) ran 0.763976
+    where its rho* 0.4603 promised 0.763914, in another regime."""
+    from runners.sim.truth import frontier
+
+    f = frontier("paper", model, reward, 1e16)
+    engine = SimEngine(truth=True)
+    rng = np.random.default_rng(3)
+    for rho in [0.3957, *np.round(rng.uniform(0.05, 0.95, 60), 6)]:
+        try:
+            plan = compile_plan(model, reward, float(rho), 1e16)
+        except InfeasibleError:
+            continue
+        assert engine.run(make_proposal(plan), seed=0).metrics.native <= f.value_star + 1e-12, rho
+
+
+def test_simulate_takes_every_plan_and_refuses_rho_outside_0_1() -> None:
+    table = lever_table(M15, "prm")
+    top = float(table.hi)  # the candidate of highest rho: a grid of requests never reached it
+    plan = compile_plan(M15, "prm", top, 1e16)
+    rec = SimEngine(truth=True).run(make_proposal(plan), seed=0)
+    assert float(simulate("paper", M15, "prm", top, 1e16)) == pytest.approx(rec.metrics.native, rel=1e-12)
+    for bad in (1.0, 1.02, 0.0, -0.03):
+        with pytest.raises(InfeasibleError, match="out of reach"):
+            simulate("paper", M15, "prm", bad, 1e16)

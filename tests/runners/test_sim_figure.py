@@ -27,8 +27,8 @@ def test_gap_is_what_the_best_point_of_another_regime_loses() -> None:
 
 @pytest.mark.parametrize(("model", "reward", "regime", "gap_sd"), [
     ("qwen2.5-1.5b", "sparse", "update-heavy", 2.83), ("qwen2.5-1.5b", "prm", "reward-heavy", 0.84),
-    ("qwen2.5-3b", "sparse", "update-heavy", 1.37), ("qwen2.5-3b", "prm", "reward-heavy", 0.16),
-    ("qwen2.5-7b", "sparse", "update-heavy", 0.38), ("qwen2.5-7b", "prm", "search-heavy", 0.05),
+    ("qwen2.5-3b", "sparse", "update-heavy", 1.37), ("qwen2.5-3b", "prm", "reward-heavy", 0.14),
+    ("qwen2.5-7b", "sparse", "update-heavy", 0.45), ("qwen2.5-7b", "prm", "search-heavy", 0.03),
 ])
 def test_gap_of_the_contrast_world_is_the_one_the_benchmark_page_quotes(
         model: str, reward: str, regime: str, gap_sd: float) -> None:
