@@ -20,7 +20,7 @@ from planner.engine import ProgressFn
 from planner.errors import ConfigError
 from planner.schema import TARGETS, ComputeCard, Metrics, Proposal, RunPlan, RunRecord
 from runners.sim.dynamics import base_metrics, learn
-from runners.sim.simulate import add_noise
+from runners.sim.simulate import add_noise, seed_entropy
 from runners.sim.world import World, load_world
 
 __all__ = ["SimEngine", "tokens_of_plan"]
@@ -86,7 +86,7 @@ class SimEngine:
         # standard errors counted the two worlds as independent evidence).
         key = (f"{self.world.name}|{plan.model}|{plan.reward}|{plan.total_prompts}|{plan.completions_per_prompt}"
                f"|{plan.completions_kept}|{plan.num_iterations}")
-        return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(key.encode())])
+        return np.random.default_rng(seed_entropy(seed, zlib.crc32(key.encode())))
 
     def metrics(self, plan: RunPlan, seed: int) -> Metrics:
         """Target metrics of the plan after training (noise-free when ``truth``)."""

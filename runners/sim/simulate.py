@@ -18,7 +18,7 @@ from runners.sim.dynamics import learn
 from runners.sim.levers import levers_at
 from runners.sim.world import World, load_world
 
-__all__ = ["add_noise", "check_target", "simulate", "simulate_all"]
+__all__ = ["add_noise", "check_target", "seed_entropy", "simulate", "simulate_all"]
 
 
 def check_target(target: str) -> None:
@@ -90,4 +90,19 @@ def simulate(
     # and a target-budget call with one seed would share their noise, exactly correlated).
     budgets = np.ascontiguousarray(np.broadcast_to(np.asarray(budget, dtype=float), np.shape(values)))
     key = zlib.crc32(budgets.tobytes(), zlib.crc32(f"{w.name}|{model}|{reward}|{target}".encode()))
-    return add_noise(w, target, values, np.random.default_rng([int(seed) & 0xFFFFFFFF, key]))
+    return add_noise(w, target, values, np.random.default_rng(seed_entropy(seed, key)))
+
+
+def seed_entropy(seed: int, key: int) -> list[int]:
+    """The entropy words of a run's generator: ``[seed, key]`` for a seed in [0, 2**32) (the
+    draws of every stored run), more words beyond it. Masking a seed to 32 bits made seeds
+    0, 2**32 and 2**64 (and -1 and 2**32 - 1) draw the same noise."""
+    s = int(seed)
+    if 0 <= s < 2**32:
+        return [s, key]
+    words = [abs(s) & 0xFFFFFFFF, key]
+    rest = abs(s) >> 32
+    while rest:
+        words.append(rest & 0xFFFFFFFF)
+        rest >>= 32
+    return [*words, 1 if s < 0 else 2]  # a last word no in-range seed's list has

@@ -170,7 +170,10 @@ class _Reader:
         v = raw[name]
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise self.fail(full, f"must be a number, got {v!r}")
-        v = float(v)
+        try:
+            v = float(v)
+        except OverflowError:  # an integer past float range (TOML integers are unbounded here)
+            raise self.fail(full, f"must be in the float range, got an integer of {len(str(abs(v)))} digits") from None
         ok_lo = v > lo if lo_open else v >= lo
         ok_hi = v < hi if hi_open else v <= hi
         if not (ok_lo and ok_hi):

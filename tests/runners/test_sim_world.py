@@ -52,6 +52,8 @@ def _broken(tmp_path: Path, old: str, new: str) -> Path:
         ("prompt_cap = { native = 0.0,", "prompt_cap = { native = inf,", "dynamics.prompt_cap.native"),
         ("scale = 1000.0", "scale = inf", "models.qwen2.5-1.5b.native.scale"),
         ("[rewards.sparse]", "[rewards.spares]", "rewards.spares"),
+        # an integer past float range was an OverflowError traceback
+        ("scale = 1000.0", "scale = 1" + "0" * 400, "models.qwen2.5-1.5b.native.scale"),
     ],
 )
 def test_malformed_world_names_the_key(tmp_path: Path, old: str, new: str, key: str) -> None:
