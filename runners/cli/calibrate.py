@@ -95,6 +95,15 @@ def calibrate_cmd(
                           f"{f.ceiling_range[0]:.2f}-{f.ceiling_range[1]:.2f}",
                           f"{f.observed_gain:+.4f} / {f.predicted_gain:+.4f}", f"{f.residual_sd:.3f}")
     Console(width=140).print(table)
+    for m in wanted:
+        lifted = sorted({str(r) for r in runs[m].reward if base_world.reward(str(r)).native_lift > 0})
+        if lifted and len(lifted) == len(set(map(str, runs[m].reward))):
+            # The world's base is an answer rate; partial-credit rewards measure their own
+            # training reward, mapped back through the world's lift, an assumption of the
+            # world (the tiny PRM's base reward, 0.45, sits below its answer rate, 0.51).
+            typer.echo(f"warning: {m}: every run uses a partial-credit reward ({', '.join(lifted)}), so its native "
+                       "base is read through the world's native_lift, not measured; add runs with a "
+                       "rule reward (sparse) to measure it", err=True)
     if out is None:
         return
     text = world_text_with(resolve_world_path(world).read_text(), fits,
@@ -105,7 +114,9 @@ def calibrate_cmd(
         written = load_world(tmp)
     except ConfigError as exc:
         raise ConfigError(f"world: rewriting {str(resolve_world_path(world))!r} with the fit gave a file that "
-                          f"does not load ({str(exc).split(': ', 2)[-1]}); report it, with the world file") from None
+                          f"does not load ({str(exc).split(': ', 2)[-1]}); write each fitted policy as its own "
+                          f"[models.NAME] table (not dotted keys or an inline table under [models]), or report "
+                          "it with the world file") from None
     finally:
         tmp.unlink(missing_ok=True)
     if written.name != out.stem:

@@ -275,7 +275,8 @@ def world_text_with(text: str, calibrations: Mapping[str, Calibration], note: st
     for line in text.splitlines():
         key = _table_key(line)
         if key is not None:
-            table, skipping = key, key in drop
+            # Its sub-tables too ([models.NAME.native]): left behind they redefine the new table.
+            table, skipping = key, key[:2] in drop
         if table == ("world",) and re.match(r"""^\s*(name|"name"|'name')\s*=""", line):
             line = f"name = {_toml_string(name)}"
         if not skipping:

@@ -101,6 +101,24 @@ def test_calibrate_rewrites_any_spelling_of_the_tables(tmp_path: Path) -> None:
                                                                      abs=6e-4)
 
 
+def test_calibrate_replaces_a_policy_written_as_sub_tables(tmp_path: Path) -> None:
+    """[models.tiny-m.native] is the same policy's table: left behind, it redefined the new
+    [models.tiny-m] and the rewrite did not load."""
+    text = (ROOT / "configs" / "worlds" / "paper.toml").read_text()
+    old = "native = { base = 0.510, ceiling = 0.975, scale = 22390.0 }\n"
+    assert old in text
+    text = text.replace(old, "").replace(
+        "[models.tiny-l]", "[models.tiny-m.native]\nbase = 0.510\nceiling = 0.975\nscale = 22390.0\n\n[models.tiny-l]")
+    src = tmp_path / "sub.toml"
+    src.write_text(text)
+    assert load_world(src).capacity("tiny-m", "native").base == pytest.approx(0.510)
+    out = tmp_path / "mine.toml"
+    res = runner.invoke(app, ["calibrate", "--data", str(CAMPAIGN), "--world", str(src), "--models", "tiny-m",
+                              "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "runners calibrate" in tomllib.loads(out.read_text())["models"]["tiny-m"]["notes"]
+
+
 def test_calibrate_refuses_a_shipped_world_name_and_says_so(tmp_path: Path) -> None:
     res = runner.invoke(app, ["calibrate", "--data", str(CAMPAIGN), "--out", str(tmp_path / "paper.toml")])
     assert res.exit_code == 2 and "'paper' is a shipped world's name" in res.output
@@ -115,3 +133,17 @@ def test_calibrate_reports_corrupt_records_and_fits_the_rest(tmp_path: Path) -> 
     assert res.exit_code == 0, res.output
     assert "corrupt record skipped:" in res.output and "garbage.parquet" in res.output and "tiny-m" in res.output
     assert (store / "runs" / "garbage.parquet").exists()  # left for the user, not deleted
+
+
+def test_calibrate_warns_when_no_run_measures_the_native_base(tmp_path: Path) -> None:
+    """Runs of partial-credit rewards only: the base is the world's lift mapped back, not a
+    measurement (the tiny PRM's runs alone give tiny-m 0.22 where its answer rate is 0.51)."""
+    data = tmp_path / "prm-only"
+    (data / "runs").mkdir(parents=True)
+    for f in (CAMPAIGN / "runs").glob("tiny-m.prm.*.parquet"):
+        shutil.copy(f, data / "runs" / f.name)
+    res = runner.invoke(app, ["calibrate", "--data", str(data), "--models", "tiny-m"])
+    assert res.exit_code == 0, res.output
+    assert "warning: tiny-m: every run uses a partial-credit reward (prm)" in " ".join(res.output.split())
+    full = runner.invoke(app, ["calibrate", "--data", str(CAMPAIGN), "--models", "tiny-m"])
+    assert full.exit_code == 0 and "partial-credit" not in full.output
