@@ -10,7 +10,8 @@ the running value, so every step is one short line). Example::
 Splits (``make_problems``):
 
 * ``train``   -- 2..5 operations (RL prompts; the "native" target samples it too);
-* ``heldout`` -- the same distribution from a disjoint random stream;
+* ``heldout`` -- the same distribution from its own random stream (not a disjoint set of
+  problems: docs/tinyworld.md says how much of it training and pretraining also see);
 * ``harder``  -- 6..8 operations: longer chains, so more chances to err; pretraining
   includes a share of them (see ``runners.tinyworld.pretrain``) so they are hard but
   reachable.
