@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.paths import path_value
+from planner.cli.paths import check_not_store_folder, path_value
 from runners.cli.app import command
 
 __all__ = ["card"]
@@ -30,6 +30,8 @@ def card(
     from planner.report.data import check_campaign_dir
     from runners.store import PilotStore
 
+    # DIR/runs read as a store holds no run: "no run ..." would send the user hunting for it.
+    check_not_store_folder(data)
     check_campaign_dir(data)
     store = PilotStore(data)
     scan = store.scan(status=None)

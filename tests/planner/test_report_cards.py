@@ -73,3 +73,12 @@ def test_runners_card_unknown_run(campaign: Path) -> None:
     assert "did you mean" in res.output
     res = CliRunner().invoke(app, ["card", "x", "--data", str(campaign / "missing")])
     assert res.exit_code == 2 and "data:" in res.output
+
+
+def test_runners_card_names_a_store_folder_given_as_the_store(campaign: Path) -> None:
+    # DIR/runs read as a store holds no run: "no run ...; 0 run(s) are there" sent the user
+    # looking for a missing run, where `planner report` names the slip.
+    rec = open_store(campaign).records(status="ok")[0]
+    res = CliRunner().invoke(app, ["card", rec.run_id, "--data", str(campaign / "runs")])
+    assert res.exit_code == 2 and res.output.count("\n") == 1
+    assert "is a pilot store's runs/ folder; pass the store itself" in res.output, res.output
