@@ -67,6 +67,7 @@ class PageCheck:
     errors: list[str] = field(default_factory=list)  # console errors, exceptions, failed loads
     requests: list[str] = field(default_factory=list)  # every URL the page asked for
     screenshots: list[Path] = field(default_factory=list)
+    url: str = ""  # the page's own URL (file:)
 
     @property
     def broken_images(self) -> list[dict[str, Any]]:
@@ -74,8 +75,9 @@ class PageCheck:
 
     @property
     def external_requests(self) -> list[str]:
-        """Requests that left the file: anything but the page itself and data: URLs."""
-        return [u for u in self.requests if not u.startswith(("file:", "data:", "about:"))]
+        """Requests that left the file: anything but the page itself and data: URLs. A
+        sibling ``file:`` counts: a self-contained page that needs one breaks when copied alone."""
+        return [u for u in self.requests if not u.startswith("data:") and u.split("#")[0] != self.url]
 
 
 def find_chromium() -> str | None:
@@ -245,7 +247,8 @@ def _run(pipe: _Pipe, page: Path, screenshot: str | Path | None, width: int, hei
     if "exceptionDetails" in res:
         raise BrowserError(f"page probe failed: {res['exceptionDetails'].get('text')}")
     probe = json.loads(res["result"]["value"])
-    out = PageCheck(title=probe["title"], text=probe["text"], figures=probe["figures"], images=probe["images"])
+    out = PageCheck(title=probe["title"], text=probe["text"], figures=probe["figures"], images=probe["images"],
+                    url=page.as_uri())
     if screenshot is not None:
         shot = Path(screenshot)
         shot.parent.mkdir(parents=True, exist_ok=True)

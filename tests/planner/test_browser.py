@@ -9,6 +9,7 @@ installed (``.ci/run`` installs it through ``scripts/test.sh``).
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 from pathlib import Path
@@ -70,3 +71,30 @@ def test_checker_catches_broken_image_and_console_error(tmp_path: Path) -> None:
     res = check_page(page)
     assert [i["figure"] for i in res.broken_images] == ["gone"]
     assert any("boom from the page" in e for e in res.errors)
+
+
+def test_checker_counts_a_sibling_file_as_leaving_the_page(tmp_path: Path) -> None:
+    # A self-contained page loads no file beside it: one that does breaks once copied alone,
+    # yet file: requests passed as the page's own.
+    png = tiny_png()
+    (tmp_path / "sibling.png").write_bytes(png)
+    page = tmp_path / "linked.html"
+    page.write_text(
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'>"
+        "<title>linked</title></head><body><img src='sibling.png'>"
+        f"<img src='data:image/png;base64,{base64.b64encode(png).decode()}'></body></html>"
+    )
+    res = check_page(page)
+    assert res.broken_images == [] and len(res.images) == 2, res.images
+    assert res.external_requests == [(tmp_path / "sibling.png").as_uri()], res.requests
+
+
+def tiny_png() -> bytes:
+    import io
+
+    import matplotlib.image
+    import numpy as np
+
+    buf = io.BytesIO()
+    matplotlib.image.imsave(buf, np.zeros((4, 4, 3)), format="png")
+    return buf.getvalue()
