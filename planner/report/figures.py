@@ -8,6 +8,9 @@ says what it is.
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,16 @@ def _footer(fig: Any, data: ReportData, target: str | None = None) -> str:
     return text
 
 
+@contextmanager
+def _no_glyph_warnings() -> Iterator[None]:
+    """Silence matplotlib's "Glyph ... missing from font" for names its font cannot draw
+    (CJK model names: ~100 warnings a report, even under --quiet); the tables and captions
+    of report.md and report.html still carry the names."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Glyph .* missing from", category=UserWarning)
+        yield
+
+
 def save(spec: FigureSpec, folder: Path) -> tuple[Path, Path, bytes]:
     """Write ``name.png`` and ``name.svg``; return both paths and the PNG bytes.
 
@@ -63,12 +76,13 @@ def save(spec: FigureSpec, folder: Path) -> tuple[Path, Path, bytes]:
     png, svg = folder / f"{spec.name}.png", folder / f"{spec.name}.svg"
     buf = io.BytesIO()
     # Tick labels (model names) are made at draw time: no mathtext there either.
-    with matplotlib.rc_context({"text.parse_math": False}):
+    with matplotlib.rc_context({"text.parse_math": False}), _no_glyph_warnings():
         spec.fig.savefig(buf, format="png", metadata={"Software": None})
     png.write_bytes(buf.getvalue())
     # Text stays text in the SVG (searchable, and the engine/data footer is greppable);
     # a fixed hash salt gives stable element ids across reruns.
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "race-report", "text.parse_math": False}):
+    with (matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "race-report", "text.parse_math": False}),
+          _no_glyph_warnings()):
         spec.fig.savefig(svg, format="svg", metadata={"Creator": None, "Date": None, "Format": None, "Type": None})
     return png, svg, buf.getvalue()
 
@@ -299,7 +313,7 @@ def all_figures(data: ReportData, tick: Any = None) -> list[FigureSpec]:
         return out
     # Model and reward names and the data path are drawn as text: a "$" in one is not
     # mathtext (unbalanced, it made savefig raise). Text objects take this at creation.
-    with matplotlib.rc_context({"text.parse_math": False}):
+    with matplotlib.rc_context({"text.parse_math": False}), _no_glyph_warnings():
         _build_all(data, out, step)
     return out
 
