@@ -10,8 +10,10 @@ decides *which* settings to evaluate and on which rho grid. Heavy imports (torch
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -39,6 +41,7 @@ __all__ = [
     "load_records",
     "mixed_weights",
     "runs_at",
+    "unique_slugs",
 ]
 
 GRID_POINTS = 61
@@ -64,10 +67,32 @@ class SettingAt:
         return f"{self.model} / {self.reward} / {self.budget:.4g}"
 
     @property
+    def digest(self) -> str:
+        """8 hex digits of the exact setting (names and budget): a stable tag that tells
+        apart settings whose slugs read alike."""
+        return hashlib.sha256(f"{self.model}\0{self.reward}\0{self.budget!r}".encode()).hexdigest()[:8]
+
+    @property
     def slug(self) -> str:
-        """File-name-safe id (figure names); budgets a few % apart get names of their own."""
-        raw = f"{self.model}-{self.reward}-b{self.budget:.3e}".replace("+", "")
-        return re.sub(r"[^A-Za-z0-9._-]+", "_", raw)
+        """File-name-safe id (figure names); budgets a few % apart get names of their own.
+        Names with characters outside [A-Za-z0-9._-] carry :attr:`digest` too: their "_"
+        stands for anything (模型 and 样本 both read "_", org/m and org:m "org_m"), so two
+        settings wrote one figure file. :func:`unique_slugs` handles names that clash only
+        side by side."""
+        names = f"{self.model}-{self.reward}"
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "_", names)
+        slug = f"{safe}-b{self.budget:.3e}".replace("+", "")
+        return slug if safe == names else f"{slug}-{self.digest}"
+
+
+def unique_slugs(settings: Iterable[SettingAt]) -> dict[SettingAt, str]:
+    """Each setting's :attr:`SettingAt.slug`, with its :attr:`SettingAt.digest` added where
+    two of ``settings`` read alike, case folded as a macOS file system does: "a-b"/"c" and
+    "a"/"b-c" do, and so do budgets closer than the slug's 4 digits. Names alone in a
+    report keep their plain slugs."""
+    slugs = {s: s.slug for s in set(settings)}
+    count = Counter(v.casefold() for v in slugs.values())
+    return {s: v if count[v.casefold()] == 1 else f"{v}-{s.digest}" for s, v in slugs.items()}
 
 
 @dataclass(frozen=True)

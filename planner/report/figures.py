@@ -19,7 +19,7 @@ import numpy as np
 
 from planner.frontier import AT_BUDGET_RATIO
 from planner.regime import LABELS, format_probability, regime_labels, shares_for_rho
-from planner.report.data import Frontier, ReportData, disagreements, observed, runs_at
+from planner.report.data import Frontier, ReportData, disagreements, observed, runs_at, unique_slugs
 
 __all__ = ["FigureSpec", "all_figures", "save"]
 
@@ -88,7 +88,9 @@ def save(spec: FigureSpec, folder: Path) -> tuple[Path, Path, bytes]:
 
 
 # ----------------------------------------------------------------------------- frontier
-def frontier_figure(data: ReportData, fr: Frontier) -> FigureSpec:
+def frontier_figure(data: ReportData, fr: Frontier, slug: str | None = None) -> FigureSpec:
+    """``slug`` names the file (default the setting's own; :func:`unique_slugs` where
+    another setting's reads alike)."""
     fig = _figure(8.8, 4.4)  # the legend sits right of the axes: inside it covered runs
     ax = fig.add_subplot()
     g, m, sd = fr.grid, fr.mean, fr.std
@@ -133,7 +135,7 @@ def frontier_figure(data: ReportData, fr: Frontier) -> FigureSpec:
            f"observed runs with their seed spread, rho* = {c.rho_star:.2f} "
            f"[{c.rho_star_ci[0]:.2f}, {c.rho_star_ci[1]:.2f}], regime {c.regime} "
            f"(P = {format_probability(c.confidence)}).{_runs_note(runs, near)} {foot}.")
-    return FigureSpec(f"frontier-{fr.target}-{fr.setting.slug}", fr.setting.label, cap, fig, "frontiers")
+    return FigureSpec(f"frontier-{fr.target}-{slug or fr.setting.slug}", fr.setting.label, cap, fig, "frontiers")
 
 
 def _runs_note(runs: list[Any], near: list[Any]) -> str:
@@ -323,9 +325,10 @@ def _build_all(data: ReportData, out: list[FigureSpec], step: Any) -> None:
     step()
     fit = data.primary
     if fit is not None:
+        slugs = unique_slugs(fit.frontiers)
         for s in data.settings:
             if s in fit.frontiers:
-                out.append(frontier_figure(data, fit.frontiers[s]))
+                out.append(frontier_figure(data, fit.frontiers[s], slugs[s]))
                 step()
     for build in (size_figure, disagreement_figure, loo_figure):
         spec = build(data)

@@ -7,6 +7,7 @@ under test here.
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from test_report_support import MODELS, REWARDS, make_campaign
 
 from planner.report import build_report
+from planner.report.data import SettingAt, unique_slugs
 from planner.schema import run_id_for
 
 
@@ -48,3 +50,30 @@ def test_names_the_font_lacks_draw_without_a_warning_per_glyph(cjk: tuple[Any, l
     # Every missing CJK glyph printed a UserWarning (~100 a report), even under --quiet.
     _, glyphs = cjk
     assert glyphs == [], glyphs[:3]
+
+
+def test_names_that_slug_alike_get_figures_of_their_own(cjk: tuple[Any, list[str]]) -> None:
+    # Both names became "_": one figure file overwrote the other and report.md linked it for both.
+    res, _ = cjk
+    md = res.markdown.read_text()
+    links = dict(re.findall(r"!\[(\S+) / sparse / 1e\+16\]\((figures/frontier-[^)]+\.png)\)", md))
+    assert set(links) == {"模型", "样本"} and len(set(links.values())) == 2, links
+    assert all((res.out / p).is_file() for p in links.values())
+    pngs = {p.name for p in res.figures if p.suffix == ".png"}
+    assert len(pngs) == md.count("](figures/") // 2  # every figure a file of its own (PNG + SVG links)
+
+
+def test_slugs_are_readable_for_plain_names_and_unique_for_lossy_or_ambiguous_ones() -> None:
+    plain = SettingAt("qwen2.5-1.5b", "prm", 1e16)
+    assert plain.slug == "qwen2.5-1.5b-prm-b1.000e16"
+    lossy = [SettingAt("org/m", "prm", 1e16), SettingAt("org:m", "prm", 1e16), SettingAt("模型", "prm", 1e16)]
+    slugs = [s.slug for s in lossy]
+    assert len(set(slugs)) == 3 and all(s.startswith(("org_m-prm-b1.000e16-", "_-prm-b1.000e16-")) for s in slugs)
+    assert lossy[0].slug == SettingAt("org/m", "prm", 1e16).slug  # stable: the same name every report
+    # Names that read alike only together: "-" inside a name, case (macOS folds it), budgets
+    # closer than the name's 4 digits. Each gets a suffix; names alone in a report stay plain.
+    clash = [SettingAt("a-b", "c", 1e16), SettingAt("a", "b-c", 1e16), SettingAt("M", "prm", 1e16),
+             SettingAt("m", "prm", 1e16), SettingAt("x", "prm", 1e16), SettingAt("x", "prm", 1.00001e16), plain]
+    got = unique_slugs(clash)
+    assert len({v.casefold() for v in got.values()}) == len(clash)
+    assert got[plain] == plain.slug and all(got[s] != s.slug for s in clash[:-1])
