@@ -146,8 +146,23 @@ def _runs_note(runs: list[Any], near: list[Any]) -> str:
 
 
 # ----------------------------------------------------------------------------- FLOP split
+def _split_runs(data: ReportData) -> tuple[list[Any], str]:
+    """The runs the FLOP split draws, at most :data:`MAX_SPLIT_RUNS`, and what the caption
+    says of those left out. Failed runs first: they are what the figure is read for (their
+    partial FLOPs), and with the ok runs listed first a long campaign drew none of them."""
+    failed = data.failed[:MAX_SPLIT_RUNS]
+    ok = data.ok[:MAX_SPLIT_RUNS - len(failed)]
+    total = len(data.records)
+    if len(ok) + len(failed) == total:
+        return [*ok, *failed], ""
+    kept = (f"every failed run ({len(failed)})" if len(failed) == len(data.failed)
+            else f"{len(failed)} of the {len(data.failed)} failed ones")
+    return [*ok, *failed], (f" Only {MAX_SPLIT_RUNS} of {total} runs are drawn: {kept} and {len(ok)} of the "
+                            f"{len(data.ok)} ok ones.")
+
+
 def split_figure(data: ReportData) -> FigureSpec:
-    recs = data.records[:MAX_SPLIT_RUNS]
+    recs, more = _split_runs(data)
     n = len(recs)
     fig = _figure(8.0, max(2.5, 0.32 * n + 1.4))
     ax = fig.add_subplot()
@@ -176,7 +191,6 @@ def split_figure(data: ReportData) -> FigureSpec:
     fig.legend(fontsize=7, ncol=1, loc="outside right upper")  # the title owns the top, the footer the bottom
     ax.grid(axis="x", alpha=0.3)
     foot = _footer(fig, data)
-    more = f" Only the first {MAX_SPLIT_RUNS} of {len(data.records)} runs are drawn." if len(data.records) > n else ""
     cap = ("Planned (hatched) and metered (solid) FLOPs of every run as shares of its budget, stacked "
            f"search / learning / reward; failed runs in red.{more} {foot}.")
     return FigureSpec("flop-split", "FLOP split per run", cap, fig, "split")

@@ -77,3 +77,37 @@ def test_slugs_are_readable_for_plain_names_and_unique_for_lossy_or_ambiguous_on
     got = unique_slugs(clash)
     assert len({v.casefold() for v in got.values()}) == len(clash)
     assert got[plain] == plain.slug and all(got[s] != s.slug for s in clash[:-1])
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any], list[Any]]:
+    """ok records and one failed attempt of a small sim campaign (no fit)."""
+    from planner.report.data import load_records
+
+    data = make_campaign(tmp_path_factory.mktemp("runs") / "data", models=MODELS[:1], rewards=REWARDS[:1],
+                         n_rho=3, seeds=(0,), n_failed=1)
+    ok, failed, _ = load_records(data)
+    return ok, failed
+
+
+def _report_data(ok: list[Any], failed: list[Any]) -> Any:
+    from planner.report.data import ReportData
+
+    return ReportData(Path("campaign"), "native", ok, failed, [])
+
+
+def test_the_flop_split_keeps_failed_runs_when_it_leaves_runs_out(runs: tuple[list[Any], list[Any]]) -> None:
+    # ok runs came first and the figure kept the first 120: past 120 runs no failed run was
+    # drawn, though the caption promised them in red.
+    from planner.report.figures import MAX_SPLIT_RUNS, split_figure
+
+    ok, failed = runs
+    many = [ok[i % len(ok)].model_copy(update={"seed": i, "run_id": run_id_for(ok[i % len(ok)].proposal_id, i)})
+            for i in range(MAX_SPLIT_RUNS + 10)]
+    spec = split_figure(_report_data(many, failed))
+    ticks = spec.fig.axes[0].get_yticklabels()
+    assert len(ticks) == MAX_SPLIT_RUNS
+    red = [t.get_text() for t in ticks if t.get_color() == "#C44E52"]
+    assert len(red) == len(failed) == 1 and "FAILED a1" in red[0]
+    assert (f"{MAX_SPLIT_RUNS} of {len(many) + 1} runs are drawn: every failed run (1) and "
+            f"{MAX_SPLIT_RUNS - 1} of the {len(many)} ok ones") in spec.caption, spec.caption
