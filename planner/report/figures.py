@@ -9,7 +9,7 @@ says what it is.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +18,16 @@ from typing import Any
 import numpy as np
 
 from planner.frontier import AT_BUDGET_RATIO
-from planner.regime import LABELS, format_probability, regime_labels, shares_for_rho
-from planner.report.data import Frontier, ReportData, disagreements, observed, runs_at, unique_slugs
+from planner.regime import LABELS, RegimeCall, format_probability, regime_labels, shares_for_rho
+from planner.report.data import (
+    Frontier,
+    ReportData,
+    SettingAt,
+    disagreements,
+    observed,
+    runs_at,
+    unique_slugs,
+)
 
 __all__ = ["FigureSpec", "all_figures", "save"]
 
@@ -200,16 +208,63 @@ def split_figure(data: ReportData) -> FigureSpec:
 MAX_SIZE_PANELS = 4
 
 
+def _predicted(call: RegimeCall) -> bool:
+    """rho* is the posterior mean's peak with no run near it (the tables' "rho*+")."""
+    return call.extra.get("rho_star_support", "measured") != "measured"
+
+
+def _rho_star_marks(ax: Any, x: Sequence[float], calls: Sequence[RegimeCall],
+                    intervals: Sequence[tuple[float, float]], color: str) -> None:
+    """Each interval as a bar from its own ends, and rho* as a marker of its own: filled
+    where runs are near it, open for a prediction. rho* can lie outside its interval (it is
+    held to measured allocations); a bar stretched to reach it drew it inside."""
+    xs = np.asarray(x, dtype=float)
+    lo, hi = np.array([i[0] for i in intervals]), np.array([i[1] for i in intervals])
+    ax.errorbar(xs, (lo + hi) / 2, yerr=(hi - lo) / 2, fmt="none", ecolor=color, capsize=3, lw=1.2)
+    rho = np.array([c.rho_star for c in calls])
+    pred = np.array([_predicted(c) for c in calls], dtype=bool)
+    if (~pred).any():
+        ax.plot(xs[~pred], rho[~pred], "o", ls="none", color=color, ms=6, zorder=3)
+    if pred.any():
+        ax.plot(xs[pred], rho[pred], "o", ls="none", mfc="white", mec=color, mew=1.5, ms=6, zorder=3)
+
+
+def _marker_handles(predicted: bool) -> list[Any]:
+    """Legend entries of the two rho* markers (the open one only where one is drawn)."""
+    from matplotlib.lines import Line2D
+
+    out = [Line2D([], [], marker="o", ls="none", color="#555555", label="rho* (runs near it)")]
+    if predicted:
+        out.append(Line2D([], [], marker="o", ls="none", mfc="white", mec="#555555", mew=1.5,
+                          label="rho*+ (a prediction: no run near it)"))
+    out.append(Line2D([], [], color="#555555", marker="_", ms=8, label="90% interval"))
+    return out
+
+
+def _size_budgets(data: ReportData, frontiers: Iterable[SettingAt]) -> tuple[list[float], dict[float, tuple[int, int]]]:
+    """The budgets the size figure draws (the :data:`MAX_SIZE_PANELS` largest, ascending) and
+    (runs, settings) at every budget."""
+    held: dict[float, tuple[int, int]] = {}
+    for s in frontiers:
+        runs, settings = held.get(s.budget, (0, 0))
+        held[s.budget] = (runs + len(runs_at(data.ok, s)[0]), settings + 1)
+    ranked = sorted(held, reverse=True)
+    return sorted(ranked[:MAX_SIZE_PANELS]), held
+
+
 def size_figure(data: ReportData) -> FigureSpec | None:
+    from matplotlib.lines import Line2D
+
     fit = data.primary
     if fit is None or not fit.frontiers:
         return None
-    every = sorted({s.budget for s in fit.frontiers})
-    budgets = every[-MAX_SIZE_PANELS:]  # wider is unreadable; the caption names the rest
+    budgets, held = _size_budgets(data, fit.frontiers)  # wider is unreadable; the caption names the rest
     fig = _figure(4.2 * len(budgets) + 1.0, 4.0)
     axes = fig.subplots(1, len(budgets), squeeze=False, sharey=True)[0]
     params = {r.model: r.model_params for r in data.ok}
     rewards = sorted({s.reward for s in fit.frontiers})
+    drawn: dict[str, Any] = {}
+    predicted = False
     for ax, b in zip(axes, budgets, strict=True):
         for k, rw in enumerate(rewards):
             frs = sorted((f for s, f in fit.frontiers.items() if s.reward == rw and s.budget == b),
@@ -217,10 +272,11 @@ def size_figure(data: ReportData) -> FigureSpec | None:
             if not frs:
                 continue
             x = np.array([params[f.setting.model] for f in frs]) * (1 + 0.03 * (k - len(rewards) / 2))
-            ys = np.array([f.call.rho_star for f in frs])
-            err = np.array([[y - f.call.rho_star_ci[0], f.call.rho_star_ci[1] - y] for f, y in zip(frs, ys, strict=True)]).T
             # one colour per reward in every panel, even where a reward has no setting
-            ax.errorbar(x, ys, yerr=np.clip(err, 0, None), fmt="-o", capsize=3, label=rw, color=f"C{k}")
+            ax.plot(x, [f.call.rho_star for f in frs], "-", color=f"C{k}")
+            drawn[rw] = Line2D([], [], color=f"C{k}", marker="o", label=rw)
+            _rho_star_marks(ax, x, [f.call for f in frs], [f.call.rho_star_ci for f in frs], f"C{k}")
+            predicted |= any(_predicted(f.call) for f in frs)
         ax.axhline(0.5, color="#888888", lw=1, ls=":")
         ax.set_xscale("log")
         # At least a factor 4 of room: with one policy the autoscaled axis spans only the
@@ -233,46 +289,46 @@ def size_figure(data: ReportData) -> FigureSpec | None:
                                                for p, m in sizes], fontsize=7)
         ax.minorticks_off()
         ax.set_xlabel("policy (parameters)")
-        ax.set_title(f"budget {b:.4g} FLOPs", fontsize=9)
+        n = held[b][0]
+        ax.set_title(f"budget {b:.4g} FLOPs ({n} run{'' if n == 1 else 's'})", fontsize=9)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"rho* under {data.target} (90% interval)")
-    legend: dict[str, Any] = {}
-    for ax in axes:
-        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            legend.setdefault(lab, h)
-    fig.legend(list(legend.values()), list(legend), fontsize=7, title="reward", title_fontsize=7,
+    handles = [*(h for _, h in sorted(drawn.items())), *_marker_handles(predicted)]
+    fig.legend(handles, [h.get_label() for h in handles], fontsize=7, title="reward", title_fontsize=7,
                loc="outside right upper")
     fig.suptitle("rho* against model size for each reward system", fontsize=10)
     foot = _footer(fig, data, data.target)
     cap = ("rho* (argmax of the posterior-mean frontier within the called regime, among measured "
            "allocations where there are any) against policy size, "
            "one line per reward "
-           f"system, with 90% intervals; the dotted line is rho = 0.5. {foot}.")
-    if len(every) > len(budgets):
-        cap += (f" Panels for the {len(budgets)} largest budgets; not drawn: "
-                + ", ".join(f"{b:.4g}" for b in every[: -len(budgets)]) + " FLOPs (the tables list them).")
+           "system, with 90% intervals drawn as computed: rho* can lie outside its interval where it is held "
+           "to measured allocations. Open markers: rho*+, a prediction with no run near it at that budget. "
+           f"The dotted line is rho = 0.5. {foot}.")
+    rest = sorted(set(held) - set(budgets))
+    if rest:
+        cap += (f" Panels for the {len(budgets)} largest budgets; not drawn: " + ", ".join(f"{b:.4g}" for b in rest) + " FLOPs (the tables list them).")
     return FigureSpec("rho-star-vs-size", "rho* vs model size", cap, fig, "size")
 
 
 # ----------------------------------------------------------------------------- targets
 def disagreement_figure(data: ReportData) -> FigureSpec | None:
+    from matplotlib.patches import Patch
+
     rows = disagreements(data)
     if not rows:
         return None
     fig = _figure(max(6.0, 0.9 * len(rows) + 2.0), 4.6)
     ax = fig.add_subplot()
     targets = [t for t in TARGET_COLORS if any(t in d.calls for d in rows)]
+    handles = []
     for k, t in enumerate(targets):
-        xs, ys, lo, hi = [], [], [], []
-        for i, d in enumerate(rows):
-            if t in d.calls:
-                c = d.calls[t]
-                xs.append(i + (k - (len(targets) - 1) / 2) * 0.22)
-                ci = c.optimum_ci or c.rho_star_ci  # the interval the flag is decided on
-                ys.append(c.rho_star)
-                lo.append(max(0.0, c.rho_star - ci[0]))
-                hi.append(max(0.0, ci[1] - c.rho_star))
-        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, color=TARGET_COLORS[t], label=t)
+        at = [(i, d.calls[t]) for i, d in enumerate(rows) if t in d.calls]
+        xs = [i + (k - (len(targets) - 1) / 2) * 0.22 for i, _ in at]
+        # the interval the flag is decided on
+        _rho_star_marks(ax, xs, [c for _, c in at], [c.optimum_ci or c.rho_star_ci for _, c in at],
+                        TARGET_COLORS[t])
+        handles.append(Patch(color=TARGET_COLORS[t], label=t))
+    predicted = any(_predicted(c) for d in rows for c in d.calls.values())
     ax.set_xticks(range(len(rows)), [d.setting.label + (" (disjoint)" if d.flagged else "") for d in rows],
                   rotation=35, ha="right", fontsize=7)
     for tick, d in zip(ax.get_xticklabels(), rows, strict=True):
@@ -281,11 +337,15 @@ def disagreement_figure(data: ReportData) -> FigureSpec | None:
     ax.axhline(0.5, color="#888888", lw=1, ls=":")
     ax.set_ylabel("rho* (90% interval of the optimum, any regime)")
     ax.set_title("Target disagreement: rho* under each target (bold label: intervals disjoint)", fontsize=10)
-    ax.legend(fontsize=7, title="target", title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    handles += _marker_handles(predicted)
+    ax.legend(handles=handles, fontsize=7, title="target", title_fontsize=7, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3)
     foot = _footer(fig, data)
     cap = ("rho* of each setting under each evaluation target with the 90% interval of the optimum "
-           "over posterior samples (any regime); settings in bold, marked (disjoint), have a pair of targets whose "
+           "over posterior samples (any regime), drawn as computed: rho* (the best allocation within the called "
+           "regime, held to measured ones) can lie outside it; open markers are predictions with no run near "
+           "them. Settings in bold, marked (disjoint), have a pair of targets whose "
            f"intervals do not overlap. {foot}.")
     return FigureSpec("target-disagreement", "Target disagreement", cap, fig, "targets")
 

@@ -12,9 +12,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from test_report_support import MODELS, REWARDS, make_campaign
 
+from planner.regime import RegimeCall
 from planner.report import build_report
 from planner.report.data import SettingAt, unique_slugs
 from planner.schema import run_id_for
@@ -84,16 +86,48 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Any], list[Any]
     """ok records and one failed attempt of a small sim campaign (no fit)."""
     from planner.report.data import load_records
 
-    data = make_campaign(tmp_path_factory.mktemp("runs") / "data", models=MODELS[:1], rewards=REWARDS[:1],
+    data = make_campaign(tmp_path_factory.mktemp("runs") / "data", models=MODELS, rewards=REWARDS[:1],
                          n_rho=3, seeds=(0,), n_failed=1)
     ok, failed, _ = load_records(data)
     return ok, failed
 
 
-def _report_data(ok: list[Any], failed: list[Any]) -> Any:
-    from planner.report.data import ReportData
+def _report_data(ok: list[Any], failed: list[Any], calls: dict[str, dict[SettingAt, RegimeCall]] | None = None) -> Any:
+    """Report data with hand-made regime calls per target (the frontier curves are flat:
+    the figures under test draw only the calls)."""
+    from planner.report.data import Frontier, ReportData, TargetFit
 
-    return ReportData(Path("campaign"), "native", ok, failed, [])
+    data = ReportData(Path("campaign"), "native", ok, failed, [])
+    grid = np.linspace(0.05, 0.95, 5)
+    for target, by in (calls or {}).items():
+        data.fits[target] = TargetFit(target, frontiers={
+            s: Frontier(s, target, grid, np.zeros(5), np.ones(5), c, 0.2) for s, c in by.items()})
+        data.settings = sorted(set(data.settings) | set(by))
+    return data
+
+
+def _call(rho: float, ci: tuple[float, float], optimum: tuple[float, float] | None = None,
+          predicted: bool = False) -> RegimeCall:
+    support = {"rho_star_support": "posterior-mean" if predicted else "measured"}
+    return RegimeCall(rho, ci, "update-heavy", {"update-heavy": 1.0}, extra=support, optimum_ci=optimum)
+
+
+def _bars(ax: Any) -> list[tuple[float, float, float]]:
+    """(x, low, high) of every vertical bar (errorbar segment) on ``ax``."""
+    from matplotlib.collections import LineCollection
+
+    return [(float(seg[0][0]), *sorted((float(seg[0][1]), float(seg[1][1]))))
+            for c in ax.collections if isinstance(c, LineCollection) for seg in c.get_segments()]
+
+
+def _points(ax: Any) -> list[tuple[float, float, bool]]:
+    """(x, y, open) of every marker drawn as a line without a line (rho* points)."""
+    out = []
+    for ln in ax.get_lines():
+        if ln.get_marker() in ("o",) and ln.get_linestyle() in ("None", "none", ""):
+            hollow = ln.get_markerfacecolor() in ("none", "white", (1.0, 1.0, 1.0, 1.0))
+            out += [(float(x), float(y), hollow) for x, y in zip(ln.get_xdata(), ln.get_ydata(), strict=True)]
+    return out
 
 
 def test_the_flop_split_keeps_failed_runs_when_it_leaves_runs_out(runs: tuple[list[Any], list[Any]]) -> None:
@@ -111,3 +145,35 @@ def test_the_flop_split_keeps_failed_runs_when_it_leaves_runs_out(runs: tuple[li
     assert len(red) == len(failed) == 1 and "FAILED a1" in red[0]
     assert (f"{MAX_SPLIT_RUNS} of {len(many) + 1} runs are drawn: every failed run (1) and "
             f"{MAX_SPLIT_RUNS - 1} of the {len(many)} ok ones") in spec.caption, spec.caption
+
+
+def test_intervals_are_drawn_as_computed_and_rho_star_apart(runs: tuple[list[Any], list[Any]]) -> None:
+    # rho* 0.27 outside its interval [0.374, 0.374] (tiny-s / prm / 2.236e11 of the tiny
+    # campaign): the bar was stretched from 0.27 to 0.374, drawing rho* inside it.
+    from planner.report.figures import disagreement_figure, size_figure
+
+    ok, _ = runs
+    a, b = SettingAt(MODELS[0], REWARDS[0], 1e16), SettingAt(MODELS[1], REWARDS[0], 1e16)
+    outside, inside = _call(0.27, (0.374, 0.374), (0.374, 0.596)), _call(0.5, (0.4, 0.6), (0.35, 0.65))
+    data = _report_data(ok, [], {"native": {a: outside, b: inside}, "pass1": {a: inside, b: inside}})
+    ax = size_figure(data).fig.axes[0]
+    assert sorted((round(lo, 3), round(hi, 3)) for _, lo, hi in _bars(ax)) == [(0.374, 0.374), (0.4, 0.6)]
+    assert sorted(round(y, 3) for _, y, _ in _points(ax)) == [0.27, 0.5]
+    ax = disagreement_figure(data).fig.axes[0]
+    bars = sorted((round(lo, 3), round(hi, 3)) for _, lo, hi in _bars(ax))
+    assert bars == [(0.35, 0.65), (0.35, 0.65), (0.35, 0.65), (0.374, 0.596)]  # the optimum's interval
+    assert sorted(round(y, 3) for _, y, _ in _points(ax)) == [0.27, 0.5, 0.5, 0.5]
+
+
+def test_a_predicted_rho_star_is_an_open_marker(runs: tuple[list[Any], list[Any]]) -> None:
+    # A rho* no run is near (rho*+ in the tables) was drawn as if measured.
+    from planner.report.figures import size_figure
+
+    ok, _ = runs
+    a, b = SettingAt(MODELS[0], REWARDS[0], 1e16), SettingAt(MODELS[1], REWARDS[0], 1e16)
+    data = _report_data(ok, [], {"native": {a: _call(0.3, (0.2, 0.4), predicted=True), b: _call(0.6, (0.5, 0.7))}})
+    spec = size_figure(data)
+    assert sorted((round(y, 2), hollow) for _, y, hollow in _points(spec.fig.axes[0])) == [(0.3, True), (0.6, False)]
+    labels = [t.get_text() for leg in spec.fig.legends for t in leg.get_texts()]
+    assert "rho*+ (a prediction: no run near it)" in labels and "Open markers: rho*+" in spec.caption, labels
+
