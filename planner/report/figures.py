@@ -242,13 +242,14 @@ def _marker_handles(predicted: bool) -> list[Any]:
 
 
 def _size_budgets(data: ReportData, frontiers: Iterable[SettingAt]) -> tuple[list[float], dict[float, tuple[int, int]]]:
-    """The budgets the size figure draws (the :data:`MAX_SIZE_PANELS` largest, ascending) and
-    (runs, settings) at every budget."""
+    """The budgets the size figure draws (at most :data:`MAX_SIZE_PANELS`, ascending) and
+    (runs, settings) at every budget. Those holding the most runs, then settings, then the
+    larger: the four largest left out the pilots' budget, where the runs are."""
     held: dict[float, tuple[int, int]] = {}
     for s in frontiers:
         runs, settings = held.get(s.budget, (0, 0))
         held[s.budget] = (runs + len(runs_at(data.ok, s)[0]), settings + 1)
-    ranked = sorted(held, reverse=True)
+    ranked = sorted(held, key=lambda b: (*held[b], b), reverse=True)
     return sorted(ranked[:MAX_SIZE_PANELS]), held
 
 
@@ -306,7 +307,8 @@ def size_figure(data: ReportData) -> FigureSpec | None:
            f"The dotted line is rho = 0.5. {foot}.")
     rest = sorted(set(held) - set(budgets))
     if rest:
-        cap += (f" Panels for the {len(budgets)} largest budgets; not drawn: " + ", ".join(f"{b:.4g}" for b in rest) + " FLOPs (the tables list them).")
+        cap += (f" Panels for the {len(budgets)} budgets holding the most runs (then settings, then the larger); "
+                "not drawn: " + ", ".join(f"{b:.4g}" for b in rest) + " FLOPs (the tables list them).")
     return FigureSpec("rho-star-vs-size", "rho* vs model size", cap, fig, "size")
 
 

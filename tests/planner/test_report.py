@@ -418,8 +418,9 @@ def test_status_line_counts_failed_attempts_on_runs_that_later_succeeded(tmp_pat
 
 
 def test_budgets_a_few_percent_apart_are_told_apart_and_undrawn_panels_are_named(tmp_path: Path) -> None:
-    """Five budgets: the size figure draws the four largest and its caption names the
-    fifth (it was dropped without a word); 1e16 and 1.04e16 read "1e+16" twice."""
+    """Five budgets: the size figure draws four (holding as many runs, the larger ones) and
+    its caption names the fifth (it was dropped without a word); 1e16 and 1.04e16 read
+    "1e+16" twice."""
     data = tmp_path / "data"
     for b in (1e16, 1.04e16, 3e16, 1e17, 3e17):
         make_campaign(data, models=MODELS[:1], rewards=REWARDS[:1], n_rho=3, seeds=(0,), n_failed=0, budget=b)
@@ -427,7 +428,7 @@ def test_budgets_a_few_percent_apart_are_told_apart_and_undrawn_panels_are_named
     md = res.markdown.read_text()
     assert "| 1e+16 |" in md and "| 1.04e+16 |" in md
     cap = next(ln for ln in md.splitlines() if ln.startswith("*rho\\* (argmax"))
-    assert "Panels for the 4 largest budgets; not drawn: 1e+16 FLOPs" in cap
+    assert "Panels for the 4 budgets holding the most runs (then settings, then the larger); not drawn: 1e+16 FLOPs" in cap
     # 1e16 and 1.04e16 count as measured at each other (rho* is held to both's allocations):
     # the table and the frontier figure say so; 3e16 is too far for either.
     rows = {ln.split("|")[3].strip(): ln.split("|")[4].strip() for ln in md.splitlines()

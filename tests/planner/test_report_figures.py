@@ -177,3 +177,20 @@ def test_a_predicted_rho_star_is_an_open_marker(runs: tuple[list[Any], list[Any]
     labels = [t.get_text() for leg in spec.fig.legends for t in leg.get_texts()]
     assert "rho*+ (a prediction: no run near it)" in labels and "Open markers: rho*+" in spec.caption, labels
 
+
+def test_size_panels_keep_the_budgets_holding_runs(runs: tuple[list[Any], list[Any]]) -> None:
+    # The four largest budgets were drawn: the pilots' budget, where the runs are, was the one
+    # left out.
+    from planner.report.figures import size_figure
+
+    ok, _ = runs
+    mine = [r for r in ok if r.model == MODELS[0]]
+    assert len(mine) == 2 and all(r.budget == 1e16 for r in mine)  # one attempt failed
+    others = (2e16, 3e16, 1e17, 3e17)
+    moved = [mine[0].model_copy(update={"budget": b}) for b in others]  # one run at each
+    calls = {SettingAt(MODELS[0], REWARDS[0], b): _call(0.5, (0.4, 0.6)) for b in (1e16, *others)}
+    spec = size_figure(_report_data([*mine, *moved], [], {"native": calls}))
+    titles = [ax.get_title() for ax in spec.fig.axes if ax.get_title()]
+    assert titles == ["budget 1e+16 FLOPs (2 runs)", "budget 3e+16 FLOPs (1 run)", "budget 1e+17 FLOPs (1 run)",
+                      "budget 3e+17 FLOPs (1 run)"]
+    assert "holding the most runs (then settings, then the larger); not drawn: 2e+16 FLOPs" in spec.caption
