@@ -37,6 +37,7 @@ from runners.lease import RunLease, release_dead
 from runners.store import PilotStore, attempt_of
 
 __all__ = [
+    "ALARM_SIGNAL",
     "Outcome",
     "RunFailed",
     "Task",
@@ -203,23 +204,58 @@ def failed_record(
     )
 
 
+# The signal of the run's hard time limit. Not SIGALRM: math-verify (the qwen2.5 rewards'
+# answer check) times itself with signal.alarm(n) and alarm(0) on the main thread, which
+# share ITIMER_REAL, so one reward call cancelled the limit. A watchdog thread sends this
+# one to the main thread, where Python runs the handler that raises; None off POSIX.
+ALARM_SIGNAL: signal.Signals | None = getattr(signal, "SIGVTALRM", None)
+# After the limit, the watchdog fires again this often: a handler's RunFailed raised
+# inside code that swallows exceptions (math-verify catches them all) must not end it.
+ALARM_REPEAT_S = 1.0
+
+
 @contextmanager
 def _alarm(seconds: float | None) -> Iterator[None]:
-    """Hard per-run time limit in the worker (SIGALRM), where signals can be used."""
-    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+    """Hard per-run time limit in the worker (:data:`ALARM_SIGNAL` from a watchdog
+    thread), where signals can be used: on the main thread of a POSIX process."""
+    sig = ALARM_SIGNAL
+    if not seconds or sig is None or threading.current_thread() is not threading.main_thread():
         yield
         return
+    main = threading.main_thread().ident
+    done, fired = threading.Event(), threading.Event()
+    message = f"run exceeded its time limit of {seconds:.0f} s"
 
     def _fire(signum: int, frame: Any) -> None:
-        raise RunFailed(f"run exceeded its time limit of {seconds:.0f} s", kind="timeout")
+        if not done.is_set():  # a signal still pending as the block ended is not a timeout
+            raise RunFailed(message, kind="timeout")
 
-    old = signal.signal(signal.SIGALRM, _fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    def _watch() -> None:
+        wait = float(seconds)
+        while main is not None and not done.wait(wait):
+            fired.set()
+            signal.pthread_kill(main, sig)
+            wait = ALARM_REPEAT_S
+
+    old = signal.signal(sig, _fire)
+    watchdog = threading.Thread(target=_watch, name="run-time-limit", daemon=True)
+    watchdog.start()
     try:
         yield
+    except RunFailed:
+        raise
+    except (Exception, KeyboardInterrupt) as exc:
+        # Past its limit, a run deaf to the signal (it blocks it, or swallowed the error)
+        # ends some other way, as a backend's cancel (SIGINT) ends it: still a timeout.
+        if fired.is_set():
+            raise RunFailed(message, kind="timeout") from exc
+        raise
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        try:
+            done.set()
+            watchdog.join()
+        finally:
+            signal.signal(sig, old)
 
 
 def forget_attempt(task: Task) -> None:

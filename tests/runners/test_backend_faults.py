@@ -49,7 +49,7 @@ from runners.backends import BACKENDS, WorkerLost, driver, make_backend
 from runners.engines.sim import SimEngine
 from runners.execution import ExecutionResult, execute
 from runners.store import PilotStore
-from runners.task import Task
+from runners.task import ALARM_SIGNAL, Task
 
 FAULTS = ("die", "raise", "flaky", "stuck")
 PROPS = [make_proposal(compile_plan("tiny-s", "sparse", 0.70 + 0.02 * i, 1e12)) for i in range(len(FAULTS))]
@@ -96,7 +96,7 @@ class FaultySim(SimEngine):
             # and a process of its own, as DataLoader workers or vLLM's engine are
             child = subprocess.Popen(["sleep", "60"])
             (self.marker / "stuck-child.pid").write_text(str(child.pid))
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            signal.pthread_sigmask(signal.SIG_BLOCK, {ALARM_SIGNAL or signal.SIGALRM})
             progress("learning", 1e11, b, {})
             time.sleep(60)  # a backend that cannot stop it would see it time out by itself, late
         if fault == "flaky" and first:

@@ -23,7 +23,7 @@ from runners.backends import driver
 from runners.engines.sim import SimEngine
 from runners.execution import execute
 from runners.store import PilotStore
-from runners.task import RunFailed
+from runners.task import ALARM_SIGNAL, RunFailed
 
 FAULTS = ("raise", "partial", "nan", "oom", "hang", "stuck", "die", "flaky")
 PROPS = [make_proposal(compile_plan("tiny-s", "sparse", 0.68 + 0.02 * i, 1e12)) for i in range(len(FAULTS))]
@@ -60,7 +60,7 @@ class FaultySim(SimEngine):
             while True:
                 time.sleep(0.05)
         if fault == "stuck":  # deaf to the alarm: only the driver's kill stops it
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+            signal.pthread_sigmask(signal.SIG_BLOCK, {ALARM_SIGNAL or signal.SIGALRM})
             progress("learning", 1e11, b, {})
             time.sleep(600)
         if fault == "die":
