@@ -91,14 +91,33 @@ def tiny_dense(prompts: Sequence[Any], completions: Sequence[Any], **_: Any) -> 
 # --------------------------------------------------------------------------- qwen2.5 math
 
 _NUM = r"\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_OP = r"[+\-*/×x÷]"
+# Operators as models write them: ASCII, Unicode (× · ÷), LaTeX (\times \cdot \div) and
+# "x" between numbers ("3 x 4").
+_OP = r"(?:[+\-*/×x÷·]|\\(?:times|cdot|div)(?![A-Za-z]))"
 # A whole expression of literals on the left (nothing arithmetic just before it, so
-# "16 - 3 - 4 = 9" is read whole, not as "3 - 4 = 9"), a number on the right that is not
-# itself the start of an expression ("= 5 + 1" is a chain, not "= 5").
+# "16 - 3 - 4 = 9" is read whole, not as "3 - 4 = 9"; markdown bold "**" is not an
+# operator), a number on the right that is not itself the start of an expression
+# ("= 5 + 1" is a chain, not "= 5").
 _EQ_RE = re.compile(
-    rf"(?<![\w.,)^*/+×÷=$-])(?P<lhs>[-(]*{_NUM}\)*(?:\s*{_OP}\s*[-(]*{_NUM}\)*)+)"
+    rf"(?<![\w.,)^/+×÷·=$-])(?<![^*]\*)(?P<lhs>[-(]*{_NUM}\)*(?:\s*{_OP}\s*[-(]*{_NUM}\)*)+)"
     rf"\s*=\s*(?P<rhs>-?{_NUM})(?![\d.,]*(?:\s*{_OP}\s*[\d($(]|\^|[A-Za-z_]))"
 )
+# What ends the text before a left-hand side that is the tail of a longer expression,
+# spaces allowed between ("x * 3 + 4 = 7", "2^3 + 1 = 9", "\\frac{1}{2} \\times 4 = 2"):
+# that equation is not read, rather than read from its middle. A lone "*" (not bold's
+# "**"), "x" after a number, and "-" unless it is a list item's bullet.
+_MID_EXPR_RE = re.compile(
+    r"(?:[/+×÷·^]|(?<!\*)\*|\\(?:times|cdot|div)|\d\s*x|(?P<minus>-))\s*$"
+)
+
+
+def _mid_expression(before: str) -> bool:
+    m = _MID_EXPR_RE.search(before)
+    if m is None:
+        return False
+    return not m["minus"] or before[: m.start()].rsplit("\n", 1)[-1].strip() != ""
+
+
 _NUMBER_RE = re.compile(_NUM)
 
 
@@ -117,9 +136,11 @@ def _walk(node: ast.AST) -> float:
 
 
 def _evaluate(expr: str) -> float | None:
-    """The value of an arithmetic expression of literals (``x``/``×`` times, ``÷`` divide),
+    """The value of an arithmetic expression of literals (``x``/``×``/``·``/``\\times``/
+    ``\\cdot`` times, ``÷``/``\\div`` divide),
     or None when it is not one or divides by zero. Parsed with :mod:`ast`, never ``eval``."""
     src = re.sub(r"(?<=\d),(?=\d{3})", "", expr).replace("$", "").replace("×", "*").replace("÷", "/")
+    src = re.sub(r"\\(?:times|cdot)(?![A-Za-z])|·", "*", src).replace("\\div", "/")
     src = re.sub(r"(?<=[\d)\s])x(?=[\s\d(-])", "*", src)
     try:
         return _walk(ast.parse(src.strip(), mode="eval").body)
@@ -128,12 +149,24 @@ def _evaluate(expr: str) -> float | None:
 
 
 # A unit after a number inside an expression ("4 * 20 sheep = 80", "$20/hour * 35 hours/week
-# = $700"): dropped, so the worked arithmetic of a word problem is read as arithmetic.
-_UNIT_RE = re.compile(r"(?<=\d)(?:\s*/\s*[A-Za-z]+|\s+[A-Za-z]+(?:/[A-Za-z]+)?)+(?=\s*(?:[+\-*/×÷=]|x\s))")
-_PERCENT_RE = re.compile(r"(?<=\d)\s*%(?=\s*(?:[+\-*/×x÷=]))")
+# = $700", "80 miles \\div train"): dropped, so the worked arithmetic of a word problem is
+# read as arithmetic.
+_LATEX_OP = r"\\(?:times|cdot|div)(?![A-Za-z])"
+_UNIT_RE = re.compile(
+    rf"(?<=\d)(?:\s*(?:/|\\div(?![A-Za-z]))\s*[A-Za-z]+|\s+[A-Za-z]+(?:/[A-Za-z]+)?)+"
+    rf"(?=\s*(?:[+\-*/×÷·=]|x\s|{_LATEX_OP}))"
+)
+_PERCENT_RE = re.compile(rf"(?<=\d)\s*\\?%(?=\s*(?:[+\-*/×x÷·=]|{_LATEX_OP}))")
+
+
+# LaTeX around arithmetic: "\\$" is a dollar sign (money, as "$"); "\\(" and "\\)" delimit
+# inline maths (not parentheses: "\\(3 \\times 4 = 12\\)"); \\left( and \\right) are parentheses.
+_LATEX_TEXT = (("\\$", "$"), ("\\left(", "("), ("\\right)", ")"), ("\\(", " "), ("\\)", " "))
 
 
 def _strip_units(text: str) -> str:
+    for latex, plain in _LATEX_TEXT:
+        text = text.replace(latex, plain)
     return _PERCENT_RE.sub("/100", _UNIT_RE.sub("", text))
 
 
@@ -155,6 +188,8 @@ def arithmetic_step_share(text: str, prompt: str | None = None) -> float:
     known = _numbers(prompt) if prompt is not None else None
     good = total = 0
     for m in _EQ_RE.finditer(text):
+        if _mid_expression(text[: m.start()]):
+            continue  # the tail of an expression that is not all literals: not read
         key = re.sub(r"\s+", "", m.group(0))
         if key in seen:
             continue

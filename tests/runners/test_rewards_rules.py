@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 
 from planner.errors import ConfigError
@@ -65,6 +69,40 @@ def test_arithmetic_step_share() -> None:
 ])
 def test_worked_arithmetic_is_read_whole(text: str) -> None:
     assert arithmetic_step_share(text) == 1.0
+
+
+@pytest.mark.parametrize("text", [
+    # LaTeX and Unicode operators, as instruct models write them ("3 \\times 4 + 2 = 14" was
+    # read as "4 + 2 = 14", wrong; "9 \\times 2 = 18" was not read at all).
+    "3 \\times 4 + 2 = 14", "9 \\times 2 = 18", "6 \\cdot 7 = 42", "84 \\div 2 = 42", "3\\times4=12",
+    "6 · 7 = 42", "8 ÷ 2 + 1 = 5", "\\(3 \\times 4 = 12\\)", "\\[ 9 \\times \\$2 = \\$18 \\]",
+    "\\(\\left(2 + 3\\right) \\times 4 = 20\\)", "50\\% \\times 40 = 20", "80 miles \\div 2 trains = 40",
+    "**16 - 3 - 4 = 9**", "- 16 - 3 - 4 = 9",
+])
+def test_latex_arithmetic_is_read_whole(text: str) -> None:
+    assert arithmetic_step_share(text) == 1.0
+
+
+@pytest.mark.parametrize("tail", ["x * 3 + 4 = 8", "2^3 + 1 = 4", "\\frac{1}{2} \\times 4 = 3", "y - 3 + 4 = 2"])
+def test_the_tail_of_an_expression_is_not_read_as_an_equation(tail: str) -> None:
+    # The left-hand side starts where the expression does, spaces or not: "x * 3 + 4 = 8"
+    # is algebra, not the false "3 + 4 = 8" (nor a true one: it is not read at all).
+    assert arithmetic_step_share(f"{tail}\n3 + 4 = 7") == 1.0
+
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is absent")
+def test_gsm8k_worked_solutions_read_alike_in_latex() -> None:
+    rows = [json.loads(line) for line in (DATA / "gsm8k" / "test.jsonl").read_text().splitlines() if line]
+    texts = [re.sub(r"<<[^>]*>>", "", r["answer"]).rsplit("####", 1)[0] for r in rows]
+    plain = [arithmetic_step_share(t, r["question"]) for t, r in zip(texts, rows, strict=True)]
+    latex = [arithmetic_step_share(t.replace("*", " \\times ").replace("/", " \\div "), r["question"])
+             for t, r in zip(texts, rows, strict=True)]
+    mean_plain, mean_latex = sum(plain) / len(rows), sum(latex) / len(rows)
+    print(f"GSM8K test worked solutions: mean step share {mean_plain:.4f}, in LaTeX {mean_latex:.4f}")
+    assert len(rows) == 1319 and mean_plain >= 0.9 and mean_latex == pytest.approx(mean_plain, abs=1e-3)
 
 
 def test_step_credit_cannot_be_farmed() -> None:
