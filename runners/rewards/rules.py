@@ -15,7 +15,9 @@ Qwen2.5 (math; the gold answer comes from the ``answer`` column; checked with ma
 * sparse     = 1[last \\boxed{} (else ``#### N``) verifies against the gold answer]
 * structured = 0.2 * 1[exactly one \\boxed{} answer, at the end] + 0.8 * 1[correct]
 * dense      = 0.5 * (share of the completion's ``a op b = c`` equations that hold)
-  + 0.5 * 1[correct] -- partial credit for verifiable worked arithmetic
+  + 0.5 * 1[correct] -- partial credit for verifiable worked arithmetic; an equation that
+  does no arithmetic (``x * 1 = x``, ``x + 0 = x``, ``x - x = 0``) is not a step, so it
+  neither earns credit nor pads the share
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import ast
 import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -124,28 +126,77 @@ _NUMBER_RE = re.compile(_NUM)
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
 
-def _walk(node: ast.AST) -> float:
+def _walk(node: ast.AST, moved: Mapping[float, float] | None = None) -> float:
+    """The value of an expression tree; ``moved`` replaces literals by value (every
+    occurrence of a number at once)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
-        return float(node.value)
+        v = float(node.value)
+        return moved.get(v, v) if moved else v
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        v = _walk(node.operand)
+        v = _walk(node.operand, moved)
         return -v if isinstance(node.op, ast.USub) else v
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        return _BINARY[type(node.op)](_walk(node.left), _walk(node.right))
+        return _BINARY[type(node.op)](_walk(node.left, moved), _walk(node.right, moved))
     raise ValueError(type(node).__name__)
 
 
-def _evaluate(expr: str) -> float | None:
-    """The value of an arithmetic expression of literals (``x``/``×``/``·``/``\\times``/
-    ``\\cdot`` times, ``÷``/``\\div`` divide),
-    or None when it is not one or divides by zero. Parsed with :mod:`ast`, never ``eval``."""
+_ERRORS = (SyntaxError, ValueError, ZeroDivisionError, RecursionError, OverflowError)
+
+
+def _parse(expr: str) -> ast.expr | None:
+    """The tree of an arithmetic expression of literals (``x``/``×``/``·``/``\\times``/
+    ``\\cdot`` times, ``÷``/``\\div`` divide), or None when it is not one. Parsed with
+    :mod:`ast`, never ``eval``."""
     src = re.sub(r"(?<=\d),(?=\d{3})", "", expr).replace("$", "").replace("×", "*").replace("÷", "/")
     src = re.sub(r"\\(?:times|cdot)(?![A-Za-z])|·", "*", src).replace("\\div", "/")
     src = re.sub(r"(?<=[\d)\s])x(?=[\s\d(-])", "*", src)
     try:
-        return _walk(ast.parse(src.strip(), mode="eval").body)
-    except (SyntaxError, ValueError, ZeroDivisionError, RecursionError, OverflowError):
+        return ast.parse(src.strip(), mode="eval").body
+    except _ERRORS:
         return None
+
+
+def _evaluate(expr: str) -> float | None:
+    """The value of an arithmetic expression of literals, or None when it is not one or
+    divides by zero."""
+    tree = _parse(expr)
+    try:
+        return None if tree is None else _walk(tree)
+    except _ERRORS:
+        return None
+
+
+def _close(a: float | None, b: float) -> bool:
+    return a is not None and abs(a - b) <= 1e-6 * max(1.0, abs(b))
+
+
+def _value_moved(tree: ast.AST, literal: float, to: float) -> float | None:
+    try:
+        return _walk(tree, {literal: to})
+    except _ERRORS:
+        return None
+
+
+# Two generic values a literal is moved to, to see how an expression depends on it: a
+# rational function that is not the identity (or constant) agrees with it at both by chance
+# only.
+_PROBES = (0.7391, 2.3137)
+
+
+def _does_no_arithmetic(tree: ast.AST, value: float) -> bool:
+    """True when an expression of literals worth ``value`` computes nothing: it is one of
+    its literals passed through identities (``x * 1``, ``x + 0``, ``x - 0``, ``x / 1``,
+    ``16 + 2 - 2``), or its value does not hang on its other literals (``x * 0``, ``0 / x``,
+    ``x - x``, ``x / x``). Literals of equal value move together, so "x - x" is seen whole.
+    "10 - 5 = 5" and "4 / 2 = 2" do arithmetic: their value hangs on both literals."""
+    literals = {float(n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant)}
+    hangs_on = {
+        v for v in literals if not all(_close(_value_moved(tree, v, v + d), value) for d in _PROBES)
+    }
+    for v in literals:
+        if all(_close(_value_moved(tree, v, v + d), v + d) for d in _PROBES):
+            return True  # the identity of one literal: x * 1, x + 0
+    return not hangs_on or (len(hangs_on) == 1 and _close(value, next(iter(hangs_on))))
 
 
 # A unit after a number inside an expression ("4 * 20 sheep = 80", "$20/hour * 35 hours/week
@@ -180,8 +231,11 @@ def arithmetic_step_share(text: str, prompt: str | None = None) -> float:
 
     Each distinct equation counts once (repeating "2 + 2 = 4" earns nothing more). With the
     ``prompt``, an equation also needs an operand from the problem or from an earlier
-    equation's result, so arithmetic unrelated to the problem earns no step credit.
-    Division by zero counts as wrong. A cheap, model-free check of worked arithmetic.
+    equation's result, so arithmetic unrelated to the problem earns no step credit. A true
+    equation that does no arithmetic (``16 * 1 = 16``, ``16 + 0 = 16``, ``16 * 0 = 0``,
+    ``16 - 16 = 0``: :func:`_does_no_arithmetic`) is not counted at all, so padding with
+    them cannot raise a share. Division by zero counts as wrong. A cheap, model-free check
+    of worked arithmetic.
     """
     text = _strip_units(text)
     seen: set[str] = set()
@@ -194,10 +248,13 @@ def arithmetic_step_share(text: str, prompt: str | None = None) -> float:
         if key in seen:
             continue
         seen.add(key)
-        total += 1
+        tree = _parse(m["lhs"])
         val = _evaluate(m["lhs"])
         c = float(m["rhs"].replace(",", "").replace("$", ""))
-        holds = val is not None and abs(val - c) <= 1e-6 * max(1.0, abs(c))
+        holds = _close(val, c)
+        if holds and tree is not None and _does_no_arithmetic(tree, c):
+            continue  # "16 * 1 = 16": no step, so neither credit nor a share to pad
+        total += 1
         if holds and known is not None:
             holds = bool(_numbers(m["lhs"]) & known)
             if holds:  # only a grounded result grounds later steps

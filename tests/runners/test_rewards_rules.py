@@ -114,6 +114,53 @@ def test_step_credit_cannot_be_farmed() -> None:
     assert arithmetic_step_share("3x - 9 = 2x + 74") == 0.0  # algebra is not arithmetic on literals
 
 
+JANET = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes "
+         "muffins for her friends every day with four. She sells the remainder at the farmers' market "
+         "daily for $2 per fresh duck egg. How much in dollars does she make every day at the farmers' market?")
+# Ten identities on the problem's numbers and a grounded result: no arithmetic at all.
+PADDING = "16 * 1 = 16\n16 + 0 = 16\n2 * 1 = 2\n2 + 0 = 2\n9 * 1 = 9\n9 - 0 = 9\n16 / 1 = 16\n16 * 0 = 0\n16 - 16 = 0\n16 + 2 - 2 = 16\n"
+
+
+@pytest.mark.parametrize("text", [
+    "16 * 1 = 16", "1 * 16 = 16", "16 + 0 = 16", "16 - 0 = 16", "16 / 1 = 16", "16 \\times 1 = 16",
+    "16 * 0 = 0", "0 / 16 = 0", "16 - 16 = 0", "16 / 16 = 1", "16 + 2 - 2 = 16", "2 * 16 / 2 = 16",
+])
+def test_an_equation_that_does_no_arithmetic_is_no_step(text: str) -> None:
+    assert arithmetic_step_share(text) == 0.0  # no step at all, so no share
+    assert arithmetic_step_share(f"{text}\n3 + 4 = 8") == 0.0  # and it does not pad a wrong one
+
+
+@pytest.mark.parametrize("text", ["10 - 5 = 5", "4 / 2 = 2", "2 * 2 = 4", "2 - 1 = 1", "9 + 9 = 18"])
+def test_a_result_equal_to_an_operand_can_still_be_arithmetic(text: str) -> None:
+    assert arithmetic_step_share(text) == 1.0
+
+
+def test_dense_credit_cannot_be_padded_with_identities() -> None:
+    dense = build_reward_system("dense", "qwen2.5").funcs[0]
+    slip = "16 - 3 - 4 = 9 eggs. 9 * 2 = 19.\n\\boxed{19}"
+    right = "16 - 3 - 4 = 9 eggs. 9 * 2 = 18.\n\\boxed{18}"
+    comps = ["16 + 0 = 16", "\\boxed{18}", slip, PADDING + slip, right, PADDING + right]
+    # Was 0.5, 0.5, 0.25, 0.458, 1, 1: an identity alone earned what the right answer did.
+    assert dense([JANET] * 6, comps, answer=["18"] * 6) == pytest.approx([0.0, 0.5, 0.25, 0.25, 1.0, 1.0])
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is absent")
+def test_an_identity_and_the_right_box_score_below_the_worked_solution() -> None:
+    from runners.tasks.answers import extract_gsm8k_answer
+
+    rows = [json.loads(line) for line in (DATA / "gsm8k" / "test.jsonl").read_text().splitlines() if line][:200]
+    golds = [str(extract_gsm8k_answer(r["answer"])) for r in rows]
+    prompts = [r["question"] for r in rows]
+    firsts = [re.findall(r"\d+", q)[:1] or ["1"] for q in prompts]
+    gamed = [f"{n[0]} * 1 = {n[0]}\n\\boxed{{{g}}}" for n, g in zip(firsts, golds, strict=True)]
+    worked = [re.sub(r"<<[^>]*>>", "", r["answer"]) for r in rows]
+    dense = build_reward_system("dense", "qwen2.5").funcs[0]
+    mean_gamed = sum(dense(prompts, gamed, answer=golds)) / len(rows)
+    mean_worked = sum(dense(prompts, worked, answer=golds)) / len(rows)
+    print(f"GSM8K test[:200] dense: identity + right box {mean_gamed:.3f}, worked solution {mean_worked:.3f}")
+    assert mean_gamed == pytest.approx(0.5) and mean_worked > 0.95
+
+
 def test_bad_names_are_one_line_config_errors() -> None:
     with pytest.raises(ConfigError, match="reward"):
         build_reward_system("nope", "tiny")
