@@ -13,7 +13,8 @@ is rebuilt from the prompt text, so no column is needed):
 Qwen2.5 (math; the gold answer comes from the ``answer`` column; checked with math-verify):
 
 * sparse     = 1[last \\boxed{} (else ``#### N``) verifies against the gold answer]
-* structured = 0.2 * 1[exactly one \\boxed{} answer, at the end] + 0.8 * 1[correct]
+* structured = 0.2 * 1[exactly one complete, non-empty \\boxed{} answer, at the end]
+  + 0.8 * 1[correct]
 * dense      = 0.5 * (share of the completion's ``a op b = c`` equations that hold)
   + 0.5 * 1[correct] -- partial credit for verifiable worked arithmetic; an equation that
   does no arithmetic (``x * 1 = x``, ``x + 0 = x``, ``x - x = 0``) is not a step, so it
@@ -282,8 +283,14 @@ def qwen_sparse(prompts: Sequence[Any], completions: Sequence[Any], **kw: Any) -
 
 
 def _boxed_at_end(text: str) -> bool:
+    from runners.tasks.answers import all_boxed
+
     boxes = re.findall(r"\\boxed\s*\{", text)
     if len(boxes) != 1:
+        return False
+    # A box cut off by the length limit ("\\boxed{18") or left empty holds no answer.
+    complete = all_boxed(text)
+    if len(complete) != 1 or not complete[0].strip():
         return False
     tail = text[text.rfind("\\boxed") :]
     # The answer is the last thing said: at most a short closing sentence after it.

@@ -55,6 +55,12 @@ def test_qwen_rule_rewards_use_math_verify() -> None:
     assert build_reward_system("dense", "qwen2.5").funcs[0](["q"] * 4, comps, answer=gold)[0] == 0.5
 
 
+def test_the_format_bonus_needs_a_complete_answer_in_the_box() -> None:
+    comps = ["\\boxed{", "So it is \\boxed{18", "\\boxed{}", "\\boxed{ }", "So it is \\boxed{18}."]
+    out = build_reward_system("structured", "qwen2.5").funcs[0](["q"] * 5, comps, answer=["19"] * 5)
+    assert out == pytest.approx([0.0, 0.0, 0.0, 0.0, 0.2])  # cut off or empty: no answer, no bonus
+
+
 def test_arithmetic_step_share() -> None:
     assert arithmetic_step_share("4 * 5 = 20, 20 - 3 = 16, 1/0 = 2") == pytest.approx(1 / 3)
     assert arithmetic_step_share("no equations") == 0.0
