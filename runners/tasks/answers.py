@@ -2,13 +2,17 @@
 
 Checking is delegated to ``math-verify`` (Hugging Face): both sides are parsed into
 sympy objects (LaTeX and plain expressions) and compared symbolically, with numeric
-rounding to 6 decimals, so ``\\frac{1}{2}``, ``0.5`` and ``\\boxed{1/2}`` all agree.
+rounding to 6 decimals, so ``\\frac{1}{2}``, ``0.5`` and ``\\boxed{1/2}`` all agree. Two
+plain numbers (thousands separators, ``$`` and unit words allowed: ``\\$1,234``,
+``18 dollars``) are compared here alike: integers exactly, decimals once both are rounded
+to 6 decimals (``0.5000004`` is ``0.5``; ``0.000001`` is not ``0.000002``).
 """
 
 from __future__ import annotations
 
 import re
 import threading
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import Any
 
 __all__ = [
@@ -125,14 +129,27 @@ _PLAIN_RE = re.compile(
 _MATH_WORDS = {"pi", "i", "e", "x", "y", "z", "sqrt", "frac", "cdot", "times", "degrees", "deg", "rad", "mod"}
 
 
-def _as_number(text: str) -> float | None:
+def _as_number(text: str) -> Decimal | None:
     m = _PLAIN_RE.match(text.strip())
     if m is None:
         return None
     unit = (m["unit"] or "").strip().lower()
     if unit and (unit in _MATH_WORDS or len(unit) < 2):
         return None
-    return float(re.sub(r"[^\d.\-]", "", m["num"]))
+    # Decimal, not float: "1000001" and "1000000" are different answers at any size.
+    return Decimal(re.sub(r"[^\d.\-]", "", m["num"]))
+
+
+_SIX_DECIMALS = Decimal("0.000001")
+
+
+def _same_number(a: Decimal, b: Decimal) -> bool:
+    """Integers exactly ("18.00" is 18); otherwise equal once rounded to 6 decimals."""
+    if a == a.to_integral_value() and b == b.to_integral_value():
+        return a == b
+    with localcontext() as ctx:  # enough digits that quantizing a long number never fails
+        ctx.prec = max(len(a.as_tuple().digits), len(b.as_tuple().digits)) + 8
+        return a.quantize(_SIX_DECIMALS, ROUND_HALF_UP) == b.quantize(_SIX_DECIMALS, ROUND_HALF_UP)
 
 
 def _parse(text: str) -> list[Any]:
@@ -163,7 +180,7 @@ def verify(pred: str | None, gold: str | None, *, exact_shortcut: bool = True) -
         return True
     pn, gn = _as_number(pred), _as_number(gold)
     if pn is not None and gn is not None:  # plain numbers: units and separators are not the answer
-        return abs(pn - gn) <= 1e-6 * max(1.0, abs(gn))
+        return _same_number(pn, gn)
     pred = re.sub(r"(?<=[\d}])\.\s*$", "", pred.strip())  # a sentence's full stop is not the answer
     from math_verify import verify as mv_verify
 

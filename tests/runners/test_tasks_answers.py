@@ -106,11 +106,40 @@ def test_loader_errors_name_the_field(tmp_path: Path) -> None:
     ("18.", "18", True), ("18 dollars", "18", True), ("18 eggs", "18", True), ("1\\,000", "1000", True),
     ("1 000", "1000", True), ("$1,234.", "1234", True), ("\\frac{1}{2}.", "0.5", True),
     ("5 pi", "5", False), ("17 dollars", "18", False),
+    # Integers exactly, decimals to 6 places (a relative 1e-6 took 1000001 for 1000000).
+    ("1000001", "1000000", False), ("1,000,001", "1000000", False), ("0.000001", "0.000002", False),
+    ("0.5000006", "0.5", False), ("0.5000004", "0.5", True), ("18.00", "18", True), ("\\$1,234.00", "1234", True),
 ])
 def test_plain_numbers_with_units_separators_and_a_full_stop(pred: str, gold: str, same: bool) -> None:
     from runners.tasks.answers import verify
 
     assert verify(pred, gold, exact_shortcut=False) is same
+
+
+def _grouped(g: str, sep: str) -> str:
+    whole, _, frac = g.lstrip("-").partition(".")
+    return ("-" if g.startswith("-") else "") + f"{int(whole):,}".replace(",", sep) + (f".{frac}" if frac else "")
+
+
+GSM8K_FORMS = {
+    "\\$1,234": lambda g: "\\$" + _grouped(g, ","), "$1,234": lambda g: "$" + _grouped(g, ","),
+    "1{,}234": lambda g: _grouped(g, "{,}"), "1\\,234": lambda g: _grouped(g, "\\,"),
+    "g.00": lambda g: g + ("0" if "." in g else ".00"), "g\\text{ dollars}": lambda g: g + "\\text{ dollars}",
+    "g dollars": lambda g: g + " dollars", "g.": lambda g: g + ".",
+}
+
+
+@needs_data
+@pytest.mark.parametrize("form", list(GSM8K_FORMS))
+def test_gsm8k_answers_verify_in_the_forms_models_write(form: str) -> None:
+    golds = [str(extract_gsm8k_answer(r["answer"])) for r in _jsonl(DATA / "gsm8k" / "test.jsonl")]
+    write = GSM8K_FORMS[form]
+    ok = sum(verify(write(g), g, exact_shortcut=False) for g in golds)
+    shifted = golds[1:] + golds[:1]
+    cross = sum(verify(write(a), g, exact_shortcut=False) for a, g in zip(shifted, golds, strict=True))
+    same = sum(a == g for a, g in zip(shifted, golds, strict=True))
+    print(f"GSM8K test golds written as {form}: {ok}/{len(golds)} verify; shifted control {cross} ({same} equal)")
+    assert ok == len(golds) and cross == same
 
 
 def test_boxes_that_disagree_are_no_answer() -> None:
