@@ -109,9 +109,12 @@ def extract_answer(completion: str) -> str | None:
     """A model's final answer: the last ``\\boxed{}``, else a ``####`` line, else None.
 
     Boxes that disagree are no answer: "\\boxed{17} \\boxed{19} \\boxed{18}" is a hedge,
-    and scoring its last box would reward boxing every guess."""
+    and scoring its last box would reward boxing every guess. Boxes that :func:`verify`
+    judges equal are one answer written twice ("\\boxed{15\\frac{39}{40}}, or
+    \\boxed{\\frac{639}{40}}"; "\\boxed{18} ... \\boxed{\\$18}"): the last is returned."""
     boxes = all_boxed(completion)
-    if len({re.sub(r"\s+", "", b) for b in boxes}) > 1:
+    distinct = list(dict.fromkeys(re.sub(r"\s+", "", b) for b in boxes))
+    if len(distinct) > 1 and not all(verify(b, distinct[-1]) for b in distinct[:-1]):
         return None
     boxed = extract_boxed(completion)
     if boxed is not None:

@@ -148,3 +148,17 @@ def test_boxes_that_disagree_are_no_answer() -> None:
     assert extract_answer("\\boxed{17} \\boxed{19} \\boxed{18}") is None  # a hedge, not an answer
     assert extract_answer("so \\boxed{18}, i.e. \\boxed{ 18 }") == "18"
     assert extract_answer("\\boxed{\\boxed{18}}") == "18"  # one top-level box, read to its core
+    # Equal answers written two ways are one answer, not a hedge; unequal ones stay a hedge.
+    assert extract_answer("so \\boxed{18}. In dollars: \\boxed{\\$18}") == "\\$18"
+    assert extract_answer("\\boxed{0.5}, i.e. \\boxed{\\frac{1}{2}}") == "\\frac{1}{2}"
+    assert extract_answer("\\boxed{18}, i.e. \\boxed{\\frac{36}{2}}, or \\boxed{19}") is None
+    assert extract_answer("\\boxed{19} \\boxed{18} \\boxed{\\frac{36}{2}}") is None
+
+
+@needs_data
+def test_math500_solutions_score_through_extract_answer() -> None:
+    # Row 451 ends "\\boxed{15\\frac{39}{40}}, or \\boxed{\\frac{639}{40}}": two boxes, one answer.
+    rows = _jsonl(DATA / "math500" / "test.jsonl")
+    ok = [verify(extract_answer(r["solution"]), r["answer"]) for r in rows]
+    print(f"MATH-500: {sum(ok)}/{len(rows)} solutions verify through extract_answer")
+    assert all(ok), [i for i, k in enumerate(ok) if not k]
