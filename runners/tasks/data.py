@@ -1,13 +1,15 @@
 """Math prompt sets for the GPU path: GSM8K, MATH-500 and Polaris-53K.
 
 Each loads from the Hugging Face Hub (``datasets.load_dataset``) or from a local JSONL /
-parquet file (or a folder holding ``<split>.jsonl`` / ``<split>.parquet``), and yields
+parquet / JSON-array file (or a folder holding ``<split>.jsonl`` / ``<split>.parquet`` /
+``<split>.json``), and yields
 :class:`MathItem` rows with a gold answer ready for :func:`runners.tasks.answers.verify`.
 Nothing is downloaded unless a Hub id is actually used.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,9 +59,36 @@ def _rows_from_path(path: Path, split: str) -> Iterable[Mapping[str, Any]]:
             raise ConfigError(f"path: {path} has no {split}.jsonl or {split}.parquet; point at a file")
     if not path.exists():
         raise ConfigError(f"path: {path} does not exist; give a JSONL or parquet file")
-    if path.suffix == ".parquet":
-        return pl.read_parquet(path).to_dicts()
-    return pl.read_ndjson(path, infer_schema_length=None).to_dicts()
+    if path.suffix == ".json" and _first_char(path) == "[":
+        return _json_array(path)  # a .json file is JSON lines or, as here, one array of rows
+    try:
+        if path.suffix == ".parquet":
+            return pl.read_parquet(path).to_dicts()
+        return pl.read_ndjson(path, infer_schema_length=None).to_dicts()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"path: {path} could not be read ({first}); give JSON lines (one object per "
+                          "line), a JSON array of objects or a parquet file") from None
+
+
+def _first_char(path: Path) -> str:
+    with path.open(encoding="utf-8", errors="replace") as f:
+        while chunk := f.read(4096):
+            if text := chunk.lstrip():
+                return text[0]
+    return ""
+
+
+def _json_array(path: Path) -> list[Mapping[str, Any]]:
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ConfigError(f"path: {path} is not valid JSON ({exc}); give a JSON array of objects "
+                          "or JSON lines") from None
+    if not all(isinstance(r, dict) for r in rows):
+        raise ConfigError(f"path: {path} is a JSON array of other things than objects; give one "
+                          "object per row")
+    return rows
 
 
 def _rows_from_hub(spec: DatasetSpec, split: str) -> Iterable[Mapping[str, Any]]:
@@ -80,6 +109,8 @@ def load_math(
 
     if name not in DATASETS:
         raise ConfigError(f"dataset: unknown dataset {name!r}; use one of: {', '.join(DATASETS)}")
+    if limit is not None and limit < 1:
+        raise ConfigError(f"limit: must be at least 1 (got {limit}); leave it out to load every row")
     spec = DATASETS[name]
     split = split or spec.default_split
     rows = _rows_from_path(Path(path), split) if path is not None else _rows_from_hub(spec, split)

@@ -124,7 +124,10 @@ JANET = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast every 
          "muffins for her friends every day with four. She sells the remainder at the farmers' market "
          "daily for $2 per fresh duck egg. How much in dollars does she make every day at the farmers' market?")
 # Ten identities on the problem's numbers and a grounded result: no arithmetic at all.
-PADDING = "16 * 1 = 16\n16 + 0 = 16\n2 * 1 = 2\n2 + 0 = 2\n9 * 1 = 9\n9 - 0 = 9\n16 / 1 = 16\n16 * 0 = 0\n16 - 16 = 0\n16 + 2 - 2 = 16\n"
+PADDING = "".join(f"{e}\n" for e in (
+    "16 * 1 = 16", "16 + 0 = 16", "2 * 1 = 2", "2 + 0 = 2", "9 * 1 = 9", "9 - 0 = 9", "16 / 1 = 16",
+    "16 * 0 = 0", "16 - 16 = 0", "16 + 2 - 2 = 16",
+))
 
 
 @pytest.mark.parametrize("text", [

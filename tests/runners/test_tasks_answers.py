@@ -100,6 +100,26 @@ def test_loader_errors_name_the_field(tmp_path: Path) -> None:
         load_math("nope", path=tmp_path)
     with pytest.raises(ConfigError, match="path"):
         load_math("gsm8k", path=tmp_path / "missing.jsonl")
+    (tmp_path / "test.jsonl").write_text('{"question": "q", "answer": "#### 3"}\n' * 3)
+    assert len(load_math("gsm8k", path=tmp_path, limit=2)) == 2
+    with pytest.raises(ConfigError, match=r"^limit: must be at least 1"):
+        load_math("gsm8k", path=tmp_path, limit=0)  # was one row
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    with pytest.raises(ConfigError, match=r"^path: .*bad\.jsonl could not be read") as exc:
+        load_math("gsm8k", path=tmp_path / "bad.jsonl")
+    assert "\n" not in str(exc.value)
+
+
+def test_a_json_array_file_is_read(tmp_path: Path) -> None:
+    from planner.errors import ConfigError
+
+    # A folder's test.json holding one JSON array (not JSON lines) raised polars' ComputeError.
+    (tmp_path / "test.json").write_text(json.dumps([{"question": "q1", "answer": "#### 3"},
+                                                    {"question": "q2", "answer": "#### 1,234"}], indent=1))
+    assert [(it.question, it.answer) for it in load_math("gsm8k", path=tmp_path)] == [("q1", "3"), ("q2", "1234")]
+    (tmp_path / "other.json").write_text("[1, 2]")
+    with pytest.raises(ConfigError, match=r"^path: .*array of other things than objects"):
+        load_math("gsm8k", path=tmp_path / "other.json")
 
 
 @pytest.mark.parametrize(("pred", "gold", "same"), [
