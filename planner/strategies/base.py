@@ -9,13 +9,14 @@ are compared on equal terms.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from planner.compiler import CompileOptions, compile_plan
+from planner.compiler import CompileOptions, achievable_rho_range, compile_plan
+from planner.design import compile_feasible
 from planner.errors import ConfigError, InfeasibleError
 from planner.frontier import Setting, allocation_shares, at_budget, rho_grid
 from planner.regime import LABELS, RegimeCall, regime_labels
@@ -24,7 +25,10 @@ from planner.schema import TARGETS, Proposal, RunPlan, RunRecord
 
 __all__ = [
     "MAX_ATTEMPTS",
+    "NEW_PLAN_GRID",
     "FailedRuns",
+    "PlanKey",
+    "PlanLedger",
     "RaceProblem",
     "Strategy",
     "budget_axis",
@@ -32,6 +36,8 @@ __all__ = [
     "decision_state",
     "flat_prior_call",
     "mark_unchecked",
+    "new_plan_rho",
+    "plan_key",
     "ran_pilot_budgets",
     "relevant_records",
 ]
@@ -183,6 +189,72 @@ class FailedRuns:
             if len(atts) >= MAX_ATTEMPTS and pid not in succeeded:
                 out[pid] = plan
         return out
+
+
+#: A plan's identity for strategies (:func:`plan_key`).
+PlanKey = tuple[Hashable, ...]
+
+
+def plan_key(plan: RunPlan) -> PlanKey:
+    """What the engine runs: the plan's setting, budget and every lever, as
+    :func:`planner.proposals.proposal_id` hashes them, but not ``rho_target``. The compiler
+    maps every request within its rho tolerance to one plan, and the id keeps the request,
+    so one run could come back under many ids, each a full-cost run that teaches nothing new
+    (the simulator's noise, too, is keyed by the levers and the seed). Strategies compare
+    plans by this key; ids stay as they are (stores on disk are keyed by them)."""
+    return (plan.model, plan.reward, f"{plan.budget:.6g}", plan.prompt_len, plan.completion_len,
+            plan.max_completion_length, plan.prompts_per_round, plan.total_prompts, plan.rounds,
+            plan.completions_per_prompt, plan.completions_kept, plan.num_iterations, plan.old_logprobs,
+            f"{plan.beta:.6g}", plan.gradient_checkpointing, plan.lm_head_positions, plan.lora_rank,
+            plan.lora_alpha, tuple(plan.lora_targets))
+
+
+class PlanLedger:
+    """The plans a strategy has run or has in flight, by :func:`plan_key`: what it must not
+    propose again under a new id. Told runs count whatever their status (a failed plan is
+    retried under its own id by the loop, :data:`MAX_ATTEMPTS`, never as a new run), and so do
+    proposals asked but not told yet (a batch, or runs still executing)."""
+
+    def __init__(self, problem: RaceProblem) -> None:
+        self._keys = set(problem.settings)
+        self._ran: set[PlanKey] = set()
+        self._asked: dict[PlanKey, str] = {}  # plan key -> proposal id
+
+    def tell(self, records: Sequence[RunRecord]) -> None:
+        for r in records:
+            if Setting(r.model, r.reward) in self._keys:
+                self._ran.add(plan_key(r.plan))
+
+    def add(self, proposal: Proposal) -> None:
+        self._asked.setdefault(plan_key(proposal.plan), proposal.id)
+
+    def __contains__(self, plan: RunPlan) -> bool:
+        k = plan_key(plan)
+        return k in self._ran or k in self._asked
+
+    def in_flight(self, plan: RunPlan) -> str | None:
+        """The id under which ``plan`` was proposed, where no run of it has been told yet."""
+        k = plan_key(plan)
+        return None if k in self._ran else self._asked.get(k)
+
+
+#: rho values over a setting's reachable range that :func:`new_plan_rho` compiles. At a
+#: pilot budget the compiler's plans are a few dozen intervals of rho, some narrower than
+#: this grid's step, so the grid can miss a plan; the strategies' own draws can still land
+#: it, and are tried first.
+NEW_PLAN_GRID = 1001
+
+
+def new_plan_rho(setting: Setting, budget: float, opts: CompileOptions | None,
+                 taken: Callable[[RunPlan], bool], rng: np.random.Generator) -> float | None:
+    """A rho whose plan at ``budget`` is not ``taken``, drawn uniformly among the
+    :data:`NEW_PLAN_GRID` grid points whose plan is new (what uniform draws redrawn until
+    they land a new plan would give, without their unbounded cost); None when every plan
+    the grid reaches is taken: the strategy's search space is spent."""
+    lo, hi = achievable_rho_range(setting.model, setting.reward, opts)
+    free = [float(r) for r in np.linspace(lo, hi, NEW_PLAN_GRID)
+            if (plan := compile_feasible(setting, float(r), budget, opts)[0]) is not None and not taken(plan)]
+    return free[int(rng.integers(len(free)))] if free else None
 
 
 def flat_prior_call(setting: Setting, problem: RaceProblem, level: float = 0.9) -> RegimeCall:

@@ -24,9 +24,13 @@ from planner.regime import RegimeCall
 from planner.schema import Proposal, RunRecord
 from planner.strategies.base import (
     FailedRuns,
+    PlanKey,
+    PlanLedger,
     RaceProblem,
     check_batch,
     mark_unchecked,
+    new_plan_rho,
+    plan_key,
     relevant_records,
     target_value,
 )
@@ -125,37 +129,63 @@ class GridStrategy(_PilotBaseline):
     def ask(self, n: int | None = None) -> list[Proposal]:
         check_batch(n)
         done = {r.proposal_id for r in self.records_}
-        skip = done | set(self._failed.abandoned(done))
-        out: dict[str, Proposal] = {}
+        # By plan, not id: two grid rho values the compiler maps to one plan are one run,
+        # and a plan recorded under another id (another strategy's, in the same store) is
+        # a point this grid has.
+        skip = {plan_key(r.plan) for r in self.records_}
+        skip |= {plan_key(plan) for plan in self._failed.abandoned(done).values()}
+        out: dict[PlanKey, Proposal] = {}
         for s in self.problem.settings:
             for r in self._rhos[s]:
                 p = self._proposal(s, r, f"grid: IsoFLOP pilot grid of {self.n_points} rho values")
-                if p is not None and p.id not in skip:
-                    out.setdefault(p.id, p)
+                if p is not None and (k := plan_key(p.plan)) not in skip:
+                    out.setdefault(k, p)
         return list(out.values())[:n]
 
 
 class RandomStrategy(_PilotBaseline):
-    """Uniform random rho at the pilot budget, settings in turn; never exhausted."""
+    """Uniform random rho at the pilot budget, settings in turn, each a plan not run or
+    asked for before; exhausted only when no new plan is left (:func:`new_plan_rho`)."""
 
     name = "random"
+
+    #: Uniform draws per proposal before the new plans are drawn from directly: a draw
+    #: lands a plan already run more and more often as a race fills the few dozen plans a
+    #: pilot budget has.
+    MAX_DRAWS = 32
 
     def __init__(self, problem: RaceProblem, seed: int = 0, *, budget: float | None = None) -> None:
         super().__init__(problem, seed, budget=budget)
         self._rng = np.random.default_rng(seed)
         self._turn = 0
+        self._plans = PlanLedger(problem)
+
+    def tell(self, records: Sequence[RunRecord]) -> None:
+        super().tell(records)
+        self._plans.tell(records)
 
     def ask(self, n: int | None = None) -> list[Proposal]:
         check_batch(n)
-        from planner.compiler import achievable_rho_range
-
         settings = self.problem.settings
         out: list[Proposal] = []
         for _ in range(n if n is not None else len(settings)):
             s = settings[self._turn % len(settings)]
             self._turn += 1
-            lo, hi = achievable_rho_range(s.model, s.reward, self.problem.opts)
-            p = self._proposal(s, float(self._rng.uniform(lo, hi)), "random: uniform rho at the pilot budget")
-            if p is not None and all(p.id != q.id for q in out):
+            p = self._new(s)
+            if p is not None:
+                self._plans.add(p)
                 out.append(p)
         return out
+
+    def _new(self, s: Setting) -> Proposal | None:
+        """A proposal of a plan not run, in flight or in this batch: the compiler maps a
+        band of rho to one plan, and its run again under a new id would teach nothing."""
+        from planner.compiler import achievable_rho_range
+
+        lo, hi = achievable_rho_range(s.model, s.reward, self.problem.opts)
+        for _ in range(self.MAX_DRAWS):
+            p = self._proposal(s, float(self._rng.uniform(lo, hi)), "random: uniform rho at the pilot budget")
+            if p is not None and p.plan not in self._plans:
+                return p
+        r = new_plan_rho(s, self.budget_for(s), self.problem.opts, self._plans.__contains__, self._rng)
+        return None if r is None else self._proposal(s, r, "random: uniform rho among the plans not run yet")

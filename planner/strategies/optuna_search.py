@@ -2,6 +2,11 @@
 parameter, driven through Optuna's ask/tell at the pilot budget. The recommendation is the
 best trial's rho (what Optuna itself reports); it carries no probability, so the call
 puts probability 1 on the best trial's regime and the loop never stops on confidence.
+
+The compiler maps a band of rho to one plan, and the samplers often ask for a rho whose
+plan already ran (GPSampler asks for its upper bound again and again): such a trial is
+told that run's value, Optuna's usual answer to a duplicate, and another is asked. Each
+proposal is a plan not run before, so the race is never "exhausted" while one is left.
 """
 
 from __future__ import annotations
@@ -9,17 +14,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from planner.compiler import achievable_rho_range
 from planner.design import compile_feasible, iso_note, iso_range_budget
 from planner.frontier import Setting, allocation_shares
 from planner.proposals import make_proposal
 from planner.regime import LABELS, RegimeCall, regime_labels
-from planner.schema import Proposal, RunRecord
+from planner.schema import Proposal, RunPlan, RunRecord
 from planner.strategies.base import (
+    PlanKey,
+    PlanLedger,
     RaceProblem,
     check_batch,
     flat_prior_call,
     mark_unchecked,
+    new_plan_rho,
+    plan_key,
     relevant_records,
     target_value,
 )
@@ -31,6 +42,10 @@ SAMPLERS = ("tpe", "gp")
 
 class OptunaStrategy:
     stops_on_confidence = False
+    #: Trials asked of the sampler per proposal before a new plan is enqueued for it
+    #: (:func:`planner.strategies.base.new_plan_rho`): a sampler sure of its optimum asks for
+    #: the same plan until the duplicates' values move it.
+    MAX_ASKS = 8
 
     def __init__(self, problem: RaceProblem, seed: int = 0, *, sampler: str = "tpe",
                  budget: float | None = None, n_startup: int = 3) -> None:
@@ -60,33 +75,64 @@ class OptunaStrategy:
         self._budgets: dict[Setting, float] = {}
         self._told: set[str] = set()  # proposal ids whose value the studies have
         self._turn = 0
+        self._plans = PlanLedger(problem)
+        self._measured: dict[PlanKey, RunRecord] = {}  # plan key -> the run answering its trials
+        self._rng = np.random.default_rng(seed)
 
     def ask(self, n: int | None = None) -> list[Proposal]:
         check_batch(n)
         settings = self.problem.settings
-        out: dict[str, Proposal] = {}
+        out: list[Proposal] = []
         for _ in range(n if n is not None else len(settings)):
             s = settings[self._turn % len(settings)]
             self._turn += 1
-            trial = self._studies[s].ask({"rho": self._dist[s]})
-            b = self._budget(s)
+            if (prop := self._new(s)) is not None:
+                out.append(prop)
+        return out
+
+    def _new(self, s: Setting) -> Proposal | None:
+        """The next trial's proposal whose plan is not run, in flight or in this batch;
+        None when no new plan is left."""
+        study, b = self._studies[s], self._budget(s)
+        for tries in range(self.MAX_ASKS + 1):
+            if tries == self.MAX_ASKS:
+                r = new_plan_rho(s, b, self.problem.opts, self._plans.__contains__, self._rng)
+                if r is None:
+                    return None
+                study.enqueue_trial({"rho": r})  # the next ask takes it: the study keeps the trial
+            trial = study.ask({"rho": self._dist[s]})
             plan, note = compile_feasible(s, float(trial.params["rho"]), b, self.problem.opts)
             if plan is None:
-                self._studies[s].tell(trial, state=_failed())
+                study.tell(trial, state=_failed())
+                continue
+            if plan in self._plans:
+                self._repeat(s, trial, plan)
                 continue
             if b > self.budget:
                 note = iso_note(self.budget, b) + note
             prop = make_proposal(plan, target=self.problem.target,
                                  reason=f"{self.name}: trial {trial.number}" + (f"; {note}" if note else ""))
             self._waiting.setdefault(prop.id, []).append((s, trial))
-            out.setdefault(prop.id, prop)
-        return list(out.values())
+            self._plans.add(prop)
+            return prop
+        return None
+
+    def _repeat(self, s: Setting, trial: Any, plan: RunPlan) -> None:
+        """Answer a trial whose plan ran already or is in flight, as its run was answered."""
+        if (rec := self._measured.get(plan_key(plan))) is not None:
+            self._studies[s].tell(trial, target_value(rec, self.problem.target))
+        elif (pid := self._plans.in_flight(plan)) is not None:
+            self._waiting.setdefault(pid, []).append((s, trial))  # answered when that run is told
+        else:  # it ran and measured nothing (failed): so would this trial
+            self._studies[s].tell(trial, state=_failed())
 
     def tell(self, records: Sequence[RunRecord]) -> None:
+        self._plans.tell(records)
         good = relevant_records(self.problem, records)
         for r in good:
             s = Setting(r.model, r.reward)
             value = target_value(r, self.problem.target)
+            self._measured.setdefault(plan_key(r.plan), r)
             # Every trial waiting for this plan, one that repeats an earlier trial's plan
             # too (its run is already recorded, so the loop hands back that record): left
             # unanswered it would stay RUNNING for good.

@@ -446,3 +446,24 @@ def test_loop_arguments_are_checked_before_anything_runs(tmp_path: Path, kwargs:
     with pytest.raises(ConfigError, match=f"^{field}: "):
         run_race(PROBLEM, Scripted(), FakeEngine(), PilotStore(tmp_path / "data"), **kwargs)
     assert not (tmp_path / "data" / "runs").exists() or not any((tmp_path / "data" / "runs").iterdir())
+
+
+@pytest.mark.parametrize("cap", ["max-runs", "max-flops"])
+@pytest.mark.parametrize("name", ["random", "optuna-tpe", "optuna-gp"])
+def test_baselines_run_each_plan_once_up_to_their_cap(tmp_path: Path, name: str, cap: str) -> None:
+    """The compiler meets a band of rho with one plan, so a baseline's new rho was often a
+    run already made, under a new id; optuna-gp, asking for its upper bound again and
+    again, ended "exhausted" long before the cap."""
+    from planner.strategies import make_strategy
+
+    problem = RaceProblem((Setting("qwen2.5-7b", "sparse"), Setting("qwen2.5-7b", "prm")), budget=1e16,
+                          pilot_budget=1e14)
+    one = compile_plan("qwen2.5-7b", "prm", 0.5, 7.5e14).flops.total  # about one pilot
+    store = PilotStore(tmp_path / "data")
+    res = run_race(problem, make_strategy(name, problem, 0), FakeEngine(), store,
+                   max_runs=24 if cap == "max-runs" else None, max_flops=20 * one if cap == "max-flops" else None)
+    recs = store.records()
+    ran = {(r.model, r.reward, r.budget, r.plan.total_prompts, r.plan.completions_per_prompt,
+            r.plan.completions_kept, r.plan.num_iterations) for r in recs}
+    assert res.stop_reason == cap and len(ran) == len(recs)
+    assert res.total_runs == 24 if cap == "max-runs" else res.total_flops <= 20 * one

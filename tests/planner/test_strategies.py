@@ -7,7 +7,7 @@ import pytest
 
 from planner.errors import ConfigError
 from planner.frontier import Setting
-from planner.schema import ComputeCard, Metrics, Proposal, RunRecord, run_id_for
+from planner.schema import ComputeCard, Metrics, Proposal, RunPlan, RunRecord, run_id_for
 from planner.strategies import STRATEGIES, RaceProblem, make_strategy
 from planner.strategies.quadratic import quadratic_call
 
@@ -175,6 +175,106 @@ def test_an_optuna_trial_that_repeats_a_recorded_plan_is_answered() -> None:
     st._waiting.setdefault(a.id, []).append((S, again))
     st.tell([rec])
     assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.COMPLETE]
+
+
+def ran_as(plan: RunPlan) -> tuple[object, ...]:
+    """What an engine runs (the sim keys its noise by these and the seed), rho_target aside."""
+    return (plan.model, plan.reward, plan.budget, plan.total_prompts, plan.completions_per_prompt,
+            plan.completions_kept, plan.num_iterations)
+
+
+S7 = (Setting("qwen2.5-7b", "sparse"), Setting("qwen2.5-7b", "prm"))
+
+
+@pytest.mark.parametrize("name", ["random", "optuna-tpe", "optuna-gp"])
+def test_baselines_never_propose_a_plan_run_in_flight_or_in_the_batch(name: str) -> None:
+    """The compiler meets a band of rho with one plan and the id keeps the request, so one
+    plan came back under new ids: a run with the same levers and seed, at full cost, that
+    taught nothing."""
+    problem = RaceProblem(S7, budget=1e16, pilot_budget=1e14)
+    st = make_strategy(name, problem, seed=0)
+    peaks = {S7[0]: 0.9, S7[1]: 0.9}  # optima at the upper bound: GPSampler asks for it again and again
+    seen: list[tuple[object, ...]] = []
+    for _ in range(8):
+        props = st.ask(3)
+        seen += [ran_as(p.plan) for p in props]
+        st.tell([run(p, peaks) for p in props])
+    pending = st.ask(2)  # asked, not told: in flight
+    seen += [ran_as(p.plan) for p in pending + st.ask(2)]
+    assert len(seen) == 28 and len(set(seen)) == len(seen)
+
+
+def test_plan_key_is_every_lever_of_a_plan_but_the_request() -> None:
+    from planner.compiler import compile_plan
+    from planner.strategies.base import plan_key
+
+    plan = compile_plan(S.model, S.reward, 0.6, 1e15)
+    assert plan_key(plan.model_copy(update={"rho_target": 0.62})) == plan_key(plan)
+    derived = {"rho_target", "rho", "flops", "flops_per_prompt"}  # the request, and what the levers give
+    bumped = {"old_logprobs": not plan.old_logprobs, "gradient_checkpointing": not plan.gradient_checkpointing,
+              "lm_head_positions": "all" if plan.lm_head_positions == "completion" else "completion",
+              "lora_targets": ("q_proj",), "model": "qwen2.5-7b", "reward": "prm", "beta": plan.beta + 0.01}
+    for f in set(RunPlan.model_fields) - derived:  # a lever added to RunPlan must join the key
+        v = bumped.get(f, getattr(plan, f) * 2 if not isinstance(getattr(plan, f), str) else None)
+        assert plan_key(plan.model_copy(update={f: v})) != plan_key(plan), f
+
+
+def test_an_optuna_trial_that_repeats_a_measured_plan_is_told_its_value_and_another_asked() -> None:
+    """Optuna's usual answer to a duplicate: the trial gets the run's value, and the
+    proposal is the next trial's, a plan not run yet."""
+    from optuna.trial import TrialState
+
+    st = make_strategy("optuna-tpe", RaceProblem((S,), budget=1e16, pilot_budget=1e15), seed=0)
+    (a,) = st.ask(1)
+    rec = run(a, {S: 0.7})
+    st.tell([rec])
+    study = st._studies[S]
+    study.enqueue_trial({"rho": a.plan.rho_target + 1e-3})  # the sampler's next ask: a's plan again
+    (b,) = st.ask(1)
+    assert ran_as(b.plan) != ran_as(a.plan)
+    done = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    assert [t.value for t in done] == [rec.metrics.native] * 2
+    # One still in flight: the repeat waits for that run's value instead.
+    study.enqueue_trial({"rho": b.plan.rho_target})
+    (c,) = st.ask(1)
+    assert ran_as(c.plan) not in {ran_as(a.plan), ran_as(b.plan)}
+    st.tell([run(b, {S: 0.7})])
+    assert [t.state for t in study.trials].count(TrialState.COMPLETE) == 4 and len(st._waiting) == 1
+
+
+@pytest.mark.parametrize("name", ["random", "optuna-tpe"])
+def test_a_baseline_proposes_nothing_only_when_no_new_plan_is_left(name: str) -> None:
+    """optuna-gp ended races "exhausted" long before their cap (a round without a new run
+    id ends a race). Every plan of the setting's budget runs once, and only then is the ask
+    empty."""
+    from planner.compiler import achievable_rho_range
+    from planner.design import compile_feasible
+
+    s = S7[1]
+    st = make_strategy(name, RaceProblem((s,), budget=1e16, pilot_budget=1e14), seed=0)
+    b = st.pilot_budgets()[s]
+    plans = {ran_as(p) for r in np.linspace(*achievable_rho_range(s.model, s.reward), 2001)
+             if (p := compile_feasible(s, float(r), b)[0]) is not None}
+    seen: list[tuple[object, ...]] = []
+    for _ in range(len(plans)):  # bounded: a strategy that repeats plans would ask forever
+        if not (props := st.ask(2)):
+            break
+        seen += [ran_as(p.plan) for p in props]
+        st.tell([run(p, {s: 0.9}) for p in props])
+    assert len(seen) == len(set(seen)) and set(seen) == plans and st.ask(2) == []
+
+
+def test_grid_skips_a_plan_recorded_under_another_id() -> None:
+    """Another strategy's run in the store (another rho_target, the same plan) is the grid's
+    point: run again under the grid's id it would only repeat that run."""
+    from planner.proposals import make_proposal
+
+    g = make_strategy("grid", PROBLEM, n_points=5)
+    first = g.ask()
+    other = make_proposal(first[0].plan.model_copy(update={"rho_target": first[0].plan.rho_target + 1e-3}))
+    assert other.id != first[0].id
+    g.tell([run(other, {S: 0.7, P: 0.3})])
+    assert [p.id for p in g.ask()] == [p.id for p in first[1:]]
 
 
 def test_unknown_strategy_names_the_choices() -> None:
