@@ -1,7 +1,8 @@
 """Optuna baselines (``optuna-tpe``, ``optuna-gp``): one study per setting, rho as the single
 parameter, driven through Optuna's ask/tell at the pilot budget. The recommendation is the
-best trial's rho (what Optuna itself reports); it carries no probability, so the call
-puts probability 1 on the best trial's regime and the loop never stops on confidence.
+best trial's run, at the rho that run metered (the trial's rho is the request, which the
+compiler meets only to within its tolerance); it carries no probability, so the call puts
+probability 1 on that run's regime and the loop never stops on confidence.
 
 The compiler maps a band of rho to one plan, and the samplers often ask for a rho whose
 plan already ran (GPSampler asks for its upper bound again and again): such a trial is
@@ -77,6 +78,7 @@ class OptunaStrategy:
         self._turn = 0
         self._plans = PlanLedger(problem)
         self._measured: dict[PlanKey, RunRecord] = {}  # plan key -> the run answering its trials
+        self._answers: dict[Setting, dict[int, RunRecord]] = {s: {} for s in problem.settings}  # trial -> run
         self._rng = np.random.default_rng(seed)
 
     def ask(self, n: int | None = None) -> list[Proposal]:
@@ -121,6 +123,7 @@ class OptunaStrategy:
         """Answer a trial whose plan ran already or is in flight, as its run was answered."""
         if (rec := self._measured.get(plan_key(plan))) is not None:
             self._studies[s].tell(trial, target_value(rec, self.problem.target))
+            self._answers[s][trial.number] = rec
         elif (pid := self._plans.in_flight(plan)) is not None:
             self._waiting.setdefault(pid, []).append((s, trial))  # answered when that run is told
         else:  # it ran and measured nothing (failed): so would this trial
@@ -139,10 +142,14 @@ class OptunaStrategy:
             waiting = self._waiting.pop(r.proposal_id, [])
             for st, trial in waiting:
                 self._studies[st].tell(trial, value)
+                self._answers[st][trial.number] = r
             if not waiting and r.proposal_id not in self._told and self._at_budget(s, r.budget):
                 # A run the study did not ask for in this process (a resumed race): the
-                # study learns it as a finished trial, as the caps already count it.
-                self._studies[s].add_trial(self._trial(s, r.plan.rho_target, value))
+                # study learns it as a finished trial, as the caps already count it. At the
+                # requested rho, the sampler's own coordinate, as a live trial has it.
+                study = self._studies[s]
+                study.add_trial(self._trial(s, r.plan.rho_target, value))
+                self._answers[s][study.get_trials(deepcopy=False)[-1].number] = r
             # Seed replicates: the first record answers the trial, later ones are extra data
             # Optuna's single-objective ask/tell has no slot for.
             self._told.add(r.proposal_id)
@@ -182,7 +189,11 @@ class OptunaStrategy:
             if not done:
                 out[s] = flat_prior_call(s, self.problem)
                 continue
-            rho = float(study.best_trial.params["rho"])
+            # The rho the best trial's run metered, as grid and random call from: the
+            # trial's own is the request, up to the compiler's tolerance away.
+            best = study.best_trial
+            run = self._answers[s].get(best.number)
+            rho = float(run.card.rho) if run is not None else float(best.params["rho"])
             label = LABELS[int(regime_labels(allocation_shares(s.model, s.reward, [rho], self.problem.opts))[0])]
             out[s] = RegimeCall(
                 rho_star=rho, rho_star_ci=(rho, rho), regime=label,
