@@ -6,7 +6,8 @@ skewed frontier). Regime probabilities come from a residual bootstrap of that fi
 baselines report a confidence too (the paper's protocol itself reports none). Where the fit
 is exact (three rho values in the window and no replicates: the grid's edges with one
 seed) there is no residual to resample: the call is marked ``exact_fit`` and its
-probability of 1 is the point call, not a confidence.
+probability of 1 is the point call, not a confidence. Runs that all measured one value show
+no trend: the call is the prior's, open, as ours' is then.
 """
 
 from __future__ import annotations
@@ -48,8 +49,14 @@ def quadratic_call(
     from sklearn.preprocessing import PolynomialFeatures
 
     r, v = np.asarray(rho, dtype=float), np.asarray(y, dtype=float)
-    if r.size == 0:
-        return flat_prior_call(setting, problem, level)
+    if r.size == 0 or np.all(v == v[0]):
+        # Every run measured the same value (pass@1 of a policy that never solves a problem):
+        # no trend to fit, and a flat fit's "vertex" is an end of the window, a confident
+        # call of whichever regime lies there. The prior's call, open, as ours' is.
+        call = flat_prior_call(setting, problem, level)
+        if r.size:
+            call.extra["no_trend"] = True
+        return call
     uniq = np.unique(np.round(r, 4))
     means = np.array([v[np.round(r, 4) == u].mean() for u in uniq])
     best = int(np.argmax(means))

@@ -59,6 +59,23 @@ def test_quadratic_call_marks_a_fit_with_no_residual_as_exact() -> None:
     assert noisy.extra["exact_fit"] is False
 
 
+@pytest.mark.parametrize("y", [0.0, 0.25])
+def test_quadratic_call_on_a_metric_without_trend_is_the_open_prior(y: float) -> None:
+    """pass@1 of a policy that never solves a problem: a flat fit "peaked" at an end of
+    the window and called that end's regime with P 1 (exact_fit), decided at the decision
+    budget. No trend is the prior's open call, as ours'."""
+    from planner.strategies import decision_state, flat_prior_call
+
+    r = np.linspace(0.1, 0.9, 5)
+    call = quadratic_call(S, PROBLEM, r, [y] * 5)
+    prior = flat_prior_call(S, PROBLEM)
+    assert call.probabilities == prior.probabilities and call.extra["no_trend"] is True
+    at_target = RaceProblem((S,), budget=1e16, pilot_budget=1e15)
+    g = make_strategy("grid", at_target, n_points=5, budget=1e16)
+    g.tell([run(p, {S: 0.7}).model_copy(update={"metrics": Metrics(native=y)}) for p in g.ask()])
+    assert decision_state(g.decide()[S], at_target) == "open"
+
+
 def test_grid_proposes_its_design_once_and_calls_each_setting() -> None:
     g = make_strategy("grid", PROBLEM, n_points=5)
     props = g.ask()
