@@ -62,6 +62,7 @@ def quadratic_call(
     best = int(np.argmax(means))
     shares_of = lambda x: allocation_shares(setting.model, setting.reward, np.atleast_1d(x), problem.opts)  # noqa: E731
     exact = True  # no residual to resample: the shares below are then 0 or 1, not a confidence
+    fitted: tuple[float, float, np.ndarray] | None = None  # the fit's window and coefficients
     if uniq.size < 3:  # no curvature to fit: the best observed rho, no uncertainty
         rs = np.array([uniq[best]])
         stars = rs
@@ -86,13 +87,25 @@ def quadratic_call(
         Yb = fit.predict(X)[:, None] + rng.choice(resid, size=(resid.size, n_boot), replace=True)
         cb = LinearRegression(fit_intercept=False).fit(X, Yb).coef_  # (B, 3)
         stars = _vertex(cb, lo, hi, np.full(n_boot, uniq[best]))
+        fitted = (lo, hi, coef[0])
     labels = regime_labels(shares_of(stars))
     probs = np.bincount(labels, minlength=len(LABELS)) / labels.size
+    top = int(np.argmax(probs))
+    rho_star = float(rs[0])
+    if fitted is not None and int(regime_labels(shares_of(rho_star))[0]) != top:
+        # The fit's vertex lies in another regime than most refits' vertices (it sits near
+        # a boundary): rho* is then the fit's best rho within the called regime, as ours'
+        # is (RegimeCall), so that the label at rho* is the call. The called regime holds
+        # refit vertices, all inside the window, so the window has such a rho.
+        lo, hi, c = fitted
+        cand = np.concatenate([np.linspace(lo, hi, 401), stars])
+        cand = cand[regime_labels(shares_of(cand)) == top]
+        rho_star = float(cand[np.argmax(c[0] + c[1] * cand + c[2] * cand**2)])
     a = (1 - level) / 2
     return RegimeCall(
-        rho_star=float(rs[0]),
+        rho_star=rho_star,
         rho_star_ci=(float(np.quantile(stars, a)), float(np.quantile(stars, 1 - a))),
-        regime=LABELS[int(np.argmax(probs))],
+        regime=LABELS[top],
         probabilities={lab: float(p) for lab, p in zip(LABELS, probs, strict=True)},
         level=level,
         # exact_fit: the probabilities carry no noise estimate (a 3-point window without

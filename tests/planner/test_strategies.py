@@ -76,6 +76,16 @@ def test_quadratic_call_on_a_metric_without_trend_is_the_open_prior(y: float) ->
     assert decision_state(g.decide()[S], at_target) == "open"
 
 
+def test_quadratic_calls_the_regime_its_rho_star_lies_in() -> None:
+    """The vertex 0.5005 (update-heavy for a rule reward) was labelled search-heavy, the
+    bootstrap refits' majority (P 0.51). The call keeps the majority and, as ours' does,
+    takes the fit's best rho within it: rho* and regime agree."""
+    call = quadratic_call(S, PROBLEM, [0.178, 0.356, 0.535, 0.713, 0.891], [0.5026, 0.5851, 0.6117, 0.5471, 0.464])
+    assert call.regime == max(call.probabilities, key=call.probabilities.__getitem__)
+    assert (call.rho_star > 0.5) == (call.regime == "update-heavy")
+    assert call.rho_star == pytest.approx(0.5, abs=2e-3)
+
+
 def test_grid_proposes_its_design_once_and_calls_each_setting() -> None:
     g = make_strategy("grid", PROBLEM, n_points=5)
     props = g.ask()
