@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from planner.errors import ConfigError
 from planner.frontier import Setting, allocation_shares
 from planner.regime import LABELS, RegimeCall, regime_labels
 from planner.strategies.base import RaceProblem, flat_prior_call
@@ -49,6 +50,10 @@ def quadratic_call(
     from sklearn.preprocessing import PolynomialFeatures
 
     r, v = np.asarray(rho, dtype=float), np.asarray(y, dtype=float)
+    for name, a in (("rho", r), ("y", v)):
+        if not np.isfinite(a).all():  # sklearn's own error is a multi-line ValueError about dtypes
+            raise ConfigError(f"{name}: {setting.key}'s runs include a non-finite value "
+                              f"({a[~np.isfinite(a)][0]}); the local quadratic fits finite values only")
     if r.size == 0 or np.all(v == v[0]):
         # Every run measured the same value (pass@1 of a policy that never solves a problem):
         # no trend to fit, and a flat fit's "vertex" is an end of the window, a confident

@@ -86,6 +86,11 @@ def test_quadratic_calls_the_regime_its_rho_star_lies_in() -> None:
     assert call.rho_star == pytest.approx(0.5, abs=2e-3)
 
 
+def test_quadratic_call_names_a_non_finite_metric() -> None:
+    with pytest.raises(ConfigError, match=r"^y: qwen2.5-1.5b/sparse's runs include a non-finite value \(nan\)"):
+        quadratic_call(S, PROBLEM, [0.2, 0.5, 0.8], [0.4, float("nan"), 0.5])
+
+
 def test_grid_proposes_its_design_once_and_calls_each_setting() -> None:
     g = make_strategy("grid", PROBLEM, n_points=5)
     props = g.ask()
