@@ -383,9 +383,11 @@ def race(
             f"{', '.join(blank)}: its ok runs measured no {problem.target}" if blank else "",
             f"{', '.join(failing)}: every attempt failed (`runners status --data {data}` says why)" if failing else "",
             f"{', '.join(capped)}: {result.stop_reason} came first" if capped else "") if part)
+        # Only ours has a surrogate to predict from; a baseline calls such a setting from the prior.
+        source = ("the surrogate's predictions from the other settings' runs"
+                  if callable(getattr(strat, "surrogate", None)) else "the prior's (no runs to call from)")
         typer.echo(f"note: no runs for {', '.join(s.key for s in unrun)} ({why}): their entries in "
-                   "regimes.json (runs 0) are the surrogate's predictions from the other settings' runs; "
-                   "raise the cap, or race them on their own", err=True)
+                   f"regimes.json (runs 0) are {source}; raise the cap, or race them on their own", err=True)
     if result.stop_reason == "exhausted" and callable(getattr(strat, "surrogate", None)):
         # No surrogate, so the calls are the prior's and ours has nothing to acquire with.
         if note := _no_trend(problem, after):

@@ -515,6 +515,15 @@ def test_a_setting_without_runs_shows_no_call(tmp_path: Path) -> None:
     assert res.stderr.startswith("note: no runs for qwen2.5-1.5b/prm (qwen2.5-1.5b/prm: max-runs came first)")
 
 
+def test_a_baselines_setting_without_runs_is_said_to_be_called_from_the_prior(tmp_path: Path) -> None:
+    """Baselines have no surrogate to predict a setting from the other settings' runs."""
+    res = runner.invoke(app, ["race", "--budget", "1e16", "--data", str(tmp_path / "d"), "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse,prm", "--max-runs", "1", "--strategy", "random", "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert "regimes.json (runs 0) are the prior's (no runs to call from)" in res.stderr
+    assert "surrogate" not in res.stderr
+
+
 def test_race_says_where_it_raised_a_pilot_budget(tmp_path: Path) -> None:
     res = runner.invoke(app, ["race", "--budget", "1e16", "--pilot-budget", "1e14", "--data", str(tmp_path / "d"),
                               "--models", "qwen2.5-1.5b", "--rewards", "sparse,prm", "--max-runs", "6", "--quiet"])
