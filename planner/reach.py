@@ -11,8 +11,8 @@ tabulates it once per (model, reward).
 
 Why it matters: the bins are relative to the request, so which of several close plans a
 request gets depends on where it falls, and a grid of requests (0.005 apart, half a bin)
-misses plans that other requests reach: a quarter to two fifths of them on the Qwen2.5
-settings (``tests/planner/test_reach.py``). The simulator's truth must range over every
+misses plans that other requests reach: 145 of paper 1.5b prm's 270
+(``tests/planner/test_reach.py``). The simulator's truth must range over every
 plan a strategy can buy, not over those a grid happens to reach.
 """
 
@@ -23,7 +23,13 @@ from functools import cache
 
 import numpy as np
 
-from planner.compiler import CompileOptions, _lever_arrays, per_completion
+from planner.compiler import (
+    BUDGET_TOLERANCE,
+    CompileOptions,
+    _candidates,
+    _lever_arrays,
+    per_completion,
+)
 from planner.registry import get_model, get_reward
 
 __all__ = ["RequestMap", "request_map"]
@@ -33,12 +39,14 @@ BIN = 0.01  # the compiler's rho bin width (``np.rint(err / 0.01)`` in compile_p
 
 @dataclass(frozen=True)
 class RequestMap:
-    """The compiler's lever choice over requested rho, at an unlimited budget.
+    """The compiler's lever choice over requested rho, at an unlimited budget or at the one
+    :func:`request_map` was given.
 
     ``edges`` ``(m + 1,)``: sorted; interval ``j`` is the open range ``(edges[j],
     edges[j + 1])``, in which every request gets the same ranking of candidates.
     ``winner`` ``(m,)``: the index (into the compiler's candidate order) of the first-ranked
-    candidate there, -1 where no candidate lies within the tolerance.
+    candidate there, -1 where no candidate lies within the tolerance (or, at a budget, none
+    of them lands it).
     ``rho`` ``(n,)``: every candidate's rho. A request exactly on an edge (measure zero)
     may rank as either neighbour.
     """
@@ -82,8 +90,6 @@ def request_map(model: str, reward: str, opts: CompileOptions | None = None,
     contiguous run, so the first-ranked candidate of a bin is a range minimum of the
     candidates' order, taken over the nearest non-empty bin (O(n log n), milliseconds).
     """
-    from planner.compiler import BUDGET_TOLERANCE, _candidates
-
     arch, rs = get_model(model), get_reward(reward)
     o = (opts or CompileOptions()).resolve(arch)
     unit = per_completion(arch, rs, o)

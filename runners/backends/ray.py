@@ -119,13 +119,13 @@ PROBE_S = 10.0
 
 def _check_answers(address: str, timeout_s: float | None = None) -> None:
     """Refuse a ``HOST:PORT`` (or ``ray://HOST:PORT``) where no gRPC server answers within
-    ``timeout_s`` (default :data:`PROBE_S`): ``ray.init`` retries such an address for many minutes, logging warnings,
-    before it gives up (measured: still waiting after 5 min). Ray's GCS and its client
-    server both speak gRPC. Other forms (``auto``, ``local``) are left to Ray."""
+    ``timeout_s`` (default :data:`PROBE_S`): ``ray.init`` retries such an address for many
+    minutes, logging warnings, before it gives up (measured: still waiting after 5 min).
+    Ray's GCS and its client server both speak gRPC. Other forms (``auto``, ``local``) are
+    left to Ray."""
     import grpc  # a dependency of ray
 
     timeout_s = PROBE_S if timeout_s is None else timeout_s
-
     target = address.removeprefix("ray://")
     host, sep, port = target.rpartition(":")
     if not (sep and host and port.isdigit()):

@@ -96,12 +96,12 @@ def calibrate_cmd(
                           f"{f.observed_gain:+.4f} / {f.predicted_gain:+.4f}", f"{f.residual_sd:.3f}")
     Console(width=140).print(table)
     for m in wanted:
-        lifted = sorted({str(r) for r in runs[m].reward if base_world.reward(str(r)).native_lift > 0})
-        if lifted and len(lifted) == len(set(map(str, runs[m].reward))):
+        rewards = sorted(set(map(str, runs[m].reward)))
+        if all(base_world.reward(r).native_lift > 0 for r in rewards):
             # The world's base is an answer rate; partial-credit rewards measure their own
             # training reward, mapped back through the world's lift, an assumption of the
             # world (the tiny PRM's base reward, 0.45, sits below its answer rate, 0.51).
-            typer.echo(f"warning: {m}: every run uses a partial-credit reward ({', '.join(lifted)}), so its native "
+            typer.echo(f"warning: {m}: every run uses a partial-credit reward ({', '.join(rewards)}), so its native "
                        "base is read through the world's native_lift, not measured; add runs with a "
                        "rule reward (sparse) to measure it", err=True)
     if out is None:

@@ -5,7 +5,7 @@ no plan): every plan a request can compile to (one request per plan,
 :func:`planner.reach.request_map`) is compiled at the requested budget, simulated without
 noise, and reported at the rho its plan actually achieves (requests that compile to the
 same plan at this budget are merged). Until 12-03 it took the plans of a 0.005 grid of
-requests, which missed a quarter to two fifths of them and called paper 1.5b prm
+requests, which missed many (145 of paper 1.5b prm's 270) and called paper 1.5b prm
 update-heavy where a reward-heavy plan is 0.00006 better. The regime is the largest share of C_total at
 rho*, labelled by :func:`planner.regime.regime_labels` (search-heavy / update-heavy /
 reward-heavy), so the truth and the planner label allocations the same way.
