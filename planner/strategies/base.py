@@ -15,17 +15,17 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from planner.compiler import CompileOptions, achievable_rho_range, compile_plan
+from planner.compiler import RHO_DIGITS, CompileOptions, achievable_rho_range, compile_plan
 from planner.design import compile_feasible
 from planner.errors import ConfigError, InfeasibleError
 from planner.frontier import Setting, allocation_shares, at_budget, rho_grid
+from planner.reach import request_map
 from planner.regime import LABELS, RegimeCall, regime_labels
 from planner.registry import get_model, get_reward
 from planner.schema import TARGETS, Proposal, RunPlan, RunRecord
 
 __all__ = [
     "MAX_ATTEMPTS",
-    "NEW_PLAN_GRID",
     "FailedRuns",
     "PlanKey",
     "PlanLedger",
@@ -238,23 +238,45 @@ class PlanLedger:
         return None if k in self._ran else self._asked.get(k)
 
 
-#: rho values over a setting's reachable range that :func:`new_plan_rho` compiles. At a
-#: pilot budget the compiler's plans are a few dozen intervals of rho, some narrower than
-#: this grid's step, so the grid can miss a plan; the strategies' own draws can still land
-#: it, and are tried first.
-NEW_PLAN_GRID = 1001
-
-
 def new_plan_rho(setting: Setting, budget: float, opts: CompileOptions | None,
                  taken: Callable[[RunPlan], bool], rng: np.random.Generator) -> float | None:
-    """A rho whose plan at ``budget`` is not ``taken``, drawn uniformly among the
-    :data:`NEW_PLAN_GRID` grid points whose plan is new (what uniform draws redrawn until
-    they land a new plan would give, without their unbounded cost); None when every plan
-    the grid reaches is taken: the strategy's search space is spent."""
+    """A rho whose plan at ``budget`` is not ``taken``: what uniform draws over the
+    setting's reachable range, redrawn until they land a new plan, would give, without
+    their unbounded cost; None when every plan a request can compile to is taken (the
+    strategy's search space is spent).
+
+    Exact, from :func:`planner.reach.request_map`: each new plan is drawn with probability
+    proportional to the width of the requests in ``[lo, hi]`` (the candidates' rho range)
+    that compile to it, and the request returned is the midpoint of its widest interval.
+    Intervals narrower than ``10**-RHO_DIGITS`` are left out: a request is rounded to that
+    many digits (:func:`planner.design.compile_feasible`) and could land outside them.
+    (A 1001-point grid of requests, used before, reached the same plans for the Qwen2.5
+    and tiny-s policies at their pilot and target budgets, but nothing guaranteed it.)
+    """
     lo, hi = achievable_rho_range(setting.model, setting.reward, opts)
-    free = [float(r) for r in np.linspace(lo, hi, NEW_PLAN_GRID)
-            if (plan := compile_feasible(setting, float(r), budget, opts)[0]) is not None and not taken(plan)]
-    return free[int(rng.integers(len(free)))] if free else None
+    rm = request_map(setting.model, setting.reward, opts, float(budget))
+    left, right = np.clip(rm.edges[:-1], lo, hi), np.clip(rm.edges[1:], lo, hi)
+    width = right - left
+    j = np.flatnonzero((rm.winner >= 0) & (width > 10.0 ** -RHO_DIGITS))
+    if j.size == 0:
+        return None
+    winner = rm.winner[j]
+    # Each winner's widest interval (sorted by winner, widest first: np.unique keeps the
+    # first) and its total width.
+    order = np.lexsort((-width[j], winner))
+    plans, first = np.unique(winner[order], return_index=True)
+    widest = j[order][first]
+    total = np.bincount(np.searchsorted(plans, winner), weights=width[j], minlength=len(plans))
+    free: list[tuple[float, float]] = []
+    for k, w in zip(widest, total, strict=True):
+        r = float((left[k] + right[k]) / 2)
+        plan = compile_feasible(setting, r, budget, opts)[0]
+        if plan is not None and not taken(plan):
+            free.append((r, float(w)))
+    if not free:
+        return None
+    p = np.array([w for _, w in free])
+    return free[int(rng.choice(len(free), p=p / p.sum()))][0]
 
 
 def flat_prior_call(setting: Setting, problem: RaceProblem, level: float = 0.9) -> RegimeCall:
