@@ -93,7 +93,8 @@ def tiny_dense(prompts: Sequence[Any], completions: Sequence[Any], **_: Any) -> 
 
 # --------------------------------------------------------------------------- qwen2.5 math
 
-_NUM = r"\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+# A number as written, with "$", thousands commas, or a bare fraction part (".5", "$.75").
+_NUM = r"\$?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)"
 # Operators as models write them: ASCII, Unicode (× · ÷), LaTeX (\times \cdot \div) and
 # "x" between numbers ("3 x 4").
 _OP = r"(?:[+\-*/×x÷·]|\\(?:times|cdot|div)(?![A-Za-z]))"
@@ -214,10 +215,13 @@ _PERCENT_RE = re.compile(rf"(?<=\d)\s*\\?%(?=\s*(?:[+\-*/×x÷·=]|{_LATEX_OP}))
 # LaTeX around arithmetic: "\\$" is a dollar sign (money, as "$"); "\\(" and "\\)" delimit
 # inline maths (not parentheses: "\\(3 \\times 4 = 12\\)"); \\left( and \\right) are parentheses.
 _LATEX_TEXT = (("\\$", "$"), ("\\left(", "("), ("\\right)", ")"), ("\\(", " "), ("\\)", " "))
+# The minus sign and the en dash, as typeset text writes a subtraction ("54 − 37 = 17",
+# "$400 – $80 = $320"): read as "-", so a chain does not break where one is written.
+_DASHES = (("\u2212", "-"), ("\u2013", "-"))
 
 
 def _strip_units(text: str) -> str:
-    for latex, plain in _LATEX_TEXT:
+    for latex, plain in _LATEX_TEXT + _DASHES:
         text = text.replace(latex, plain)
     return _PERCENT_RE.sub("/100", _UNIT_RE.sub("", text))
 

@@ -72,6 +72,9 @@ def test_arithmetic_step_share() -> None:
     "16 - 3 - 4 = 9 duck eggs", "1,000 + 500 = 1,500", "2 * 3 + 4 = 10", "60/100 * 5 = 3", "(2+3)*4 = 20",
     # Word-problem arithmetic with units and percents, as GSM8K's worked solutions write it.
     "4 * 20 sheep = 80 sheep", "200 GB * 40% = 80 GB", "$20/hour * 35 hours/week = $700/week", "-3 + 5 = 2",
+    # The minus sign, the en dash and a bare fraction part, as GSM8K writes them: unread, they
+    # would cut a chain of steps in two.
+    "54 − 37 = 17", "$400 – $80 = $320", "30 * .5 = 15", "$.75 * 4 = $3",
 ])
 def test_worked_arithmetic_is_read_whole(text: str) -> None:
     assert arithmetic_step_share(text) == 1.0
