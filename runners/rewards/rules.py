@@ -15,10 +15,11 @@ Qwen2.5 (math; the gold answer comes from the ``answer`` column; checked with ma
 * sparse     = 1[last \\boxed{} (else ``#### N``) verifies against the gold answer]
 * structured = 0.2 * 1[exactly one complete, non-empty \\boxed{} answer, at the end]
   + 0.8 * 1[correct]
-* dense      = 0.5 * (share of the completion's ``a op b = c`` equations that hold)
-  + 0.5 * 1[correct] -- partial credit for verifiable worked arithmetic; an equation that
-  does no arithmetic (``x * 1 = x``, ``x + 0 = x``, ``x - x = 0``) is not a step, so it
-  neither earns credit nor pads the share
+* dense      = 0.5 * (share of the completion's ``a op b = c`` steps that hold and lead to
+  its final answer) + 0.5 * 1[correct] -- partial credit for verifiable worked arithmetic;
+  a true step that leads nowhere ("3 + 5 = 8" on the problem's numbers) is a dead end that
+  lowers the share, and an equation that does no arithmetic (``x * 1 = x``, ``x + 0 = x``,
+  ``x - x = 0``) is not a step, so it neither earns credit nor pads the share
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import ast
 import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -230,22 +232,29 @@ def _numbers(text: str) -> set[float]:
     return {float(m.replace(",", "").replace("$", "")) for m in _NUMBER_RE.findall(text)}
 
 
-def arithmetic_step_share(text: str, prompt: str | None = None) -> float:
-    """Share of the equations ``<expression of literals> = c`` in ``text`` that hold (to
-    1e-6 relative); 0 if there are none.
+@dataclass(frozen=True)
+class _Step:
+    """One equation read: the values its left-hand side reads (unsigned, once per
+    occurrence: "90 + 90" reads 90 twice), its result, whether it is a step (an equation
+    that does arithmetic, counted in the share) and whether it earns credit by itself
+    (true, and grounded when a problem is given)."""
 
-    Each distinct equation counts once (repeating "2 + 2 = 4" earns nothing more). With the
-    ``prompt``, an equation also needs an operand from the problem or from an earlier
-    equation's result, so arithmetic unrelated to the problem earns no step credit. A true
-    equation that does no arithmetic (``16 * 1 = 16``, ``16 + 0 = 16``, ``16 * 0 = 0``,
-    ``16 - 16 = 0``: :func:`_does_no_arithmetic`) is not counted at all, so padding with
-    them cannot raise a share. Division by zero counts as wrong. A cheap, model-free check
-    of worked arithmetic.
-    """
+    operands: tuple[float, ...]
+    result: float
+    counted: bool
+    holds: bool
+
+
+def _steps(text: str, prompt: str | None) -> list[_Step]:
+    """The equations of ``text`` in order, each once; one that is the tail of a longer
+    expression is not read. A true equation that does no arithmetic
+    (:func:`_does_no_arithmetic`) is kept, uncounted, so a chain can run through it
+    ("6 miles / 1 hour = 6 mph"). With ``prompt``, a true equation holds only with an
+    operand from the problem or from an earlier grounded result."""
     text = _strip_units(text)
     seen: set[str] = set()
     known = _numbers(prompt) if prompt is not None else None
-    good = total = 0
+    steps: list[_Step] = []
     for m in _EQ_RE.finditer(text):
         if _mid_expression(text[: m.start()]):
             continue  # the tail of an expression that is not all literals: not read
@@ -254,18 +263,102 @@ def arithmetic_step_share(text: str, prompt: str | None = None) -> float:
             continue
         seen.add(key)
         tree = _parse(m["lhs"])
-        val = _evaluate(m["lhs"])
         c = float(m["rhs"].replace(",", "").replace("$", ""))
-        holds = _close(val, c)
-        if holds and tree is not None and _does_no_arithmetic(tree, c):
-            continue  # "16 * 1 = 16": no step, so neither credit nor a share to pad
-        total += 1
+        holds = _close(_evaluate(m["lhs"]), c)
+        # "16 * 1 = 16" is no step: it neither earns credit nor pads the share.
+        counted = not (holds and tree is not None and _does_no_arithmetic(tree, c))
+        operands = tuple(float(n.replace(",", "").replace("$", "")) for n in _NUMBER_RE.findall(m["lhs"]))
         if holds and known is not None:
-            holds = bool(_numbers(m["lhs"]) & known)
+            holds = bool(set(operands) & known)
             if holds:  # only a grounded result grounds later steps
                 known.add(c)
-        good += holds
-    return good / total if total else 0.0
+        steps.append(_Step(operands, c, counted, holds and counted))
+    return steps
+
+
+def _take(wanted: list[float], value: float) -> bool:
+    """Meet one want of ``value`` (removing it), if there is one."""
+    for i, w in enumerate(wanted):
+        if _close(abs(value), w):
+            del wanted[i]
+            return True
+    return False
+
+
+def _credited(steps: Sequence[_Step], answer: float | None) -> list[bool]:
+    """Which steps contribute, by a backward pass from the chain's end.
+
+    The end is the final ``answer`` when an equation computes it, else the last step
+    that holds (no answer, one that is not a number, or one reached in words). Going
+    backwards, an equation is used when it is the end or meets a want (the answer, or
+    an operand of a later used equation); a used equation wants its own operands, and
+    is credited when it holds. A wrong or ungrounded equation earns nothing but still
+    passes its wants on, so the right steps before a slip keep their credit. Each want
+    is met once, by the latest equation that computes it, so rewriting a result
+    ("16 + 2 = 18", "20 - 2 = 18", ...) earns no more than computing it once.
+    """
+    wanted: list[float] = []
+    end: _Step | None = None
+    if answer is not None and any(_close(abs(s.result), abs(answer)) for s in steps):
+        wanted.append(abs(answer))
+    else:
+        end = next((s for s in reversed(steps) if s.holds), None)
+    credit = [False] * len(steps)
+    for i in reversed(range(len(steps))):
+        s = steps[i]
+        if s is end or _take(wanted, s.result):
+            credit[i] = s.holds
+            wanted.extend(s.operands)
+    return credit
+
+
+def _answer_value(text: str) -> float | None:
+    """The completion's final answer (:func:`runners.tasks.answers.extract_answer`) as a
+    number, or None when it has none or it is not a plain number ("\\frac{1}{2}" is
+    read as 0.5; "x + 1" is not a number)."""
+    from runners.tasks.answers import _as_number, extract_answer
+
+    answer = extract_answer(text)
+    if answer is None:
+        return None
+    plain = _as_number(answer.replace("\\$", "$"))
+    if plain is not None:
+        return float(plain)
+    frac = re.fullmatch(r"\s*-?\\[dt]?frac\{(\d+)\}\{(\d+)\}\s*", answer)
+    if frac and int(frac[2]):
+        return (-1 if answer.strip().startswith("-") else 1) * int(frac[1]) / int(frac[2])
+    return None
+
+
+def arithmetic_step_share(text: str, prompt: str | None = None) -> float:
+    """Share of the worked equations ``<expression of literals> = c`` in ``text`` that
+    hold and lead to the answer; 0 if there are none:
+
+        share = #(steps that hold and are on the chain to the answer) / #steps
+
+    A step holds when it is true (to 1e-6 relative) and, with the ``prompt``, uses an
+    operand from the problem or from an earlier grounded result, so arithmetic unrelated
+    to the problem earns nothing. It is on the chain when its result is the final answer
+    (:func:`_answer_value`) or an operand of a later step on the chain (:func:`_credited`,
+    a backward pass, each use met once); when no equation computes a numeric answer (none,
+    not a number, or reached in words), the last step that holds ends the chain. A true
+    dead end ("3 + 5 = 8" on the problem's numbers, used nowhere) still counts in
+    ``#steps``, so padding lowers the share instead of raising it.
+
+    Each distinct equation counts once (repeating "2 + 2 = 4" earns nothing more). An
+    equation that does no arithmetic (``16 * 1 = 16``, ``16 + 0 = 16``, ``16 * 0 = 0``,
+    ``16 - 16 = 0``: :func:`_does_no_arithmetic`) is not a step at all, though a chain runs
+    through it. Division by zero counts as wrong. Assumes a result is reused as written
+    (same value, either sign) and in order (a step that only checks the answer after it
+    is a dead end, and so is either of two options compared in words). A chain invented
+    to reach the answer from the problem's numbers passes: the check is cheap and
+    model-free, not a judge of relevance.
+    """
+    steps = _steps(text, prompt)
+    total = sum(s.counted for s in steps)
+    if not total:
+        return 0.0
+    return sum(_credited(steps, _answer_value(text))) / total
 
 
 def _gold(kwargs: dict[str, Any], n: int) -> list[str | None]:

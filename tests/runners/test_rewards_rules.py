@@ -123,6 +123,54 @@ def test_step_credit_cannot_be_farmed() -> None:
     assert arithmetic_step_share("3x - 9 = 2x + 74") == 0.0  # algebra is not arithmetic on literals
 
 
+# Janet's worked solution, and true equations on the problem's numbers that lead nowhere.
+WORKED = "16 - 3 - 4 = 9 eggs. 9 * 2 = $18."
+DEAD_ENDS = ["16 + 3 = 19", "16 * 2 = 32", "4 + 2 = 6", "16 - 4 = 12", "3 * 4 = 12"]
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_true_dead_ends_lower_the_share(where: str) -> None:
+    prompt = "Janet's ducks lay 16 eggs. She eats 3 and bakes with 4, and sells the rest at $2 each."
+    pad = "\n".join(DEAD_ENDS)
+    text = f"{pad}\n{WORKED}" if where == "before" else f"{WORKED}\n{pad}"
+    assert arithmetic_step_share(f"{WORKED}\n\\boxed{{18}}", prompt) == 1.0
+    # Was 1.0 padded too: every true, grounded equation earned credit.
+    assert arithmetic_step_share(f"{text}\n\\boxed{{18}}", prompt) == pytest.approx(2 / 7)
+
+
+@pytest.mark.parametrize("text", [
+    "3 * 4 = 12. 12 + 5 = 17. 17 * 2 = 34.\n\\boxed{34}",
+    "$30 x 3 = $90\n$18 x 5 = $90\n$90 + $90 = $180\n#### 180",  # one value, used twice
+    "12 / 4 = 3 hours. 3 - 1 - 1 = 1 hour. 12 - 4 - 2 = 6 miles. 6 / 1 = 6 mph.\n#### 6",  # via "6 / 1"
+    "3 * 4 = 12. 12 + 5 = 17. 17 * 2 = 34.",  # no answer: the last step ends the chain
+])
+def test_a_chain_to_the_answer_earns_the_full_share(text: str) -> None:
+    assert arithmetic_step_share(text, "3 4 5 2 30 18 12 1 6") == 1.0
+
+
+@pytest.mark.parametrize("side", [0, 1, 2])
+def test_a_dead_end_beside_the_chain_costs_its_share(side: int) -> None:
+    chain = ["3 * 4 = 12.", "12 + 5 = 17.", "17 * 2 = 34."]
+    chain.insert(side, "5 * 2 = 10.")
+    assert arithmetic_step_share(" ".join(chain) + "\n\\boxed{34}", "3 4 5 2") == pytest.approx(3 / 4)
+    # After the answer's step it is a dead end too: the answer, not the last line, ends the chain.
+    assert arithmetic_step_share(" ".join([*chain, "3 + 2 = 5."]) + "\n\\boxed{34}", "3 4 5 2") == (
+        pytest.approx(3 / 5))
+
+
+def test_chains_without_a_numeric_answer_or_with_a_slip() -> None:
+    prompt = "3 4 5 2 1"
+    # No answer: the last step that holds ends the chain, so what it does not use is a dead end.
+    assert arithmetic_step_share("3 * 4 = 12. 5 * 2 = 10.", prompt) == pytest.approx(1 / 2)
+    assert arithmetic_step_share("3 * 4 = 12. 5 * 2 = 10.\n\\boxed{x + 1}", prompt) == pytest.approx(1 / 2)
+    # A slip earns nothing, but the right steps it uses keep their credit.
+    assert arithmetic_step_share("3 + 4 = 7. 7 * 2 = 15. 15 + 1 = 16.\n\\boxed{16}", prompt) == (
+        pytest.approx(2 / 3))
+    # Rewriting the answer ("16 + 2 = 18", "20 - 2 = 18") meets its want once: the rewrites are dead ends.
+    rewrites = "16 + 2 = 18\n20 - 2 = 18\n3 * 6 = 18\n"
+    assert arithmetic_step_share(rewrites + WORKED + "\n\\boxed{18}", "16 3 4 2") == pytest.approx(2 / 5)
+
+
 JANET = ("Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes "
          "muffins for her friends every day with four. She sells the remainder at the farmers' market "
          "daily for $2 per fresh duck egg. How much in dollars does she make every day at the farmers' market?")
@@ -154,6 +202,34 @@ def test_dense_credit_cannot_be_padded_with_identities() -> None:
     comps = ["16 + 0 = 16", "\\boxed{18}", slip, PADDING + slip, right, PADDING + right]
     # Was 0.5, 0.5, 0.25, 0.458, 1, 1: an identity alone earned what the right answer did.
     assert dense([JANET] * 6, comps, answer=["18"] * 6) == pytest.approx([0.0, 0.5, 0.25, 0.25, 1.0, 1.0])
+
+
+def test_dense_credit_cannot_be_padded_with_true_dead_ends() -> None:
+    dense = build_reward_system("dense", "qwen2.5").funcs[0]
+    right = WORKED + "\n\\boxed{18}"
+    padded = "\n".join(DEAD_ENDS) + "\n" + right
+    assert dense([JANET] * 2, [right, padded], answer=["18"] * 2) == pytest.approx([1.0, 0.5 + 0.5 * 2 / 7])
+
+
+def _padded(question: str) -> str:
+    """Five true equations on the first numbers of ``question`` that lead nowhere."""
+    nums = list(dict.fromkeys(int(n) for n in re.findall(r"(?<![\d.,])\d+(?![\d.,])", question) if int(n) > 1))
+    a, b = ([*nums, 3, 5])[:2] if len(nums) != 1 else (nums[0], nums[0] + 1)
+    return "".join(f"{e}\n" for e in (f"{a} + {b} = {a + b}", f"{a} * {b} = {a * b}", f"{b} + {a} + {a} = {2 * a + b}",
+                                       f"{a} * {b} + {b} = {a * b + b}", f"{b} * {b} - {a} = {b * b - a}"))
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is absent")
+def test_gsm8k_worked_solutions_keep_their_share_and_padding_lowers_it() -> None:
+    rows = [json.loads(line) for line in (DATA / "gsm8k" / "test.jsonl").read_text().splitlines() if line]
+    gold = [arithmetic_step_share(r["answer"], r["question"]) for r in rows]
+    padded = [arithmetic_step_share(_padded(r["question"]) + r["answer"], r["question"]) for r in rows]
+    mean_gold, mean_padded = sum(gold) / len(rows), sum(padded) / len(rows)
+    lower = sum(p < g for p, g in zip(padded, gold, strict=True))
+    print(f"GSM8K test gold solutions: step share {mean_gold:.4f}; + 5 true dead ends {mean_padded:.4f} "
+          f"(lower in {lower} of {len(rows)})")
+    # Was 0.929 gold and 0.956 padded: true padding raised the share of 113 solutions.
+    assert mean_gold >= 0.9 and mean_padded < 0.5 and lower >= 0.95 * len(rows)
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is absent")
