@@ -65,9 +65,14 @@ def special_id(token: str) -> int:
 
 
 def char_ids(text: str) -> list[int]:
-    """Ids of ``text``, one per character (unknown characters -> ``<unk>``), no specials.
+    r"""``len(text)`` ids, one per character: a character of :data:`ALPHABET` gets
+    ``len(SPECIALS) + ALPHABET.index(c)`` (4-21), every other character (a space, ``\r``,
+    a non-ASCII digit, ``<``...) the ``<unk>`` id 3. No ``<bos>`` is added, and special
+    tokens written as text are not recognised: ``"<eos>"`` is five ``<unk>`` ids.
 
-    The same ids ``build_tokenizer()`` produces, without the tokenizer's per-call overhead.
+    So ``build_tokenizer()(text)["input_ids"] == [<bos>, *char_ids(text)]`` for text that
+    holds no ``<pad>``/``<bos>``/``<eos>``/``<unk>`` string (the tokenizer maps those to
+    their special ids), without the tokenizer's per-call overhead.
     """
     unk = _IDS["<unk>"]
     return [_IDS.get(c, unk) for c in text]

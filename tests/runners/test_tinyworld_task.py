@@ -129,3 +129,16 @@ def test_heldout_overlaps_train_as_docs_tinyworld_says() -> None:
             train = {q.prompt for q in make_problems("train", n, seed)}
             seen.append(sum(p in train for p in ev))
         assert (min(seen), max(seen)) == (lo, hi), (n, seen)
+
+
+def test_char_ids_are_what_its_docstring_says() -> None:
+    from runners.tinyworld.tokenizer import ALPHABET, SPECIALS, special_id
+
+    assert char_ids(ALPHABET) == list(range(len(SPECIALS), len(SPECIALS) + len(ALPHABET))) == list(range(4, 22))
+    unk = special_id("<unk>")
+    assert unk == 3 and char_ids(" \r١<x") == [unk] * 5  # space, CR, an Arabic-Indic digit, '<', 'x'
+    assert char_ids("<eos>") == [unk] * 5 and char_ids("") == []
+    tok = build_tokenizer()
+    text = "Q:3+4\n3+4=7\nA:7"
+    assert tok(text)["input_ids"] == [tok.bos_token_id, *char_ids(text)]
+    assert tok("<eos>")["input_ids"] == [tok.bos_token_id, special_id("<eos>")]  # the tokenizer does read these
