@@ -51,6 +51,8 @@ __all__ = [
 ]
 
 _SPECIAL_RE = re.compile(r"<(?:eos|pad|bos|unk)>")
+# A tiny-world completion's tokens: a special token's text, or one character.
+_PIECE_RE = re.compile(r"<(?:eos|pad|bos|unk)>|[\s\S]")
 # Skywork's checkpoints call the head ``v_head.summary``; ours and Qwen's call it ``score``.
 KEY_MAPPING = {r"^v_head\.summary\.": "score."}
 
@@ -119,20 +121,25 @@ def load_prm(path: str | Path, arch: Architecture, *, device: str = "cpu") -> Pr
 def tiny_encode(prompt: str, completion: str) -> tuple[list[int], list[int]]:
     """Token ids of ``<bos> prompt completion <eos>`` and the scored positions (see module doc).
 
-    The character tokenizer maps each character to one id, so positions are offsets.
+    The character tokenizer maps each character to one id, so positions are offsets. The
+    completion is read as the grade reads it (``task.clean_completion``: cut at ``<eos>``),
+    and a special token left in it is scored as its own id, not dropped: dropped, it would
+    join its neighbours into a line the PRM may call correct.
     """
+    from runners.tinyworld.task import clean_completion
     from runners.tinyworld.tokenizer import char_ids, special_id
 
     prompt = _SPECIAL_RE.sub("", prompt)
-    completion = _SPECIAL_RE.sub("", completion)
-    ids = [special_id("<bos>"), *char_ids(prompt + completion), special_id("<eos>")]
+    pieces = _PIECE_RE.findall(clean_completion(completion))
+    ids = [special_id("<bos>"), *char_ids(prompt),
+           *(special_id(t) if len(t) > 1 else char_ids(t)[0] for t in pieces), special_id("<eos>")]
     base = 1 + len(prompt)
-    positions, offset = [], 0
-    for line in completion.split("\n"):
-        end = offset + len(line)  # offset of the '\n' ending this line, or of <eos>
-        if line.strip():
-            positions.append(base + end)
-        offset = end + 1
+    positions, start = [], 0
+    for i, piece in enumerate([*pieces, "\n"]):
+        if piece == "\n":  # index i: the '\n' ending this line, or <eos> after the last
+            if "".join(pieces[start:i]).strip():
+                positions.append(base + i)
+            start = i + 1
     if not positions:
         positions.append(len(ids) - 1)
     return ids, positions

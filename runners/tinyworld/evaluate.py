@@ -43,12 +43,16 @@ def generate(
     batch_size: int = 256,
     device: str = "cpu",
 ) -> list[list[str]]:
-    """Completions (decoded, special tokens dropped) for each prompt: ``samples`` each.
+    """Completions for each prompt: ``samples`` each, decoded by
+    :func:`~runners.tinyworld.tokenizer.decode_completion` (cut at ``<eos>``, a stray
+    special token kept as text so the grade charges it).
 
     Left-padded batches; sampling is plain temperature-1 sampling (no top-k / top-p),
     under ``torch.manual_seed(seed)`` in a forked RNG.
     """
     import torch
+
+    from runners.tinyworld.tokenizer import decode_completion
 
     flat = [p for p in prompts for _ in range(1 if greedy else samples)]
     out: list[str] = []
@@ -71,7 +75,9 @@ def generate(
                 eos_token_id=tokenizer.eos_token_id,
             )
             new = gen[:, enc["input_ids"].shape[1] :]
-            out.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
+            # Not tokenizer.batch_decode: a copy loaded from disk drops every special token,
+            # and one the policy wrote mid-answer would vanish and join its neighbours.
+            out.extend(decode_completion(row) for row in new.tolist())
     if was_training:
         model.train()
     k = 1 if greedy else samples

@@ -22,7 +22,9 @@ previous line's written result (the first operand for i = 0) and ``z = (x o y) m
 So a wrong step is charged once and later steps that carry its value forward correctly
 are still correct (local correctness, as in PRM800K-style step labels). The answer line
 ``A:z`` is correct iff ``z`` is the true answer. If every step is correct, so is the
-answer that repeats the last result.
+answer that repeats the last result. The completion is read as
+:func:`clean_completion` leaves it: cut at ``<eos>``, any other special token kept
+as text, so a line holding one does not parse.
 
 Flawed solutions (``sample_solution``) come from a fixed noise model, :class:`FlawModel`:
 a *misconception* on "hard" steps (a product of 10 or more: the tens digit is written
@@ -48,6 +50,7 @@ __all__ = [
     "Problem",
     "Split",
     "apply_op",
+    "clean_completion",
     "grade",
     "is_hard_step",
     "make_problems",
@@ -68,6 +71,8 @@ _PROMPT_RE = re.compile(r"^Q:([0-9](?:[+\-*][0-9])+)\n$")
 _STEP_RE = re.compile(r"^([0-9])([+\-*])([0-9])=([0-9])$")
 _ANSWER_RE = re.compile(r"^A:([0-9]+)$")
 _SPECIAL_RE = re.compile(r"<(?:eos|pad|bos|unk)>")
+# The alphabet has no '<', so in decoded text these can only come from special ids.
+_FRAMING_RE = re.compile(r"^(?:<pad>)*(?:<bos>)?")
 
 
 @dataclass(frozen=True)
@@ -171,8 +176,23 @@ def make_problems(split: Split, n: int, seed: int) -> list[Problem]:
     return out
 
 
+def clean_completion(text: str) -> str:
+    """A decoded completion as the rewards must read it: leading ``<pad>`` tokens and one
+    ``<bos>`` (left padding and the prompt's marker) dropped, everything from the first
+    ``<eos>`` on cut (generation stopped there; what follows is padding), and every other
+    special token kept as its literal text.
+
+    A stray special token is the policy's own output: dropping it would join its
+    neighbours, so ``"A:<pad>7"`` would read as the answer ``A:7``; kept, it breaks the
+    line and the grade charges it.
+    """
+    return _FRAMING_RE.sub("", text, count=1).split("<eos>", 1)[0]
+
+
 def _clean(completion: str) -> list[str]:
-    text = _SPECIAL_RE.sub("", completion)
+    # Not a strip of every special token: one between two digits would join them into a
+    # line that parses (see clean_completion).
+    text = clean_completion(completion)
     return [ln.strip() for ln in text.strip().split("\n") if ln.strip()]
 
 

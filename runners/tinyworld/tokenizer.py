@@ -9,7 +9,12 @@ Conventions the rest of the tiny world relies on:
   ``add_special_tokens=True``, so pretraining does the same and the two agree);
 * ``<eos>`` ends every completion; generation stops there and TRL masks after it;
 * ``<pad>`` pads (left for generation, right for training); decoding fuses characters
-  back into the original string (no spaces between tokens).
+  back into the original string (no spaces between tokens);
+* decoding with ``skip_special_tokens=True`` (how TRL and the evaluation decode
+  completions for the rewards) follows :func:`~runners.tinyworld.task.clean_completion`: it drops the framing
+  (leading ``<pad>`` tokens, one ``<bos>``), cuts at the first ``<eos>``, and keeps any other
+  special token as its literal text, so a stray ``<pad>`` between two digits breaks the
+  line it sits in instead of vanishing and joining them into a valid-looking answer.
 
 Load a saved copy with ``PreTrainedTokenizerFast.from_pretrained`` (not ``AutoTokenizer``:
 on a folder whose config says qwen2 it silently swaps in ``Qwen2Tokenizer``).
@@ -17,12 +22,25 @@ on a folder whose config says qwen2 it silently swaps in ``Qwen2Tokenizer``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Any
 
-if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerFast
+# At module level, not in build_tokenizer, so the subclass below pickles by reference;
+# every importer of this module loads transformers anyway.
+from transformers import PreTrainedTokenizerFast
 
-__all__ = ["ALPHABET", "SPECIALS", "VOCAB_SIZE", "build_tokenizer", "char_ids", "special_id"]
+from runners.tinyworld.task import clean_completion
+
+__all__ = [
+    "ALPHABET",
+    "SPECIALS",
+    "VOCAB_SIZE",
+    "TinyTokenizer",
+    "build_tokenizer",
+    "char_ids",
+    "decode_completion",
+    "special_id",
+]
 
 SPECIALS: tuple[str, ...] = ("<pad>", "<bos>", "<eos>", "<unk>")
 # Digits, the three operators, '=' for results, ':' after the Q/A tags, newline between
@@ -31,10 +49,9 @@ ALPHABET: str = "0123456789+-*=:QA\n"
 VOCAB_SIZE: int = len(SPECIALS) + len(ALPHABET)
 
 
-def build_tokenizer() -> PreTrainedTokenizerFast:
-    """A fresh character-level ``PreTrainedTokenizerFast`` (vocabulary :data:`VOCAB_SIZE`)."""
+def build_tokenizer() -> TinyTokenizer:
+    """A fresh character-level :class:`TinyTokenizer` (vocabulary :data:`VOCAB_SIZE`)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
 
     vocab = {tok: i for i, tok in enumerate((*SPECIALS, *ALPHABET))}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
@@ -44,7 +61,7 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     core.post_processor = processors.TemplateProcessing(
         single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", vocab["<bos>"])]
     )
-    tok = PreTrainedTokenizerFast(
+    tok = TinyTokenizer(
         tokenizer_object=core,
         pad_token="<pad>",
         bos_token="<bos>",
@@ -56,7 +73,20 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     return tok
 
 
-_IDS: dict[str, int] = {tok: i for i, tok in enumerate((*SPECIALS, *ALPHABET))}
+_TOKENS: tuple[str, ...] = (*SPECIALS, *ALPHABET)
+_IDS: dict[str, int] = {tok: i for i, tok in enumerate(_TOKENS)}
+
+
+class TinyTokenizer(PreTrainedTokenizerFast):  # type: ignore[misc]
+    """``PreTrainedTokenizerFast`` whose skip-special decoding is :func:`~runners.tinyworld.task.clean_completion`'s.
+
+    Saved copies name this class but load as plain ``PreTrainedTokenizerFast`` (without the
+    rule), which is why the evaluation decodes with :func:`decode_completion` instead.
+    """
+
+    def _decode(self, token_ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str:
+        text = super()._decode(token_ids, skip_special_tokens=False, **kwargs)
+        return clean_completion(text) if skip_special_tokens else text
 
 
 def special_id(token: str) -> int:
@@ -76,3 +106,9 @@ def char_ids(text: str) -> list[int]:
     """
     unk = _IDS["<unk>"]
     return [_IDS.get(c, unk) for c in text]
+
+
+def decode_completion(ids: Sequence[int]) -> str:
+    """Completion ``ids`` as text by :func:`~runners.tinyworld.task.clean_completion`'s rule, from the fixed
+    vocabulary (so a tokenizer reloaded from disk, without that rule, cannot change it)."""
+    return clean_completion("".join(_TOKENS[int(i)] for i in ids))

@@ -104,3 +104,19 @@ def test_missing_scorer_for_family_is_a_config_error(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="family"):
         build_reward_system("prm", "gpt")
+
+
+def test_tiny_prm_reads_a_stray_special_token_as_its_own_id() -> None:
+    """Stripped, "A:<pad>9" reached the PRM as the well-formed answer "A:9"."""
+    from runners.rewards.prm import tiny_encode
+    from runners.tinyworld.tokenizer import char_ids, special_id
+
+    prompt = "Q:3+4\n"
+    bos, eos, pad = special_id("<bos>"), special_id("<eos>"), special_id("<pad>")
+    ids, pos = tiny_encode(prompt, "3+4=7\nA:<pad>7")
+    assert ids == [bos, *char_ids(prompt + "3+4=7\nA:"), pad, *char_ids("7"), eos]
+    assert pos == [1 + len(prompt) + 5, len(ids) - 1]  # the '\n' after the step, then <eos>
+    # Clean text is encoded as before; what follows an <eos> is cut, as the grade cuts it.
+    clean = tiny_encode(prompt, "3+4=7\nA:7")
+    assert tiny_encode(prompt, "3+4=7\nA:7<eos><pad><pad>") == clean
+    assert clean == ([bos, *char_ids(prompt + "3+4=7\nA:7"), eos], [1 + len(prompt) + 5, len(clean[0]) - 1])

@@ -158,3 +158,35 @@ def test_sft_is_deterministic_by_seed_and_caches_atomically(tmp_path: Path, monk
     assert json.loads((prm / "meta.json").read_text())["recipe"]["steps"] == 3
     with pytest.raises(ConfigError, match="model"):
         ensure_policy("tiny-prm", quick=True, cache_dir=tmp_path)
+
+
+class _Scripted(torch.nn.Module):
+    """A "policy" whose generate appends fixed completion ids to every prompt."""
+
+    def __init__(self, completion: list[int]) -> None:
+        super().__init__()
+        self.completion = completion
+
+    def generate(self, input_ids: torch.Tensor, **_: object) -> torch.Tensor:
+        tail = torch.tensor([self.completion] * input_ids.shape[0], dtype=input_ids.dtype)
+        return torch.cat([input_ids, tail], dim=1)
+
+
+def test_generate_keeps_a_stray_special_token_even_with_a_reloaded_tokenizer(tmp_path: Path) -> None:
+    """A saved tokenizer reloads as plain PreTrainedTokenizerFast, whose skip-special decode
+    would drop the <pad> and hand the grade "A:9"; the evaluation must not score that correct."""
+    from transformers import PreTrainedTokenizerFast
+
+    from runners.tinyworld.task import problem_from_prompt
+    from runners.tinyworld.tokenizer import build_tokenizer, char_ids, special_id
+
+    build_tokenizer().save_pretrained(tmp_path)
+    tok = PreTrainedTokenizerFast.from_pretrained(tmp_path)
+    p = problem_from_prompt("Q:3+4*2-5\n")
+    pad, eos = special_id("<pad>"), special_id("<eos>")
+    stray = _Scripted([*char_ids("3+4=7\n7*2=4\n4-5=9\nA:"), pad, *char_ids("9"), eos, pad])
+    [[text]] = generate(stray, tok, [p.prompt], greedy=True)
+    assert text == "3+4=7\n7*2=4\n4-5=9\nA:<pad>9" and success([p], [[text]]) == 0.0
+    clean = _Scripted([*char_ids("3+4=7\n7*2=4\n4-5=9\nA:9"), eos, pad])
+    assert success([p], generate(clean, tok, [p.prompt], greedy=True)) == 1.0
+

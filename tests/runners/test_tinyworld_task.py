@@ -131,6 +131,40 @@ def test_heldout_overlaps_train_as_docs_tinyworld_says() -> None:
         assert (min(seen), max(seen)) == (lo, hi), (n, seen)
 
 
+def test_a_stray_special_token_breaks_the_line_it_sits_in() -> None:
+    """A special token the policy wrote mid-answer must not vanish and join its neighbours
+    into a correct-looking answer: it reaches the grade as text, whichever way TRL or the
+    evaluation decodes the ids."""
+    from runners.rewards import build_reward_system
+    from runners.tinyworld.tokenizer import decode_completion, special_id
+
+    p = problem_from_prompt("Q:3+4*2-5\n")
+    tok = build_tokenizer()
+    eos = special_id("<eos>")
+    for special in ("<pad>", "<bos>", "<unk>"):
+        for text in ("3+4=7\n7*2=4\n4-5=9\nA:9", "3+4=7\n7*2=4\n4-5=9\nA:99"):
+            cut = text.index("A:") + 3  # between the answer's two digits, or after its last
+            ids = [*char_ids(text[:cut]), special_id(special), *char_ids(text[cut:]), eos]
+            for decoded in (tok.batch_decode([ids], skip_special_tokens=True)[0], decode_completion(ids)):
+                assert special in decoded, decoded
+                assert not grade(p, decoded).answer_correct, decoded
+                assert build_reward_system("sparse", "tiny")([p.prompt], [decoded]) == [0.0]
+        # In a step line it breaks that step, as any garbled line does.
+        ids = [*char_ids("3+4=7\n7*"), special_id(special), *char_ids("2=4\n4-5=9\nA:9"), eos]
+        g = grade(p, decode_completion(ids))
+        assert g.step_labels == [True, False, False, True] and not g.well_formed
+    # A well-formed completion still decodes and grades as before: <eos> and the padding
+    # after it are cut, the prompt's framing (left padding, <bos>) is dropped.
+    ids = [*char_ids(reference_completion(p)), eos, special_id("<pad>"), special_id("<pad>")]
+    assert decode_completion(ids) == tok.decode(ids, skip_special_tokens=True) == reference_completion(p)
+    assert grade(p, decode_completion(ids)).well_formed and grade(p, decode_completion(ids)).answer_correct
+    framed = [special_id("<pad>"), special_id("<bos>"), *char_ids(p.prompt)]
+    assert tok.decode(framed, skip_special_tokens=True) == p.prompt
+    assert tok.decode(ids) == reference_completion(p) + "<eos><pad><pad>"  # without skipping: as is
+    # Text after an <eos> is not part of the completion.
+    assert not grade(p, "3+4=7\n7*2=4\n4-5=9<eos>\nA:9").answer_correct
+
+
 def test_char_ids_are_what_its_docstring_says() -> None:
     from runners.tinyworld.tokenizer import ALPHABET, SPECIALS, special_id
 
