@@ -31,6 +31,17 @@ __all__ = ["evaluate_targets", "generate", "policy_report", "success"]
 MAX_NEW = {"train": 40, "heldout": 40, "harder": 56}
 
 
+def _check_sizes(n: int, samples: int, field: str) -> None:
+    """Refuse empty evaluations up front: a mean over no completions has no value (0/0),
+    and ``success``'s ``max(1, ...)`` would report it as 0.0 success."""
+    from planner.errors import ConfigError
+
+    if n < 1:
+        raise ConfigError(f"{field}: {n!r} problems per evaluation target; set {field} >= 1 (e.g. 64)")
+    if samples < 1:
+        raise ConfigError(f"samples: {samples!r} sampled completions per prompt; set samples >= 1 (e.g. 4)")
+
+
 def generate(
     model: torch.nn.Module,
     tokenizer: Any,
@@ -109,8 +120,13 @@ def evaluate_targets(
     device: str = "cpu",
     samples: int = 4,
 ) -> dict[str, float]:
-    """``{"native", "pass1", "judge"}`` of ``model`` (see the module docstring)."""
+    """``{"native", "pass1", "judge"}`` of ``model`` (see the module docstring).
+
+    ``n`` is the trl engine's ``eval_samples``: ConfigError unless ``n`` and ``samples`` are >= 1.
+    """
     from runners.tinyworld.task import make_problems
+
+    _check_sizes(n, samples, "eval_samples")
 
     held = make_problems("heldout", n, seed)
     hard = make_problems("harder", n, seed)
@@ -140,8 +156,11 @@ def policy_report(
 ) -> dict[str, float]:
     """Base-policy numbers for ``runners pretrain``: greedy and sampled success on the
     held-out training distribution, greedy and sampled success on the harder split
-    (``pass1`` = the greedy one), and the rule judge on greedy held-out completions."""
+    (``pass1`` = the greedy one), and the rule judge on greedy held-out completions.
+    ConfigError unless ``n`` (``runners pretrain --n``) and ``samples`` are >= 1."""
     from runners.tinyworld.task import make_problems
+
+    _check_sizes(n, samples, "n")
 
     held = make_problems("heldout", n, seed)
     hard = make_problems("harder", n, seed)

@@ -190,3 +190,17 @@ def test_generate_keeps_a_stray_special_token_even_with_a_reloaded_tokenizer(tmp
     clean = _Scripted([*char_ids("3+4=7\n7*2=4\n4-5=9\nA:9"), eos, pad])
     assert success([p], generate(clean, tok, [p.prompt], greedy=True)) == 1.0
 
+
+@pytest.mark.parametrize("kwargs", [{"n": 0}, {"n": -3}, {"samples": 0}])
+def test_empty_evaluations_are_refused_naming_the_field(kwargs: dict[str, int]) -> None:
+    """n=0 used to reach sum(rewards) / len(rewards) and raise ZeroDivisionError after the
+    model had generated nothing; policy_report reported 0.0 success on no problems."""
+    from runners.tinyworld.evaluate import policy_report
+
+    field = "eval_samples" if "n" in kwargs else "samples"
+    with pytest.raises(ConfigError, match=rf"^{field}: .* set {field} >= 1") as info:
+        evaluate_targets(None, None, build_reward_system("sparse", "tiny"), **kwargs)  # type: ignore[arg-type]
+    assert "\n" not in str(info.value)
+    pfield = "n" if "n" in kwargs else "samples"
+    with pytest.raises(ConfigError, match=rf"^{pfield}: .* set {pfield} >= 1"):
+        policy_report(None, None, **kwargs)  # type: ignore[arg-type]

@@ -127,6 +127,18 @@ def test_unknown_options_and_devices_are_one_line_errors() -> None:
         TrlEngine(cache_dir=5)
 
 
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "64"])
+def test_eval_samples_below_one_is_refused_when_the_engine_is_built(bad: object) -> None:
+    """eval_samples=0 would reach evaluate_targets' mean over no rewards after the policy
+    (and PRM) had loaded; the engine refuses it with the option's name and the fix."""
+    from planner.errors import ConfigError
+    from runners.engines.trl import TrlEngine
+
+    with pytest.raises(ConfigError, match="option 'eval_samples' must be a positive integer") as info:
+        TrlEngine(quick=True, eval_samples=bad)
+    assert "\n" not in str(info.value)
+
+
 def test_a_gpu_torch_cannot_reach_stops_the_run_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every run of the race would fail the same way (CPU-only torch, or cuda:7 on a
     two-GPU node): bad input, raised before any training, not a failed run retried."""
