@@ -1,8 +1,10 @@
-"""The ``slurm`` backend: submitit ``AutoExecutor``; all runs of one submission form a job array.
+"""The ``slurm`` backend: submitit ``AutoExecutor``; the runs launched together form a job array.
 
-``cluster="local"`` runs the same jobs as local processes through submitit's local executor
-(what the tests use); ``None`` picks SLURM when ``sbatch`` is found. The data directory must
-be on a filesystem the compute nodes see: jobs write their records there themselves.
+At most ``workers`` jobs are live at once, across every submission (retries included): runs
+past that wait here, in order, and go out as slots free. ``cluster="local"`` runs the same
+jobs as local processes through submitit's local executor (what the tests use); ``None``
+picks SLURM when ``sbatch`` is found. The data directory must be on a filesystem the compute
+nodes see: jobs write their records there themselves.
 """
 
 from __future__ import annotations
@@ -85,8 +87,10 @@ class SlurmBackend(ThrottledQueue):
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ConfigError(f"extra: submitit refused the slurm parameters ({first}); check the [slurm].extra "
                               "keys against submitit's slurm_* parameters") from None
-        # submitit's local executor ignores array parallelism: throttle to ``workers`` here.
-        super().__init__(limit=math.inf if self._ex.cluster == "slurm" else workers)
+        # ``workers`` live jobs across every submission, on SLURM too: a job array's ``%N``
+        # caps only that array, and a retry (or a race's next round) is a job of its own.
+        # (submitit's local executor ignores array parallelism altogether.)
+        super().__init__(limit=workers)
 
     def _launch(self, batch: list[Handle]) -> None:
         with self._ex.batch():  # one job array for the lot
