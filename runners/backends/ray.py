@@ -17,9 +17,11 @@ from typing import Any
 from planner.errors import ConfigError
 from runners.backends import Handle, WorkerLost, require
 from runners.backends.queue import ThrottledQueue
-from runners.task import Outcome, run_task
+from runners.task import Outcome, forget_attempt, run_task
 
-__all__ = ["RayBackend"]
+__all__ = ["CLOSE_GRACE_S", "RayBackend"]
+
+CLOSE_GRACE_S = 5.0  # how long close() waits for force-cancelled tasks to end
 
 
 class RayBackend(ThrottledQueue):
@@ -107,11 +109,23 @@ class RayBackend(ThrottledQueue):
         self._ray.cancel(handle.ref, force=True)
 
     def close(self) -> None:
-        for h in list(self._running):
+        stopped = list(self._running)
+        for h in stopped:
             self._ray.cancel(h.ref, force=True)
+        if stopped:
+            try:  # a force-cancelled task's worker is killed: give that a moment
+                self._ray.wait([h.ref for h in stopped], num_returns=len(stopped), timeout=CLOSE_GRACE_S)
+            except self._ray.exceptions.RayError:
+                pass
         self._running.clear()
+        self._waiting.clear()
         if self._started:
-            self._ray.shutdown()
+            self._ray.shutdown()  # every worker of a Ray started here ends with it
+        for h in stopped:
+            # Their leases would keep these runs from a resumed race or another driver for
+            # the lease's TTL. Only these attempts' leases (by nonce) go (a task that had
+            # finished released its own already); on a cluster, past the wait, the cancel stands.
+            forget_attempt(h.task)
 
 
 PROBE_S = 10.0

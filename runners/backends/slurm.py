@@ -10,15 +10,16 @@ nodes see: jobs write their records there themselves.
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import Any
 
 from planner.errors import ConfigError
 from runners.backends import Handle, WorkerLost, require
 from runners.backends.queue import ThrottledQueue
-from runners.task import Outcome, run_task
+from runners.task import Outcome, forget_attempt, run_task
 
-__all__ = ["DEFAULT_TIME_MIN", "KILLED_STATES", "RESULT_GRACE_S", "SlurmBackend"]
+__all__ = ["CLOSE_GRACE_S", "DEFAULT_TIME_MIN", "KILLED_STATES", "RESULT_GRACE_S", "SlurmBackend"]
 
 DEFAULT_TIME_MIN = 240  # submitit's own default is 5 minutes, far too short for a pilot run
 
@@ -28,6 +29,7 @@ DEFAULT_TIME_MIN = 240  # submitit's own default is 5 minutes, far too short for
 # (PREEMPTED is not here: submitit counts it as not done, so such a job never reaches result().)
 KILLED_STATES = frozenset({"BOOT_FAIL", "CANCELLED", "DEADLINE", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT"})
 RESULT_GRACE_S = 2.0  # a job can write its result just before the kill: a short look for it
+CLOSE_GRACE_S = 5.0  # how long close() waits for stopped local jobs to be gone
 
 
 class SlurmBackend(ThrottledQueue):
@@ -129,11 +131,29 @@ class SlurmBackend(ThrottledQueue):
             handle.ref.cancel(check=False)
 
     def close(self) -> None:
-        for h in list(self._running):
-            if not h.ref.done():
-                h.ref.cancel(check=False)
+        stopped = [h for h in self._running if _live(h.ref)]
+        local = self._ex.cluster == "local"
+        for h in stopped:
+            h.ref.cancel(check=False)
+        if local:
+            deadline = time.monotonic() + CLOSE_GRACE_S
+            while any(_live(h.ref) for h in stopped) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        for h in stopped:
+            # A local job is gone now; a SLURM job has been cancelled (killed within the
+            # cluster's KillWait). Its lease would keep the run from a resumed race or another
+            # driver for the lease's TTL; only this attempt's lease (by its nonce) goes.
+            if not local or not _live(h.ref):
+                forget_attempt(h.task)
         self._running.clear()
         self._waiting.clear()
+
+
+def _live(job: Any) -> bool:
+    try:
+        return not job.done()
+    except Exception:  # sacct unreachable: assume the worst, as a cancel is cheap
+        return True
 
 
 def _appears(paths: Any, within_s: float) -> bool:

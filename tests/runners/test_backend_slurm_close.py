@@ -1,9 +1,10 @@
-"""The cluster backends past one job array: the concurrency cap with retries.
+"""The cluster backends past one job array: the concurrency cap with retries, and what
+close() leaves behind.
 
 Real components throughout: submitit's local executor (its jobs are fresh interpreters that
-find this module's engines through PYTHONPATH) and the real store. A real SLURM is stood in
-for by the local executor reporting ``cluster == "slurm"``: the backend then takes every
-path it takes on a cluster, and the processes are there to be counted.
+find this module's engines through PYTHONPATH), a local Ray, real lease files. A real SLURM
+is stood in for by the local executor reporting ``cluster == "slurm"``: the backend then
+takes every path it takes on a cluster, and the processes are there to be counted.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from planner.schema import Proposal, RunRecord, run_id_for
 from runners.backends import Handle
 from runners.engines.sim import SimEngine
 from runners.execution import execute
+from runners.lease import RunLease, lease_dir
+from runners.store import PilotStore
+from runners.task import Task, new_nonce
 
 HERE = Path(__file__).resolve().parent
 WORKERS = 2
@@ -57,6 +61,17 @@ class CountingSim(SimEngine):
             return super().run(proposal, seed, progress)
         finally:
             me.unlink()
+
+
+class SlowSim(SimEngine):
+    """10 s a run, reporting progress: still running when the test closes the backend."""
+
+    def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
+        for i in range(100):
+            time.sleep(0.1)
+            if progress is not None:
+                progress("search", proposal.budget * i / 100, proposal.budget, {})
+        return super().run(proposal, seed, progress)
 
 
 @pytest.fixture
@@ -115,3 +130,76 @@ def test_retries_stay_under_the_cap_on_a_slurm_cluster(fake_slurm: None, tmp_pat
     peaks = [int(p.read_text()) for p in (marker / "peaks").iterdir()]
     assert len(peaks) == len(PROPS) + 2
     assert max(peaks) <= WORKERS and peak_jobs <= WORKERS, (peaks, peak_jobs)
+
+
+# -- close(): the leases of the attempts it stops -------------------------------------------
+
+
+def _task(data: Path, prop: Proposal) -> Task:
+    return Task(prop, 0, 1, f"{__name__}:SlowSim", str(data), {}, None, new_nonce())
+
+
+def _wait(cond: Any, what: str, within_s: float = 60.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not cond():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def _holder_task(data: Path, run_id: str) -> str | None:
+    import json
+
+    try:
+        return str(json.loads((lease_dir(data) / f"{run_id}.json").read_text())["task"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _close_leaves_only_foreign_leases(be: Any, data: Path) -> None:
+    """One run in flight (holding its lease) and one waiting on another driver's lease:
+    close() frees the first at once and leaves the other driver's lease as it was."""
+    foreign = RunLease(data, run_id_for(PROPS[1].id, 0), "another-drivers-nonce")
+    assert foreign.try_acquire() is None  # held (kept fresh) by "another driver": this process
+    mine, blocked = _task(data, PROPS[0]), _task(data, PROPS[1])
+    try:
+        handles = be.submit([mine, blocked])
+        _wait(lambda: _holder_task(data, mine.run_id) == mine.nonce, "the run to take its lease")
+        _wait(lambda: any((data / ".progress").glob(f"*{blocked.nonce}*")), "the other run to wait")
+        t0 = time.monotonic()
+        be.close()
+        assert time.monotonic() - t0 < 15
+        assert _holder_task(data, mine.run_id) is None  # another driver can take the run at once
+        assert RunLease(data, mine.run_id, new_nonce()).try_acquire() is None
+        assert _holder_task(data, blocked.run_id) == "another-drivers-nonce"
+        assert not list((data / ".progress").glob("*.json"))
+        assert PilotStore(data).scan(status=None).records == []  # stopped runs record nothing
+        assert all(h.task in (mine, blocked) for h in handles)
+    finally:
+        foreign.release()
+
+
+@pytest.mark.parametrize("cluster", ["local", "slurm"])
+def test_slurm_close_releases_the_stopped_attempts_leases(cluster: str, tmp_path: Path,
+                                                          request: pytest.FixtureRequest) -> None:
+    request.getfixturevalue("fake_slurm" if cluster == "slurm" else "on_path")
+    pytest.importorskip("submitit")
+    from runners.backends.slurm import SlurmBackend
+
+    be = SlurmBackend(workers=WORKERS, folder=tmp_path / ".jobs", cluster="local", time_min=2)
+    assert be._ex.cluster == cluster
+    _close_leaves_only_foreign_leases(be, tmp_path / "d")
+
+
+def test_ray_close_releases_the_stopped_attempts_leases(on_path: None, tmp_path: Path) -> None:
+    ray = pytest.importorskip("ray")
+    from runners.backends.ray import RayBackend
+
+    if ray.is_initialized():
+        ray.shutdown()
+    # Ray is started here (not by the backend): a Ray the backend did not start stays up, as
+    # a cluster does, so only the cancel and the leases' release stop the runs.
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        _close_leaves_only_foreign_leases(RayBackend(workers=WORKERS), tmp_path / "d")
+    finally:
+        ray.shutdown()
