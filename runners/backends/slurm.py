@@ -9,8 +9,15 @@ nodes see: jobs write their records there themselves.
 
 from __future__ import annotations
 
+import functools
 import math
+import os
+import signal
+import subprocess
 import time
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +102,7 @@ class SlurmBackend(ThrottledQueue):
         super().__init__(limit=workers)
 
     def _launch(self, batch: list[Handle]) -> None:
-        with self._ex.batch():  # one job array for the lot
+        with _own_sessions(self._ex.cluster == "local"), self._ex.batch():  # one job array for the lot
             jobs = [self._ex.submit(run_task, h.task) for h in batch]
         for h, job in zip(batch, jobs, strict=True):
             h.ref = job
@@ -134,7 +141,10 @@ class SlurmBackend(ThrottledQueue):
         stopped = [h for h in self._running if _live(h.ref)]
         local = self._ex.cluster == "local"
         for h in stopped:
-            h.ref.cancel(check=False)
+            if local:
+                _kill_group(h.ref)
+            else:
+                h.ref.cancel(check=False)
         if local:
             deadline = time.monotonic() + CLOSE_GRACE_S
             while any(_live(h.ref) for h in stopped) and time.monotonic() < deadline:
@@ -154,6 +164,36 @@ def _live(job: Any) -> bool:
         return not job.done()
     except Exception:  # sacct unreachable: assume the worst, as a cancel is cheap
         return True
+
+
+def _kill_group(job: Any) -> None:
+    """Kill a local job's controller and its task (a process group of their own) at once:
+    submitit's own cancel sends SIGINT, and the controller prints a traceback on it."""
+    try:
+        os.killpg(int(job.job_id), signal.SIGKILL)
+    except (ValueError, OSError):  # gone already, or not a group leader (started elsewhere)
+        job.cancel(check=False)
+
+
+@contextmanager
+def _own_sessions(enabled: bool) -> Iterator[None]:
+    """Within: submitit's local executor starts each job's controller in a session of its
+    own. In the driver's process group, Ctrl-C would reach every controller and its task,
+    and each would print a KeyboardInterrupt traceback on the terminal; this way only the
+    driver gets it, and close() stops the jobs (as the local backend does its workers)."""
+    if not enabled:
+        yield
+        return
+    from submitit.local import local
+
+    shim = types.ModuleType("subprocess")
+    shim.__dict__.update(vars(subprocess))
+    shim.Popen = functools.partial(subprocess.Popen, start_new_session=True)  # type: ignore[attr-defined]
+    real, local.subprocess = local.subprocess, shim  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        local.subprocess = real  # type: ignore[attr-defined]
 
 
 def _appears(paths: Any, within_s: float) -> bool:

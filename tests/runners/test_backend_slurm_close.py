@@ -1,5 +1,5 @@
-"""The cluster backends past one job array: the concurrency cap with retries, and what
-close() leaves behind.
+"""The cluster backends past one job array: the concurrency cap with retries, what close()
+leaves behind, and Ctrl-C.
 
 Real components throughout: submitit's local executor (its jobs are fresh interpreters that
 find this module's engines through PYTHONPATH), a local Ray, real lease files. A real SLURM
@@ -10,6 +10,9 @@ takes every path it takes on a cluster, and the processes are there to be counte
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -20,7 +23,7 @@ import pytest
 
 from planner.compiler import compile_plan
 from planner.engine import ProgressFn
-from planner.proposals import make_proposal
+from planner.proposals import make_proposal, write_proposals
 from planner.schema import Proposal, RunRecord, run_id_for
 from runners.backends import Handle
 from runners.engines.sim import SimEngine
@@ -203,3 +206,49 @@ def test_ray_close_releases_the_stopped_attempts_leases(on_path: None, tmp_path:
         _close_leaves_only_foreign_leases(RayBackend(workers=WORKERS), tmp_path / "d")
     finally:
         ray.shutdown()
+
+
+# -- Ctrl-C --------------------------------------------------------------------------------
+
+
+def test_ctrl_c_under_slurm_local_is_one_line_and_no_traceback(on_path: None, tmp_path: Path) -> None:
+    """A terminal's Ctrl-C goes to the whole foreground process group: the driver and, unless
+    they have sessions of their own, every submitit controller and job."""
+    pytest.importorskip("submitit")
+    path = write_proposals(tmp_path / "proposals.json", PROPS)
+    data = tmp_path / "data"
+    (tmp_path / "backend.toml").write_text('[slurm]\ncluster = "local"\ntime_min = 2\n')
+    cmd = [sys.executable, "-c", "from runners.cli import main; main()", "execute", str(path), "--data", str(data),
+           "--engine", f"{__name__}:SlowSim", "--backend", "slurm", "--backend-config",
+           str(tmp_path / "backend.toml"), "--workers", str(WORKERS), "--json"]
+    proc = subprocess.Popen(cmd, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        _wait(lambda: proc.poll() is not None or len(list(lease_dir(data).glob("*.json"))) == WORKERS,
+              "both runs to hold their leases")
+        assert proc.poll() is None, proc.communicate()
+        assert _processes_naming(str(data / ".submitit"))  # the jobs (their folder), as seen below
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip().splitlines()[-1].startswith(f"interrupted: the finished runs are kept in {data}")
+    # The stopped runs leave no lease, progress file or record (a resumed driver starts them at once).
+    assert list(lease_dir(data).glob("*.json")) == [] and list((data / ".progress").glob("*.json")) == []
+    assert PilotStore(data).scan(status=None).corrupt == []
+    assert _processes_naming(str(data / ".submitit")) == []  # no job lives on to record its run after the command ended
+    assert PilotStore(data).scan(status=None).records == []
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Pids of the processes whose command line names ``text`` (a job's controller names its folder)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and text in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
