@@ -316,12 +316,12 @@ def _answer_value(text: str) -> float | None:
     """The completion's final answer (:func:`runners.tasks.answers.extract_answer`) as a
     number, or None when it has none or it is not a plain number ("\\frac{1}{2}" is
     read as 0.5; "x + 1" is not a number)."""
-    from runners.tasks.answers import _as_number, extract_answer
+    from runners.tasks.answers import as_number, extract_answer
 
     answer = extract_answer(text)
     if answer is None:
         return None
-    plain = _as_number(answer.replace("\\$", "$"))
+    plain = as_number(answer.replace("\\$", "$"))
     if plain is not None:
         return float(plain)
     frac = re.fullmatch(r"\s*-?\\[dt]?frac\{(\d+)\}\{(\d+)\}\s*", answer)

@@ -17,6 +17,7 @@ from typing import Any
 
 __all__ = [
     "all_boxed",
+    "as_number",
     "extract_answer",
     "extract_boxed",
     "extract_gsm8k_answer",
@@ -132,7 +133,9 @@ _PLAIN_RE = re.compile(
 _MATH_WORDS = {"pi", "i", "e", "x", "y", "z", "sqrt", "frac", "cdot", "times", "degrees", "deg", "rad", "mod"}
 
 
-def _as_number(text: str) -> Decimal | None:
+def as_number(text: str) -> Decimal | None:
+    """``text`` as a plain number (``$``, thousands groups, a trailing period and unit words
+    allowed: "$1,234", "18 dollars"), or None when it is anything else ("5 pi", "x + 1")."""
     m = _PLAIN_RE.match(text.strip())
     if m is None:
         return None
@@ -181,7 +184,7 @@ def verify(pred: str | None, gold: str | None, *, exact_shortcut: bool = True) -
         return False
     if exact_shortcut and pred.strip() == gold.strip():
         return True
-    pn, gn = _as_number(pred), _as_number(gold)
+    pn, gn = as_number(pred), as_number(gold)
     if pn is not None and gn is not None:  # plain numbers: units and separators are not the answer
         return _same_number(pn, gn)
     pred = re.sub(r"(?<=[\d}])\.\s*$", "", pred.strip())  # a sentence's full stop is not the answer
