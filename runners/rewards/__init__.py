@@ -138,10 +138,13 @@ def build_reward_system(
         # (its own pre-tokenizer) whenever config.json says qwen2.
         tok = PreTrainedTokenizerFast.from_pretrained(str(scorer_path))
 
-        def score(prompts: Sequence[Any], completions: Sequence[Any], **_: Any) -> list[float]:
-            steps = prm.qwen_step_scores(
-                model, tok, [prompt_text(p) for p in prompts], [completion_text(c) for c in completions], scored
-            )
+        def score(prompts: Sequence[Any], completions: Sequence[Any], **kw: Any) -> list[float]:
+            # The problem as the PRM was trained to read it: its own text (the ``question``
+            # column), not the policy's prompt with its instruction appended.
+            questions = kw.get("question")
+            problems = ([str(q) for q in questions][: len(prompts)] if questions is not None
+                        else [prompt_text(p) for p in prompts])
+            steps = prm.qwen_step_scores(model, tok, problems, [completion_text(c) for c in completions], scored)
             return [min(s) for s in steps]
 
     return RewardSystemImpl(

@@ -14,10 +14,9 @@ good as its worst step (Lightman et al. 2023; the Qwen2.5-Math-PRM report).
 Scored positions. Tiny world: ``<bos> prompt completion <eos>`` in the character
 tokenizer, one position per non-empty completion line -- the newline that ends it, or
 ``<eos>`` for the last line (the PRM is trained at exactly these positions). Qwen2.5:
-steps are the completion's paragraphs (split on blank lines); the text is
-``prompt \\n step1 SEP step2 SEP ...`` with SEP the scorer's ``<extra_0>`` token where its
-vocabulary has one (Qwen2.5-Math-PRM's step tag) or else its eos token; scores are read
-at the SEP positions.
+the layout each released checkpoint was trained on (Qwen2.5-Math-PRM's chat with
+``<extra_0>`` step tags, Skywork's newline-ended lines: :mod:`runners.rewards.prm_formats`),
+with the problem's own text where the dataset has it (the ``question`` column).
 
 Every forward the scorer runs appends ``(batch, padded_seq_len)`` to ``scored`` -- the
 FLOP meter converts those with the accountant (``reward_model_flops``).
@@ -195,29 +194,26 @@ def tiny_step_scores(
 def qwen_step_scores(
     model: ProcessRewardModel,
     tokenizer: Any,
-    prompts: Sequence[str],
+    problems: Sequence[str],
     completions: Sequence[str],
     scored: list[tuple[int, int]],
     *,
     batch_size: int = 8,
     max_length: int = 4096,
 ) -> list[list[float]]:
-    """Per-step probabilities for math completions (steps = paragraphs; see module doc)."""
-    vocab = tokenizer.get_vocab()
-    sep = vocab.get("<extra_0>", tokenizer.eos_token_id)
-    if sep is None:
-        raise ValueError("the PRM tokenizer has neither <extra_0> nor an eos token to mark steps")
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else sep
+    """Per-step probabilities for math completions, each encoded in the layout its
+    checkpoint was trained on (:mod:`runners.rewards.prm_formats`). A sequence past
+    ``max_length`` keeps its tail: the steps being scored."""
+    from runners.rewards.prm_formats import prm_encoder
+
+    encode = prm_encoder(tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    if pad is None:
+        raise ValueError("the PRM tokenizer has neither a pad nor an eos token to pad batches with")
     enc: list[tuple[list[int], list[int]]] = []
-    for p, c in zip(prompts, completions, strict=True):
-        steps = [s.strip() for s in re.split(r"\n\s*\n", c) if s.strip()] or [""]
-        ids = list(tokenizer(p + "\n", add_special_tokens=False)["input_ids"])
-        pos = []
-        for s in steps:
-            ids.extend(tokenizer(s, add_special_tokens=False)["input_ids"])
-            ids.append(sep)
-            pos.append(len(ids) - 1)
-        if len(ids) > max_length:  # keep the tail: the steps being scored
+    for p, c in zip(problems, completions, strict=True):
+        ids, pos = encode(tokenizer, p, c)
+        if len(ids) > max_length:
             cut = len(ids) - max_length
             ids, pos = ids[cut:], [q - cut for q in pos if q >= cut] or [max_length - 1]
         enc.append((ids, pos))

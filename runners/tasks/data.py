@@ -133,11 +133,12 @@ def to_grpo_rows(items: Iterable[MathItem], *, chat: bool = True) -> list[dict[s
     """Rows for ``datasets.Dataset.from_list`` as TRL's GRPOTrainer expects them.
 
     ``prompt`` is a one-message chat (the instruct models' template is applied by TRL) or
-    plain text; ``answer`` is the column the qwen2.5 rule rewards read.
+    plain text; ``answer`` is the column the qwen2.5 rule rewards read, ``question`` the
+    problem alone, which the PRMs read (TRL passes every column to the rewards).
     """
     rows = []
     for it in items:
         text = f"{it.question}\n{INSTRUCTION}"
         prompt: Any = [{"role": "user", "content": text}] if chat else text
-        rows.append({"prompt": prompt, "answer": it.answer})
+        rows.append({"prompt": prompt, "answer": it.answer, "question": it.question})
     return rows

@@ -67,7 +67,69 @@ def test_step_scores_are_read_at_separators(tmp_path: Path) -> None:
 
     tok = PreTrainedTokenizerFast.from_pretrained(tmp_path)
     steps = qwen_step_scores(model, tok, ["Q:1"], ["a\n\nb\n\nc"], scored := [])
-    assert len(steps[0]) == 3 and scored == [(1, len("Q:1\n") + 3 * 2)]  # 4 prompt tokens + 3 x (step, SEP)
+    assert len(steps[0]) == 3 and len(scored) == 1
+
+
+def _qwen_like_tokenizer(tag: bool) -> object:
+    """A word-level stand-in with Qwen2.5's chat markers (and Qwen2.5-Math-PRM's step tag)."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *(["<extra_0>"] if tag else [])]
+    words = ["\n", "system", "user", "assistant", "Please", "reason", "step", "by", ",", "and", "put", "your",
+             "final", "answer", "within", "\\boxed{}.", "What", "is", "2+3?", "2+3=5", "So", "5", "5.", "<unk>"]
+    core = Tokenizer(models.WordLevel({w: i for i, w in enumerate([*specials, *words])}, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"\n| "), behavior="isolated")
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                  bos_token="<|endoftext|>", additional_special_tokens=specials[1:])
+    return tok
+
+
+def test_qwen_math_prm_input_is_its_model_cards_chat_with_a_tag_after_every_step() -> None:
+    """Qwen2.5-Math-PRM's card: system prompt, the problem as the user turn, the steps joined
+    and ended by <extra_0> as the assistant turn, through the chat template; scored at each tag."""
+    from runners.rewards.prm_formats import QWEN_PRM_SYSTEM, encode_qwen_prm, prm_encoder
+
+    tok = _qwen_like_tokenizer(tag=True)
+    assert prm_encoder(tok) is encode_qwen_prm
+    ids, pos = encode_qwen_prm(tok, "What is 2+3?", "2+3=5\n\nSo 5.\n\n")
+    want = (f"<|im_start|>system\n{QWEN_PRM_SYSTEM}<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n"
+            "<|im_start|>assistant\n2+3=5<extra_0>So 5.<extra_0><|im_end|>\n")
+    assert ids == tok(want, add_special_tokens=False)["input_ids"]
+    tag = tok.convert_tokens_to_ids("<extra_0>")
+    assert len(pos) == 2 and all(ids[q] == tag for q in pos)
+    # A tokenizer that carries the template renders the same conversation through it.
+    tok.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                         "{% endfor %}")
+    assert encode_qwen_prm(tok, "What is 2+3?", "2+3=5\n\nSo 5.") == (ids, pos)
+
+
+def test_skywork_prm_input_is_its_reference_layout_a_newline_after_every_line() -> None:
+    """Skywork's prepare_input(step_token="\\n"): bos + problem + "\\n", then each line and the
+    newline's token, scored there; a blank line is no step."""
+    from runners.rewards.prm_formats import encode_skywork_prm, prm_encoder
+
+    tok = _qwen_like_tokenizer(tag=False)
+    assert prm_encoder(tok) is encode_skywork_prm
+    ids, pos = encode_skywork_prm(tok, "What is 2+3?", "2+3=5\n\nSo 5.")
+    enc = lambda t: tok(t, add_special_tokens=False)["input_ids"]  # noqa: E731
+    nl = enc("\n")[0]
+    assert ids == [*enc("<|endoftext|>What is 2+3?\n"), *enc("2+3=5"), nl, *enc("So 5."), nl]
+    assert pos == [len(ids) - 1 - len(enc("So 5.")) - 1, len(ids) - 1] and all(ids[q] == nl for q in pos)
+    assert encode_skywork_prm(tok, "What is 2+3?", "")[1] == [len(enc("<|endoftext|>What is 2+3?\n"))]
+
+
+@pytest.mark.usefixtures("tiny_qwen_scorers")
+def test_the_prm_reward_reads_the_problem_column_not_the_policys_prompt(tmp_path: Path) -> None:
+    """The policy's prompt carries the instruction; the PRM was trained on the problem alone."""
+    _tiny_prm(tmp_path, [32, 2])
+    rs = build_reward_system("prm", "qwen2.5", scorer_path=tmp_path)
+    comp = ["1+1=2\n\nA:2"]
+    with_q = rs.funcs[0](["Q:1+1\nPlease reason"], comp, answer=["2"], question=["Q:1+1"])
+    plain = rs.funcs[0](["Q:1+1"], comp, answer=["2"])
+    other = rs.funcs[0](["Q:1+1\nPlease reason"], comp, answer=["2"])
+    assert with_q == pytest.approx(plain) and rs.scored[0] == rs.scored[1] and rs.scored[2] != rs.scored[0]
+    assert other != pytest.approx(with_q)
 
 
 def test_skywork_value_head_keys_are_mapped(tmp_path: Path) -> None:

@@ -91,6 +91,7 @@ def test_loaders_read_local_files_and_make_trl_rows() -> None:
     rows = to_grpo_rows(gsm[:2])
     assert rows[0]["prompt"][0]["role"] == "user" and "\\boxed{}" in rows[0]["prompt"][0]["content"]
     assert rows[0]["answer"] == "18"
+    assert rows[0]["question"] == gsm[0].question  # the PRMs read the problem without the instruction
 
 
 def test_loader_errors_name_the_field(tmp_path: Path) -> None:
