@@ -321,6 +321,8 @@ def _answer_value(text: str) -> float | None:
     answer = extract_answer(text)
     if answer is None:
         return None
+    for dash, plain_dash in _DASHES:  # "−3" is -3, as the steps read it
+        answer = answer.replace(dash, plain_dash)
     plain = as_number(answer.replace("\\$", "$"))
     if plain is not None:
         return float(plain)

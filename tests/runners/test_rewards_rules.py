@@ -249,6 +249,16 @@ def test_an_identity_and_the_right_box_score_below_the_worked_solution() -> None
     assert mean_gamed == pytest.approx(0.5) and mean_worked > 0.95
 
 
+@pytest.mark.parametrize("dash", ["\u2212", "\u2013"])
+def test_a_typeset_minus_in_the_answer_ends_the_chain_as_an_ascii_one_does(dash: str) -> None:
+    """The steps read the minus sign and the en dash as "-": so must the final answer the
+    chain is traced back from, or a check after it takes the chain's end (0.5 -> 1.0)."""
+    text = "We get 5 - 8 = -3. Check: -3 + 8 = 5 holds. So \\boxed{-3}"
+    ascii_share = arithmetic_step_share(text, "5 and 8")
+    assert ascii_share == pytest.approx(0.5)  # the check is a dead end
+    assert arithmetic_step_share(text.replace("-", dash), "5 and 8") == pytest.approx(ascii_share)
+
+
 def test_bad_names_are_one_line_config_errors() -> None:
     with pytest.raises(ConfigError, match="reward"):
         build_reward_system("nope", "tiny")
