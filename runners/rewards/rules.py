@@ -327,8 +327,10 @@ def _answer_value(text: str) -> float | None:
     if plain is not None:
         return float(plain)
     frac = re.fullmatch(r"\s*-?\\[dt]?frac\{(\d+)\}\{(\d+)\}\s*", answer)
-    if frac and int(frac[2]):
-        return (-1 if answer.strip().startswith("-") else 1) * int(frac[1]) / int(frac[2])
+    # float, not int: int() refuses a numeral past 4300 digits (ValueError), and a
+    # degenerate completion can box one; the reward must score it, not crash the run.
+    if frac and float(frac[2]):
+        return (-1 if answer.strip().startswith("-") else 1) * float(frac[1]) / float(frac[2])
     return None
 
 

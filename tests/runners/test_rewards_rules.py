@@ -259,6 +259,14 @@ def test_a_typeset_minus_in_the_answer_ends_the_chain_as_an_ascii_one_does(dash:
     assert arithmetic_step_share(text.replace("-", dash), "5 and 8") == pytest.approx(ascii_share)
 
 
+def test_a_boxed_fraction_with_a_huge_numeral_is_scored_not_a_crash() -> None:
+    """int() refuses a numeral past 4300 digits; the dense reward read the boxed fraction with
+    it, so one degenerate completion raised ValueError out of the reward (and the run)."""
+    text = "3 + 4 = 7 so \\boxed{\\frac{" + "9" * 4400 + "}{2}}"
+    assert arithmetic_step_share(text, "3 and 4") == 1.0  # no step computes it: the last true one ends the chain
+    assert build_reward_system("dense", "qwen2.5").funcs[0](["3 and 4"], [text], answer=["7"]) == [0.5]
+
+
 def test_bad_names_are_one_line_config_errors() -> None:
     with pytest.raises(ConfigError, match="reward"):
         build_reward_system("nope", "tiny")
