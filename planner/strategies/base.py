@@ -250,6 +250,9 @@ def new_plan_rho(setting: Setting, budget: float, opts: CompileOptions | None,
     that compile to it, and the request returned is the midpoint of its widest interval.
     Intervals narrower than ``10**-RHO_DIGITS`` are left out: a request is rounded to that
     many digits (:func:`planner.design.compile_feasible`) and could land outside them.
+    Intervals where no candidate lands ``budget`` count too, by the plan
+    :func:`~planner.design.compile_feasible` clamps their midpoint to (as uniform draws there
+    would get it).
     (A 1001-point grid of requests, used before, reached the same plans for the Qwen2.5
     and tiny-s policies at their pilot and target budgets, but nothing guaranteed it.)
     """
@@ -257,26 +260,31 @@ def new_plan_rho(setting: Setting, budget: float, opts: CompileOptions | None,
     rm = request_map(setting.model, setting.reward, opts, float(budget))
     left, right = np.clip(rm.edges[:-1], lo, hi), np.clip(rm.edges[1:], lo, hi)
     width = right - left
-    j = np.flatnonzero((rm.winner >= 0) & (width > 10.0 ** -RHO_DIGITS))
-    if j.size == 0:
-        return None
-    winner = rm.winner[j]
+    wide = width > 10.0 ** -RHO_DIGITS
+    j = np.flatnonzero((rm.winner >= 0) & wide)
     # Each winner's widest interval (sorted by winner, widest first: np.unique keeps the
     # first) and its total width.
+    winner = rm.winner[j]
     order = np.lexsort((-width[j], winner))
     plans, first = np.unique(winner[order], return_index=True)
     widest = j[order][first]
     total = np.bincount(np.searchsorted(plans, winner), weights=width[j], minlength=len(plans))
-    free: list[tuple[float, float]] = []
-    for k, w in zip(widest, total, strict=True):
+    # Requests no candidate lands at ``budget`` as asked: compile_feasible clamps them (the
+    # budget raised to the nearest feasible one), and uniform draws land those plans too.
+    clamped = np.flatnonzero((rm.winner < 0) & wide)
+    free: dict[PlanKey, tuple[float, float]] = {}
+    for k, w in [*zip(widest, total, strict=True), *zip(clamped, width[clamped], strict=True)]:
         r = float((left[k] + right[k]) / 2)
         plan = compile_feasible(setting, r, budget, opts)[0]
         if plan is not None and not taken(plan):
-            free.append((r, float(w)))
+            key = plan_key(plan)
+            r0, w0 = free.get(key, (r, 0.0))
+            free[key] = (r0, w0 + float(w))
     if not free:
         return None
-    p = np.array([w for _, w in free])
-    return free[int(rng.choice(len(free), p=p / p.sum()))][0]
+    picks = list(free.values())
+    p = np.array([w for _, w in picks])
+    return picks[int(rng.choice(len(picks), p=p / p.sum()))][0]
 
 
 def flat_prior_call(setting: Setting, problem: RaceProblem, level: float = 0.9) -> RegimeCall:

@@ -280,6 +280,27 @@ def test_new_plan_rho_reaches_every_plan_a_request_can_and_then_none(model: str,
     assert taken == reachable
 
 
+def test_new_plan_rho_reaches_the_plans_a_clamped_request_compiles_to() -> None:
+    """qwen2.5-7b proxy-prm at 1e15: the requests in [0.074, 0.081] land no plan at the
+    budget as asked, and compile_feasible raises the budget for them; uniform draws reach
+    three plans there, so new_plan_rho must not call the search space spent before them."""
+    from planner.compiler import achievable_rho_range
+    from planner.design import compile_feasible
+    from planner.strategies.base import new_plan_rho, plan_key
+
+    s, budget = Setting("qwen2.5-7b", "proxy-prm"), 1e15
+    lo, hi = achievable_rho_range(s.model, s.reward, None)
+    uniform = {plan_key(p) for r in np.linspace(lo, hi, 20001)
+               if (p := compile_feasible(s, float(r), budget, None)[0]) is not None}
+    taken: set[object] = set()
+    rng = np.random.default_rng(0)
+    while (r := new_plan_rho(s, budget, None, lambda p: plan_key(p) in taken, rng)) is not None:
+        key = plan_key(compile_feasible(s, r, budget, None)[0])
+        assert key not in taken
+        taken.add(key)
+    assert uniform <= taken, len(uniform - taken)
+
+
 def test_new_plan_rho_draws_plans_as_uniform_requests_would() -> None:
     from planner.compiler import achievable_rho_range
     from planner.design import compile_feasible
