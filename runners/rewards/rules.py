@@ -103,17 +103,19 @@ _OP = r"(?:[+\-*/×x÷·]|\\(?:times|cdot|div)(?![A-Za-z]))"
 # A whole expression of literals on the left (nothing arithmetic just before it, so
 # "16 - 3 - 4 = 9" is read whole, not as "3 - 4 = 9"; markdown bold "**" is not an
 # operator), a number on the right that is not itself the start of an expression
-# ("= 5 + 1" is a chain, not "= 5").
+# ("= 5 + 1" is a chain, not "= 5"). An expression stays on its line: in a bulleted list
+# ("- 3 + 4 = 7\n- 7 * 2 = 14") the next line's bullet is no operator of this one.
 _EQ_RE = re.compile(
-    rf"(?<![\w.,)^/+×÷·=$-])(?<![^*]\*)(?P<lhs>[-(]*{_NUM}\)*(?:\s*{_OP}\s*[-(]*{_NUM}\)*)+)"
-    rf"\s*=\s*(?P<rhs>-?{_NUM})(?![\d.,]*(?:\s*{_OP}\s*[\d($(]|\^|[A-Za-z_]))"
+    rf"(?<![\w.,)^/+×÷·=$-])(?<![^*]\*)(?P<lhs>[-(]*{_NUM}\)*(?:[ \t]*{_OP}[ \t]*[-(]*{_NUM}\)*)+)"
+    rf"\s*=\s*(?P<rhs>-?{_NUM})(?![\d.,]*(?:[ \t]*{_OP}[ \t]*[\d($(]|\^|[A-Za-z_]))"
 )
 # What ends the text before a left-hand side that is the tail of a longer expression,
 # spaces allowed between ("x * 3 + 4 = 7", "2^3 + 1 = 9", "\\frac{1}{2} \\times 4 = 2"):
 # that equation is not read, rather than read from its middle. A lone "*" (not bold's
-# "**"), "x" after a number, and "-" unless it is a list item's bullet.
+# "**"), "x" after a number, and "-", "+" or "*" unless it is a list item's bullet (the
+# first thing on its line: markdown's three).
 _MID_EXPR_RE = re.compile(
-    r"(?:[/+×÷·^]|(?<!\*)\*|\\(?:times|cdot|div)|\d\s*x|(?P<minus>-))\s*$"
+    r"(?:[/×÷·^]|\\(?:times|cdot|div)|\d\s*x|(?P<bullet>[-+]|(?<!\*)\*))\s*$"
 )
 
 
@@ -121,7 +123,7 @@ def _mid_expression(before: str) -> bool:
     m = _MID_EXPR_RE.search(before)
     if m is None:
         return False
-    return not m["minus"] or before[: m.start()].rsplit("\n", 1)[-1].strip() != ""
+    return not m["bullet"] or before[: m.start()].rsplit("\n", 1)[-1].strip() != ""
 
 
 _NUMBER_RE = re.compile(_NUM)

@@ -272,3 +272,14 @@ def test_bad_names_are_one_line_config_errors() -> None:
         build_reward_system("nope", "tiny")
     with pytest.raises(ConfigError, match="family"):
         build_reward_system("sparse", "llama")
+
+
+@pytest.mark.parametrize("bullet", ["- ", "* ", "+ ", "1. "])
+def test_a_bulleted_list_of_steps_is_read_line_by_line(bullet: str) -> None:
+    """The next line's bullet is no operator: "7\\n- 7 * 2 = 14" was read as 7 - 7 * 2 = 14,
+    a wrong step, and the true "3 + 4 = 7" before it was not read at all."""
+    text = f"{bullet}3 + 4 = 7\n{bullet.replace('1', '2')}7 * 2 = 14\n\\boxed{{14}}"
+    assert arithmetic_step_share(text, "Add 3 and 4, then double it.") == 1.0
+    # Within a line a bullet-like operator still joins the expression: "x * 3 + 4 = 7" is not
+    # read from its middle.
+    assert arithmetic_step_share(f"{bullet}x * 3 + 4 = 7") == 0.0
