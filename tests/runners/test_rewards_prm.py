@@ -45,10 +45,12 @@ def tiny_qwen_scorers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reg, "get_model", lambda n: _as_tiny(real(n)) if real(n).role != "policy" else real(n))
 
 
-@pytest.mark.parametrize(("name", "head"), [("prm", [32, 2]), ("proxy-prm", [1])])
+# With and without <extra_0>: Qwen2.5-Math-PRM's layout, and Skywork's (prm_formats).
+@pytest.mark.parametrize(("name", "head", "sep"), [("prm", [32, 2], True), ("proxy-prm", [1], True),
+                                                   ("proxy-prm", [1], False)])
 @pytest.mark.usefixtures("tiny_qwen_scorers")
-def test_qwen_prm_reward_scores_steps_and_meters(tmp_path: Path, name: str, head: list[int]) -> None:
-    _tiny_prm(tmp_path, head)
+def test_qwen_prm_reward_scores_steps_and_meters(tmp_path: Path, name: str, head: list[int], sep: bool) -> None:
+    _tiny_prm(tmp_path, head, sep=sep)
     rs = build_reward_system(name, "qwen2.5", scorer_path=tmp_path)
     comps = ["1+1=2\n\n2*3=6\n\nA:6", "3=3", ""]
     out = rs.funcs[0](["Q:1+1*3"] * 3, comps, answer=["6"] * 3)
