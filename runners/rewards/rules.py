@@ -245,6 +245,9 @@ class _Step:
     result: float
     counted: bool
     holds: bool
+    #: the result is written again after the equation (as a number, anywhere in the rest of
+    #: the text): the step led somewhere, even where no equation after it reads it
+    reused: bool = False
 
 
 def _steps(text: str, prompt: str | None) -> list[_Step]:
@@ -274,7 +277,8 @@ def _steps(text: str, prompt: str | None) -> list[_Step]:
             holds = bool(set(operands) & known)
             if holds:  # only a grounded result grounds later steps
                 known.add(c)
-        steps.append(_Step(operands, c, counted, holds and counted))
+        reused = any(_close(v, abs(c)) for v in _numbers(text[m.end():]))
+        steps.append(_Step(operands, c, counted, holds and counted, reused))
     return steps
 
 
@@ -287,13 +291,20 @@ def _take(wanted: list[float], value: float) -> bool:
     return False
 
 
-def _credited(steps: Sequence[_Step], answer: float | None) -> list[bool]:
+def _credited(steps: Sequence[_Step], answer: float | None, answered: bool) -> list[bool]:
     """Which steps contribute, by a backward pass from the chain's end.
 
-    The end is the final ``answer`` when an equation computes it, else the last step
-    that holds (no answer, one that is not a number, or one reached in words). Going
-    backwards, an equation is used when it is the end or meets a want (the answer, or
-    an operand of a later used equation); a used equation wants its own operands, and
+    The end is the final ``answer`` when an equation computes it. Otherwise, when the
+    completion states an answer (``answered``: one no equation computes, or one that is not
+    a number), the end is the last step that holds and whose result is written again after
+    it (``_Step.reused``): a true equation set down before an answer it does not reach led
+    nowhere ("3 + 5 = 8" then \\boxed{18} earns nothing), while an answer reached in words
+    from a restated result ("... = 12", "2/3 of x = 12, so x = 18") keeps the chain that
+    feeds it. With no answer at all (a completion cut off by the length limit), the last
+    step that holds ends the chain.
+
+    Going backwards, an equation is used when it is the end or meets a want (the answer,
+    or an operand of a later used equation); a used equation wants its own operands, and
     is credited when it holds. A wrong or ungrounded equation earns nothing but still
     passes its wants on, so the right steps before a slip keep their credit. Each want
     is met once, by the latest equation that computes it, so rewriting a result
@@ -303,6 +314,8 @@ def _credited(steps: Sequence[_Step], answer: float | None) -> list[bool]:
     end: _Step | None = None
     if answer is not None and any(_close(abs(s.result), abs(answer)) for s in steps):
         wanted.append(abs(answer))
+    elif answered:
+        end = next((s for s in reversed(steps) if s.holds and s.reused), None)
     else:
         end = next((s for s in reversed(steps) if s.holds), None)
     credit = [False] * len(steps)
@@ -314,13 +327,12 @@ def _credited(steps: Sequence[_Step], answer: float | None) -> list[bool]:
     return credit
 
 
-def _answer_value(text: str) -> float | None:
-    """The completion's final answer (:func:`runners.tasks.answers.extract_answer`) as a
-    number, or None when it has none or it is not a plain number ("\\frac{1}{2}" is
-    read as 0.5; "x + 1" is not a number)."""
-    from runners.tasks.answers import as_number, extract_answer
+def _answer_value(answer: str | None) -> float | None:
+    """A final answer (:func:`runners.tasks.answers.extract_answer`'s) as a number, or None
+    when there is none or it is not a plain number ("\\frac{1}{2}" is read as 0.5;
+    "x + 1" is not a number)."""
+    from runners.tasks.answers import as_number
 
-    answer = extract_answer(text)
     if answer is None:
         return None
     for dash, plain_dash in _DASHES:  # "−3" is -3, as the steps read it
@@ -346,10 +358,11 @@ def arithmetic_step_share(text: str, prompt: str | None = None) -> float:
     operand from the problem or from an earlier grounded result, so arithmetic unrelated
     to the problem earns nothing. It is on the chain when its result is the final answer
     (:func:`_answer_value`) or an operand of a later step on the chain (:func:`_credited`,
-    a backward pass, each use met once); when no equation computes a numeric answer (none,
-    not a number, or reached in words), the last step that holds ends the chain. A true
-    dead end ("3 + 5 = 8" on the problem's numbers, used nowhere) still counts in
-    ``#steps``, so padding lowers the share instead of raising it.
+    a backward pass, each use met once). When no equation computes the answer (not a
+    number, or reached in words), the chain ends at the last true step whose result is
+    written again after it; with no answer at all, at the last true step. A true dead end
+    ("3 + 5 = 8" on the problem's numbers, used nowhere) still counts in ``#steps``, so
+    padding lowers the share instead of raising it.
 
     Each distinct equation counts once (repeating "2 + 2 = 4" earns nothing more). An
     equation that does no arithmetic (``16 * 1 = 16``, ``16 + 0 = 16``, ``16 * 0 = 0``,
@@ -364,7 +377,10 @@ def arithmetic_step_share(text: str, prompt: str | None = None) -> float:
     total = sum(s.counted for s in steps)
     if not total:
         return 0.0
-    return sum(_credited(steps, _answer_value(text))) / total
+    from runners.tasks.answers import extract_answer
+
+    answer = extract_answer(text)
+    return sum(_credited(steps, _answer_value(answer), answer is not None)) / total
 
 
 def _gold(kwargs: dict[str, Any], n: int) -> list[str | None]:

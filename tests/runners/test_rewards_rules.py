@@ -162,7 +162,8 @@ def test_chains_without_a_numeric_answer_or_with_a_slip() -> None:
     prompt = "3 4 5 2 1"
     # No answer: the last step that holds ends the chain, so what it does not use is a dead end.
     assert arithmetic_step_share("3 * 4 = 12. 5 * 2 = 10.", prompt) == pytest.approx(1 / 2)
-    assert arithmetic_step_share("3 * 4 = 12. 5 * 2 = 10.\n\\boxed{x + 1}", prompt) == pytest.approx(1 / 2)
+    # An answer no step reaches (here not a number) leaves both steps leading nowhere.
+    assert arithmetic_step_share("3 * 4 = 12. 5 * 2 = 10.\n\\boxed{x + 1}", prompt) == 0.0
     # A slip earns nothing, but the right steps it uses keep their credit.
     assert arithmetic_step_share("3 + 4 = 7. 7 * 2 = 15. 15 + 1 = 16.\n\\boxed{16}", prompt) == (
         pytest.approx(2 / 3))
@@ -283,3 +284,24 @@ def test_a_bulleted_list_of_steps_is_read_line_by_line(bullet: str) -> None:
     # Within a line a bullet-like operator still joins the expression: "x * 3 + 4 = 7" is not
     # read from its middle.
     assert arithmetic_step_share(f"{bullet}x * 3 + 4 = 7") == 0.0
+
+
+def test_one_true_equation_before_an_answer_it_does_not_reach_earns_nothing() -> None:
+    """With the last true step as the chain's end whatever the answer, a bare answer and one
+    true equation on the problem's numbers took the full step share: over GSM8K's test
+    problems with their gold answers, 0.943 on average, against 0.014 now."""
+    hack = "16 + 3 = 19\n\\boxed{18}"
+    assert arithmetic_step_share(hack, JANET) == 0.0
+    dense = build_reward_system("dense", "qwen2.5").funcs[0]
+    assert dense([JANET], [hack], answer=["18"]) == [0.5]  # the answer's credit, no step credit
+    assert dense([JANET], [WORKED + "\n\\boxed{18}"], answer=["18"]) == [1.0]
+
+
+def test_an_answer_reached_in_words_keeps_the_chain_that_feeds_it() -> None:
+    """GSM8K writes some last steps as algebra or words; the result they start from is
+    written again, and the chain that computed it keeps its credit."""
+    text = ("5 * 2 = 10 cleaners. 10 + 2 = 12 cleaners. So 2/3 of x is 12, and x = 18.\n"
+            "#### 18")
+    assert arithmetic_step_share(text, "She sold 2/3 of them, 2 more, and half of 5 * 2.") == 1.0
+    # A step whose result is not written again after it is a dead end there.
+    assert arithmetic_step_share("7 + 1 = 8. " + text, "7 1 5 2") == pytest.approx(2 / 3)
