@@ -258,12 +258,27 @@ def test_plan_key_is_every_lever_of_a_plan_but_the_request() -> None:
         assert plan_key(plan.model_copy(update={f: v})) != plan_key(plan), f
 
 
+def _every_new_plan(s: Setting, budget: float) -> set[object]:
+    """The plan keys new_plan_rho hands out, one after another, until it says none is left
+    (each one new)."""
+    from planner.design import compile_feasible
+    from planner.strategies.base import new_plan_rho, plan_key
+
+    taken: set[object] = set()
+    rng = np.random.default_rng(0)
+    while (r := new_plan_rho(s, budget, None, lambda p: plan_key(p) in taken, rng)) is not None:
+        key = plan_key(compile_feasible(s, r, budget, None)[0])
+        assert key not in taken
+        taken.add(key)
+    return taken
+
+
 @pytest.mark.parametrize(("model", "reward", "budget"), [("qwen2.5-1.5b", "prm", 1e16), ("tiny-s", "sparse", 1e11)])
 def test_new_plan_rho_reaches_every_plan_a_request_can_and_then_none(model: str, reward: str, budget: float) -> None:
     from planner.compiler import achievable_rho_range
     from planner.design import compile_feasible
     from planner.reach import request_map
-    from planner.strategies.base import new_plan_rho, plan_key
+    from planner.strategies.base import plan_key
 
     s = Setting(model, reward)
     lo, hi = achievable_rho_range(model, reward, None)
@@ -271,13 +286,7 @@ def test_new_plan_rho_reaches_every_plan_a_request_can_and_then_none(model: str,
     # Every plan some request in [lo, hi] compiles to (one request inside each interval).
     inside = (rm.midpoints > lo) & (rm.midpoints < hi) & (rm.winner >= 0) & (np.diff(rm.edges) > 1e-6)
     reachable = {plan_key(compile_feasible(s, float(r), budget, None)[0]) for r in rm.midpoints[inside]}
-    taken: set[object] = set()
-    rng = np.random.default_rng(0)
-    while (r := new_plan_rho(s, budget, None, lambda p: plan_key(p) in taken, rng)) is not None:
-        key = plan_key(compile_feasible(s, r, budget, None)[0])
-        assert key not in taken
-        taken.add(key)
-    assert taken == reachable
+    assert _every_new_plan(s, budget) == reachable
 
 
 def test_new_plan_rho_reaches_the_plans_a_clamped_request_compiles_to() -> None:
@@ -286,18 +295,13 @@ def test_new_plan_rho_reaches_the_plans_a_clamped_request_compiles_to() -> None:
     three plans there, so new_plan_rho must not call the search space spent before them."""
     from planner.compiler import achievable_rho_range
     from planner.design import compile_feasible
-    from planner.strategies.base import new_plan_rho, plan_key
+    from planner.strategies.base import plan_key
 
     s, budget = Setting("qwen2.5-7b", "proxy-prm"), 1e15
     lo, hi = achievable_rho_range(s.model, s.reward, None)
     uniform = {plan_key(p) for r in np.linspace(lo, hi, 20001)
                if (p := compile_feasible(s, float(r), budget, None)[0]) is not None}
-    taken: set[object] = set()
-    rng = np.random.default_rng(0)
-    while (r := new_plan_rho(s, budget, None, lambda p: plan_key(p) in taken, rng)) is not None:
-        key = plan_key(compile_feasible(s, r, budget, None)[0])
-        assert key not in taken
-        taken.add(key)
+    taken = _every_new_plan(s, budget)
     assert uniform <= taken, len(uniform - taken)
 
 
