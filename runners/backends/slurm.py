@@ -134,7 +134,14 @@ class SlurmBackend(ThrottledQueue):
             self._waiting.remove(handle)
             handle.ref = WorkerLost("cancelled before it started")
             return
-        if not isinstance(handle.ref, WorkerLost):
+        if isinstance(handle.ref, WorkerLost):
+            return
+        if self._ex.cluster == "local":
+            # The driver's backstop for a run deaf to its limit: the whole group goes (the run's
+            # own children too), and the driver writes the "timeout" record, as on the local
+            # backend. submitit's cancel only sends SIGINT, which a stuck run may never see.
+            _kill_group(handle.ref)
+        else:
             handle.ref.cancel(check=False)
 
     def close(self) -> None:
