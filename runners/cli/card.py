@@ -44,7 +44,10 @@ def card(
                               f"{wrecks[0].reason}); the next `runners execute` of its proposal reruns it")
         close = difflib.get_close_matches(run_id, sorted({r.run_id for r in records}), n=1)
         # Runs, not records: a run tried three times is three failed records.
-        hint = f"did you mean {close[0]!r}?" if close else f"{len({r.run_id for r in records})} run(s) are there; see DIR/runs/"
+        n = len({r.run_id for r in records})
+        hint = (f"did you mean {close[0]!r}?" if close
+                else f"{n} run(s) are there; `runners status --data {data}` lists them" if n
+                else "it holds no runs; run `runners execute` or `planner race` into it first")
         raise ConfigError(f"run_id: no run {run_id!r} in {data}; {hint}")
     # The ok record is the run's result; without one, the latest failed attempt explains it.
     ok = [r for r in matches if r.status == "ok"]

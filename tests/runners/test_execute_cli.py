@@ -436,3 +436,18 @@ def test_a_recorded_plan_under_another_id_is_refused_before_any_run(proposals: P
     res = RUNNER.invoke(app, ["execute", str(twice), "--data", str(tmp_path / "fresh"), "--engine", "sim"])
     assert res.exit_code == 2 and f"the same plan as {p.id} in this file" in res.stderr
     assert not (tmp_path / "fresh").exists()
+
+
+def test_card_of_an_unknown_run_names_the_store_not_a_placeholder(proposals: Path, tmp_path: Path) -> None:
+    # The hint used to say "see DIR/runs/", a placeholder the user had to translate (and a
+    # folder an empty store does not have).
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = RUNNER.invoke(app, ["card", "zzzz", "--data", str(empty)])
+    assert res.exit_code == 2 and len(res.stderr.splitlines()) == 1, res.stderr
+    assert "DIR" not in res.stderr and "holds no runs" in res.stderr, res.stderr
+    data = tmp_path / "data"
+    assert RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim"]).exit_code == 0
+    res = RUNNER.invoke(app, ["card", "zzzz", "--data", str(data)])
+    assert res.exit_code == 2 and len(res.stderr.splitlines()) == 1, res.stderr
+    assert "DIR" not in res.stderr and f"`runners status --data {data}` lists them" in res.stderr, res.stderr
