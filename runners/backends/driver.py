@@ -210,7 +210,7 @@ class Driver:
             counts[v.state] = counts.get(v.state, 0) + 1
         counts["skipped"] = counts.get("skipped", 0) + self._already_done
         total = len(self.views) + self._already_done
-        return render(list(self.views.values()), counts, total, self._width)
+        return render(list(self.views.values()), counts, total, self._width, data=self.store.root)
 
 
 def _engine_of(task: Task) -> Any:

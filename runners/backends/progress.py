@@ -135,8 +135,10 @@ def sweep_progress(data: str | Path, older_than_s: float = 3600.0) -> int:
     return remove_idle(progress_dir(data), older_than_s)
 
 
-def render(views: list[RunView], counts: dict[str, int], total: int, width: int = 120) -> Any:
-    """A rich renderable: one line of counts, then the running and most recent runs."""
+def render(views: list[RunView], counts: dict[str, int], total: int, width: int = 120,
+           data: str | Path | None = None) -> Any:
+    """A rich renderable: one line of counts, then at most 12 runs (running ones first) and,
+    when some are left out, a line saying how many."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -168,4 +170,7 @@ def render(views: list[RunView], counts: dict[str, int], total: int, width: int 
         + f"{counts.get('queued', 0)} queued, "
         f"{counts.get('skipped', 0)} already done, of {total}"
     )
+    if len(views) > len(shown):  # a long execute's closing table: say what it leaves out
+        more = f"... and {len(views) - len(shown)} more run(s) not shown"
+        return Group(head, t, Text(more + (f"; `runners status --data {data}` lists every record" if data else "")))
     return Group(head, t)
