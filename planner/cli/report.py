@@ -52,13 +52,21 @@ def _check_out(out: Path, data: Path) -> None:
     """A one-line :class:`ConfigError` unless ``out`` can take the report's files without
     replacing anything that is not an earlier report."""
     from planner.errors import ConfigError
+    from planner.files import check_creatable
     from planner.report.build import is_earlier_report
 
     if is_store_folder(out):
         # Its files would pose as (or, in corrupt/, be listed as) the store's records.
         raise ConfigError(f"out: {str(out)!r} is a pilot store's {out.name}/ folder; give a folder of its own, "
                           f"e.g. {str(out.parent / 'report')!r}")
-    check_output_file(out / "report.md", "out")  # names, lengths, writable
+    check_creatable(out / "report.md", "out")  # names, lengths, writable: before any stat
+    # Before check_output_file, whose "is a directory; give a file name" fits a file option,
+    # not the report's own file names inside --out.
+    for name in ("report.md", "report.html", "regimes.json"):
+        if (out / name).is_dir():
+            raise ConfigError(f"out: {str(out / name)!r} is a directory where the report writes a file; "
+                              "give another directory")
+    check_output_file(out / "report.md", "out")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"out: {str(out)!r} is a file; pass a directory for the report")
     if data.exists() and out.resolve() == data.resolve():
@@ -72,10 +80,6 @@ def _check_out(out: Path, data: Path) -> None:
     if summary.is_file() and not is_earlier_report(out):
         raise ConfigError(f"out: {str(summary)!r} is not an earlier report's (a race's summary?); the report "
                           "would replace it, so give another directory")
-    for name in ("report.md", "report.html", "regimes.json"):
-        if (out / name).is_dir():
-            raise ConfigError(f"out: {str(out / name)!r} is a directory where the report writes a file; "
-                              "give another directory")
     if (out / "figures").exists() and not (out / "figures").is_dir():
         raise ConfigError(f"out: {str(out / 'figures')!r} is a file where the report writes its figures; "
                           "give another directory")

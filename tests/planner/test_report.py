@@ -319,7 +319,7 @@ def test_out_that_is_another_campaign_or_would_clash_is_refused_before_any_fit(t
     (race / "regimes.json").write_text('{"budget": 1e16, "settings": []}')
     assert "is not an earlier report's (a race's summary?)" in refused(race)
     assert (race / "regimes.json").read_text() == '{"budget": 1e16, "settings": []}'
-    for name in ("report.html", "regimes.json"):
+    for name in ("report.md", "report.html", "regimes.json"):  # report.md read "give a file name"
         clash = tmp_path / f"clash-{name}"
         (clash / name).mkdir(parents=True)
         assert "is a directory where the report writes a file" in refused(clash)
