@@ -150,8 +150,11 @@ def _load(name: str, options: Mapping[str, Any]) -> Engine:
         if not module or not attr:
             raise ValueError(name)
         cls = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError, ValueError):
-        raise ConfigError(f"engine: cannot import {name!r}; give sim, trl or module:Class") from None
+    except (ImportError, AttributeError, ValueError) as exc:
+        # Python's reason, where there is one: a module that exists but fails to import one
+        # of its own dependencies read as if the module itself were not there.
+        why = "" if isinstance(exc, ValueError) else f" ({one_line(str(exc))})"
+        raise ConfigError(f"engine: cannot import {name!r}{why}; give sim, trl or module:Class") from None
     if not isinstance(cls, type):  # os:path, json:loads: a module or a function, built or called anyway
         raise ConfigError(f"engine: {name!r} is a {type(cls).__name__}, not a class; give module:Class, an "
                           "engine class (see planner.engine.Engine)")

@@ -393,6 +393,23 @@ def test_a_module_class_engine_that_is_none_is_named_with_the_fix(
     assert not (tmp_path / "d").exists()
 
 
+def test_an_engine_module_that_fails_to_import_says_why(proposals: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module that exists but imports a missing package read "cannot import 'mod:E'", as if
+    the module itself were not there, while one raising anything else gave its reason."""
+    (tmp_path / "needs_missing_dep.py").write_text("import no_such_dependency_x\nclass E: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(tmp_path / "d"),
+                              "--engine", "needs_missing_dep:E"])
+    assert res.exit_code == 2, res.output
+    msg = res.stderr.strip()
+    assert msg.startswith("error: engine: cannot import 'needs_missing_dep:E'") and "\n" not in msg
+    assert "No module named 'no_such_dependency_x'" in msg, msg
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(tmp_path / "d"), "--engine", "json:NoSuchClass"])
+    assert res.exit_code == 2 and "has no attribute 'NoSuchClass'" in res.stderr, res.output
+    assert not (tmp_path / "d").exists()
+
+
 def test_a_record_whose_engine_contradicts_its_provenance_is_named_with_the_fix(proposals: Path, tmp_path: Path) -> None:
     """A record edited to engine 'trl' (its provenance still the sim's) read as a store of
     another engine's runs: 'use a separate --data directory', not the one file to move."""
