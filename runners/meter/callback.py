@@ -10,7 +10,7 @@ from typing import Any
 from transformers.trainer_callback import TrainerCallback
 
 from runners.meter.architecture import architecture_from_config, lora_from_model, unwrap
-from runners.meter.guard import BudgetGuard, round_steps
+from runners.meter.guard import BudgetGuard, check_budget, round_steps
 from runners.meter.hooks import FlopMeter
 
 __all__ = ["FlopMeterCallback"]
@@ -38,6 +38,9 @@ class FlopMeterCallback(TrainerCallback):
         budget: float | None = None,
         steps_per_round: int | None = None,
     ) -> None:
+        # Checked here, where the caller passes it (attach), not when train() starts.
+        if budget is not None:
+            check_budget(budget)
         self.meter = meter
         self.budget = budget
         self.steps_per_round = steps_per_round

@@ -27,6 +27,13 @@ def round_steps(args: Any) -> int:
     return math.lcm(ga, int(spg) * mu) // ga
 
 
+def check_budget(budget: Any) -> None:
+    """A FLOP budget: a positive finite number (a string, bool or NaN is refused by name)."""
+    ok = isinstance(budget, int | float) and not isinstance(budget, bool) and math.isfinite(budget) and budget > 0
+    if not ok:
+        raise ValueError(f"budget: must be a positive finite number of FLOPs, e.g. 1e17; got {budget!r}")
+
+
 class BudgetGuard(TrainerCallback):
     """Stops training when the metered total reaches ``budget``, at a round boundary.
 
@@ -55,8 +62,7 @@ class BudgetGuard(TrainerCallback):
         group_cost: float | None = None,
         partial_rounds: bool = False,
     ) -> None:
-        if not math.isfinite(budget) or budget <= 0:
-            raise ValueError("budget must be a positive finite number of FLOPs")
+        check_budget(budget)
         self.meter = meter
         self.budget = float(budget)
         self.steps_per_round = max(1, steps_per_round)

@@ -73,3 +73,20 @@ def test_round_ends_are_read_off_grpo_args() -> None:
     assert round_steps(args(4, 2, 1)) == 1  # two rounds per step: every step ends one
     assert round_steps(args(4, 6, 1)) == 3  # 1.5 steps per round: every third step ends one
     assert round_steps(SimpleNamespace(gradient_accumulation_steps=8)) == 1  # no GRPO fields
+
+
+def test_a_bad_budget_is_refused_when_the_callback_is_built() -> None:
+    """``FlopMeterCallback.attach(trainer, budget=...)`` checked the budget only when
+    ``train()`` began (a ValueError from inside the training loop), and a string budget
+    failed there as a bare ``TypeError: must be real number, not str``."""
+    import pytest
+
+    from runners.meter import FlopMeterCallback
+
+    for bad in ("1e17", float("nan"), -1.0, 0, True, float("inf")):
+        with pytest.raises(ValueError, match=r"^budget: must be a positive finite number of FLOPs"):
+            FlopMeterCallback(budget=bad)
+        with pytest.raises(ValueError, match=r"^budget: "):
+            BudgetGuard(Meter(), bad)  # type: ignore[arg-type]
+    assert FlopMeterCallback(budget=1e17).budget == 1e17
+    assert FlopMeterCallback().budget is None
