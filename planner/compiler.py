@@ -95,6 +95,10 @@ class CompileOptions:
                 raise ConfigError(f"{name}: must be an integer >= {least}, got {v!r}")
         if not (isinstance(self.beta, int | float) and math.isfinite(self.beta) and self.beta >= 0):
             raise ConfigError(f"beta: must be a finite number >= 0 (the KL coefficient), got {self.beta!r}")
+        if self.gradient_checkpointing is not None and not isinstance(self.gradient_checkpointing, bool | np.bool_):
+            # bool() of any string is True: "no" or "false" would have meant checkpointing on.
+            raise ConfigError(f"gradient_checkpointing: must be True, False or None (the policy's default), "
+                              f"got {self.gradient_checkpointing!r}")
         if self.lm_head_positions not in (None, "completion", "all"):
             raise ConfigError(f"lm_head_positions: must be 'completion' or 'all', got {self.lm_head_positions!r}")
         if isinstance(self.lora_targets, str):
@@ -104,7 +108,8 @@ class CompileOptions:
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
         if (problem := lora_targets_problem(self.lora_targets)) is not None:
             raise ConfigError(f"lora_targets: {problem}")
-        if not (math.isfinite(self.rho_tolerance) and self.rho_tolerance > 0):
+        tol = self.rho_tolerance
+        if not (isinstance(tol, int | float) and not isinstance(tol, bool) and math.isfinite(tol) and tol > 0):
             raise ConfigError(f"rho_tolerance: must be a positive number, got {self.rho_tolerance!r}")
 
     def resolve(self, arch: Architecture) -> CompileOptions:

@@ -212,6 +212,9 @@ def test_compile_plan_refuses_what_is_not_a_request(args: tuple, field: str) -> 
     {"group_size": 0}, {"max_generated": 1}, {"max_iterations": 0}, {"beta": float("nan")}, {"beta": -0.1},
     # A repeated module doubled the adapter's forward FLOPs but not its backward.
     {"lora_targets": ("q_proj", "q_proj")},
+    # bool("no") is True: a string here compiled a checkpointed plan; a string tolerance
+    # failed as a bare TypeError naming no option.
+    {"gradient_checkpointing": "no"}, {"gradient_checkpointing": "false"}, {"rho_tolerance": "0.05"},
 ])
 def test_compile_options_refuse_values_that_would_silently_mean_something_else(kw: dict) -> None:
     from planner.compiler import CompileOptions
