@@ -303,7 +303,10 @@ class FrontierSurrogate:
         raw_b = np.asarray(budget, dtype=float)
         if not np.all((raw_b > 0) & np.isfinite(raw_b)):
             raise ValueError(f"budget: FLOP budgets must be positive and finite, got {budget!r}")
-        b = np.broadcast_to(np.log10(raw_b), r.shape)
+        try:
+            b = np.broadcast_to(np.log10(raw_b), r.shape)
+        except ValueError:
+            raise ValueError(f"budget: one FLOP budget, or one per rho {r.shape}; got shape {raw_b.shape}") from None
         if reuse is None:
             name = model if isinstance(model, str) else next(
                 (k for k, v in self.models_.items() if v == float(model)), None)
@@ -315,7 +318,10 @@ class FrontierSurrogate:
                     reuse[at] = np.asarray(self.reuse(name, reward, r[at], float(bb)), dtype=float)
             else:
                 reuse = np.ones(r.shape)
-        mu = np.broadcast_to(np.asarray(reuse, dtype=float), r.shape)
+        try:
+            mu = np.broadcast_to(np.asarray(reuse, dtype=float), r.shape)
+        except ValueError:
+            raise ValueError(f"reuse: one mu, or one per rho {r.shape}; got shape {np.shape(reuse)}") from None
         if not np.all((mu >= 1) & np.isfinite(mu)):
             raise ValueError(f"reuse: update passes per batch must be >= 1, got {np.asarray(reuse).tolist()!r}")
         m = np.log2(mu)

@@ -43,6 +43,9 @@ def test_constructor_names_the_bad_argument(kwargs: dict, field: str) -> None:
     (lambda s: s.encode("small", "prm", [0.2, np.nan], 1e15), "rho"),
     (lambda s: s.encode("small", "prm", [1.2], 1e15), "rho"),
     (lambda s: s.encode("small", "prm", [0.5], 1e15, reuse=[0]), "reuse"),
+    # "budget (scalar or (n,))": another length was numpy's broadcast error, naming neither.
+    (lambda s: s.encode("small", "prm", [0.3, 0.5, 0.7], [1e15, 1e16]), "budget"),
+    (lambda s: s.encode("small", "prm", [0.3, 0.5, 0.7], 1e15, reuse=[1, 2]), "reuse"),
     (lambda s: s.sample_frontier("small", "prm", 1e15, [0.5], n_samples=0), "n_samples"),
     (lambda s: s.sample_frontier("small", "prm", 1e15, []), "rho_grid"),
     (lambda s: s.predict(np.zeros((3, 4))), "X"),
