@@ -41,7 +41,11 @@ def simulate_all(
     b = np.asarray(budget, dtype=float)
     if not np.all(np.isfinite(b) & (b > 0)):
         raise ConfigError(f"budget: FLOP budgets must be positive and finite, got {b[~(np.isfinite(b) & (b > 0))].ravel()[:3].tolist()}")
-    shape = np.broadcast_shapes(np.shape(rho), np.shape(budget))
+    try:
+        shape = np.broadcast_shapes(np.shape(rho), np.shape(budget))
+    except ValueError:
+        raise ConfigError(f"budget: one budget, or an array that broadcasts with rho's shape {np.shape(rho)}; "
+                          f"got shape {np.shape(budget)}") from None
     lv = levers_at(model, reward, rho, budget)
     ok = np.isfinite(lv.prompts)
     out = {t: np.full(lv.prompts.shape, np.nan) for t in TARGETS}

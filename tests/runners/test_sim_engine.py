@@ -183,3 +183,14 @@ def test_seeds_past_32_bits_draw_their_own_noise_and_in_range_ones_keep_theirs()
     assert seed_entropy(5, key) == [5, key]  # the draws of every stored run stay as they were
     assert float(simulate("paper", M15, "sparse", 0.7, 1e16, seed=2**32)) != float(
         simulate("paper", M15, "sparse", 0.7, 1e16, seed=0))
+
+
+def test_rho_and_budget_that_do_not_broadcast_are_named() -> None:
+    """simulate() runs (rho, budget) "broadcast together": arrays that do not broadcast
+    failed in levers_at as numpy's 'shape mismatch: objects cannot be broadcast', naming
+    neither argument."""
+    from planner.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^budget: .*\(5,\).*got shape \(3,\)"):
+        simulate("paper", "qwen2.5-1.5b", "sparse", np.linspace(0.2, 0.8, 5), np.full(3, 1e16))
+    assert simulate("paper", "qwen2.5-1.5b", "sparse", np.linspace(0.2, 0.8, 5), np.full(5, 1e16)).shape == (5,)
