@@ -97,6 +97,11 @@ def _check_paths(opts: dict[str, Any]) -> None:
             # and a run fails after a minute of retried lookups.
             raise ConfigError(f"engine trl: option {key!r}: {str(v)!r} is a file; give the model's folder "
                               "(with its config.json) or a Hub id like Qwen/Qwen2.5-1.5B-Instruct")
+        if hub and path.is_dir() and not (path / "config.json").is_file():
+            # Both loaders read config.json first: without it a run failed (and was retried)
+            # on transformers' "Unrecognized model ... Should have a `model_type` key".
+            raise ConfigError(f"engine trl: option {key!r}: {str(v)!r} has no config.json; give the model's "
+                              "folder (as save_pretrained writes it) or a Hub id like Qwen/Qwen2.5-1.5B-Instruct")
         if path.exists():
             opts[key] = str(path)  # the loaders take the string as given: "~" would read as a Hub id
             continue

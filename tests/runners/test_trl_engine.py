@@ -78,6 +78,7 @@ def test_a_crash_raises_run_failed_with_a_partial_card(tmp_path: Path) -> None:
     from runners.task import RunFailed
 
     (tmp_path / "missing").mkdir()  # exists (a missing path is refused up front), holds no model
+    (tmp_path / "missing" / "config.json").write_text("{}")  # (nor one without a config)
     engine = TrlEngine(policy_path=str(tmp_path / "missing"))
     import torch
 
@@ -199,6 +200,7 @@ def test_prepare_pretrains_missing_tiny_models_once_before_any_run(
     # so it is made here, before any run (and its weights known to the store's check).
     made.clear()
     (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "config.json").write_text("{}")
     TrlEngine(quick=True, cache_dir=tmp_path, policy_path=str(tmp_path / "mine")).prepare([("tiny-s", "prm")])
     assert made == ["tiny-prm"]
 
@@ -231,6 +233,7 @@ def test_prepare_warns_once_per_qwen_model_on_cpu_and_not_on_cuda(
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and all(line.startswith("warning: qwen2.5-") for line in err)
     assert "7.6B parameters" in err[0] and "Qwen/Qwen2.5-7B" in err[0] and "--device cuda" in err[0]
+    (tmp_path / "config.json").write_text("{}")
     TrlEngine(cache_dir=tmp_path, policy_path=str(tmp_path)).prepare(settings[:1])
     assert f"from {tmp_path}" in capsys.readouterr().err
     TrlEngine(device="cuda", cache_dir=tmp_path).prepare(settings)
@@ -261,7 +264,22 @@ def test_a_model_path_that_is_a_file_is_refused_before_any_run(key: str, tmp_pat
     f.write_bytes(b"x")
     with pytest.raises(ConfigError, match=f"option '{key}': .* is a file; give the model's folder"):
         TrlEngine(**{key: str(f)})
-    TrlEngine(**{key: str(tmp_path)})  # a folder is checked when a run loads it
+    (tmp_path / "config.json").write_text("{}")
+    TrlEngine(**{key: str(tmp_path)})  # a model folder: its shape is checked when a run loads it
+
+
+@pytest.mark.parametrize("key", ["policy_path", "scorer_path"])
+def test_a_model_folder_without_config_json_is_refused_before_any_run(key: str, tmp_path: Path) -> None:
+    """A folder that holds no model (a typo'd parent, the wrong cache entry) passed as "exists";
+    each run then failed on transformers' "Unrecognized model", was retried and left a
+    failed record, exit 1, instead of one line and exit 2."""
+    from planner.errors import ConfigError
+    from runners.engines.trl import TrlEngine
+
+    (tmp_path / "weights.safetensors").write_bytes(b"x")
+    with pytest.raises(ConfigError, match=f"option '{key}': .* has no config.json; give the model's folder") as info:
+        TrlEngine(**{key: str(tmp_path)})
+    assert "\n" not in str(info.value)
 
 
 def test_run_threads_defaults_to_one_for_tiny_policies_on_cpu_only() -> None:
@@ -302,6 +320,7 @@ def test_a_home_relative_path_is_used_as_checked(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "policy").mkdir()
+    (tmp_path / "policy" / "config.json").write_text("{}")
     (tmp_path / "cache").mkdir()
     engine = TrlEngine(policy_path="~/policy", cache_dir="~/cache")
     assert engine.opts["policy_path"] == str(tmp_path / "policy") and engine.cache_dir == tmp_path / "cache"
@@ -393,6 +412,7 @@ def test_options_no_setting_reads_are_refused_before_any_pretraining(tmp_path: P
     from runners.engines.trl import TrlEngine
 
     (tmp_path / "prm").mkdir()
+    (tmp_path / "prm" / "config.json").write_text("{}")
     cases = [({"dataset": "gsm8k"}, [("tiny-s", "sparse")], "'dataset' sets the prompts of qwen2.5 policies"),
              ({"eval_data": str(tmp_path)}, [("tiny-s", "prm")], "'eval_data' sets the prompts"),
              ({"scorer_path": str(tmp_path / "prm")}, [("tiny-s", "sparse"), ("tiny-s", "dense")],
