@@ -128,6 +128,26 @@ def _check_training_data(opts: dict[str, Any]) -> None:
                           "the training split (a train.jsonl, or the folder holding it)")
 
 
+def _check_data_layout(opts: dict[str, Any]) -> None:
+    """What the loaders read out of a data folder (``runners.tasks.load_math``): missing, a run
+    loaded the policy (minutes for a 7B) and, for eval_data's math500, generated all of the
+    base pass1 on gsm8k before its one-line refusal."""
+    def has(folder: Path, split: str) -> bool:
+        return any((folder / f"{split}.{ext}").is_file() for ext in ("jsonl", "parquet", "json"))
+
+    dp = opts.get("data_path")
+    if dp is not None and Path(str(dp)).is_dir() and not has(Path(str(dp)), "train"):
+        raise ConfigError(f"engine trl: option 'data_path': {dp} has no train.jsonl, train.parquet or train.json; "
+                          "give the training split's file, or the folder holding it")
+    ev = opts.get("eval_data")
+    if ev is None:
+        return
+    missing = [f"{name}/test.jsonl" for name in ("gsm8k", "math500") if not has(Path(str(ev)) / name, "test")]
+    if missing:
+        raise ConfigError(f"engine trl: option 'eval_data': {ev} has no {' or '.join(missing)}; give the folder "
+                          "holding gsm8k/test.jsonl and math500/test.jsonl (or .parquet)")
+
+
 # Options only some runs read: given where none of the settings does, they would be
 # recorded (and keep the store apart from default runs) while changing nothing.
 _QWEN_ONLY = ("dataset", "data_path", "eval_data")
@@ -199,6 +219,7 @@ class TrlEngine:
         from runners.tinyworld.pretrain import ensure_policy, ensure_prm, is_cached
 
         _check_options_apply(self.opts, list(settings))
+        _check_data_layout(self.opts)
         done: set[str] = set()
         for model, reward in settings:
             arch = get_model(model)

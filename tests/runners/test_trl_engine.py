@@ -492,3 +492,26 @@ def test_a_run_killed_in_its_final_evaluation_keeps_its_split(tmp_path: Path) ->
     assert last["phase"] != "train" and last["flops"] == pytest.approx(rec.card.flops.total)
     card = _partial_card(last)
     assert card.flops.learning == pytest.approx(rec.card.flops.learning) and card.rho == pytest.approx(rec.card.rho)
+
+
+def test_data_folders_without_the_files_a_run_reads_are_refused_before_any_run(tmp_path: Path) -> None:
+    """A data_path folder without train.* failed only after the policy load, and an eval_data
+    folder without math500/test.* after the policy load and the whole base pass1 on gsm8k."""
+    from planner.errors import ConfigError
+    from runners.engines.trl import TrlEngine
+
+    qwen = [("qwen2.5-1.5b", "sparse")]
+    (tmp_path / "gsm8k").mkdir()
+    (tmp_path / "gsm8k" / "test.jsonl").write_text("{}\n")
+    with pytest.raises(ConfigError, match=r"option 'data_path': .*gsm8k has no train\.jsonl") as info:
+        TrlEngine(dataset="gsm8k", data_path=str(tmp_path / "gsm8k"), policy_path="Qwen/x").prepare(qwen)
+    assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match=r"option 'eval_data': .* has no math500/test\.jsonl;"):
+        TrlEngine(eval_data=str(tmp_path), policy_path="Qwen/x").prepare(qwen)
+    with pytest.raises(ConfigError, match=r"has no gsm8k/test\.jsonl or math500/test\.jsonl"):
+        TrlEngine(eval_data=str(tmp_path / "gsm8k"), policy_path="Qwen/x").prepare(qwen)
+    (tmp_path / "gsm8k" / "train.jsonl").write_text("{}\n")
+    (tmp_path / "math500").mkdir()
+    (tmp_path / "math500" / "test.parquet").write_bytes(b"")
+    TrlEngine(dataset="gsm8k", data_path=str(tmp_path / "gsm8k"), eval_data=str(tmp_path),
+              policy_path="Qwen/x").prepare(qwen)
