@@ -112,6 +112,17 @@ def _check_paths(opts: dict[str, Any]) -> None:
                           f"pass an existing local path{also}")
 
 
+def _check_cache_dir(cache_dir: str | Path | None) -> None:
+    """The tiny-world cache (``cache_dir``, else ``$RACE_CACHE``) must be a folder: a file
+    there failed in pretraining as a bare "p.json: File exists", naming neither."""
+    import os
+
+    where, name = (cache_dir, "option 'cache_dir'") if cache_dir is not None else \
+        (os.environ.get("RACE_CACHE"), "RACE_CACHE")
+    if where and Path(str(where)).expanduser().exists() and not Path(str(where)).expanduser().is_dir():
+        raise ConfigError(f"engine trl: {name}: {str(where)!r} is a file; give a directory for the model cache")
+
+
 # Prompt sets a qwen2.5 run may train on; math500 (and every test split) is what pass1 reads.
 TRAIN_DATASETS = ("polaris", "gsm8k")
 
@@ -190,6 +201,7 @@ class TrlEngine:
             raise ConfigError(f"engine trl: device must be cpu, cuda or cuda:N, got {device!r}")
         if cache_dir is not None and not (isinstance(cache_dir, str | Path) and str(cache_dir)):
             raise ConfigError(f"engine trl: option 'cache_dir' must be a folder path, got {cache_dir!r}")
+        _check_cache_dir(cache_dir)
         if opts.get("use_vllm"):
             import importlib.util
 

@@ -515,3 +515,20 @@ def test_data_folders_without_the_files_a_run_reads_are_refused_before_any_run(t
     (tmp_path / "math500" / "test.parquet").write_bytes(b"")
     TrlEngine(dataset="gsm8k", data_path=str(tmp_path / "gsm8k"), eval_data=str(tmp_path),
               policy_path="Qwen/x").prepare(qwen)
+
+
+def test_a_model_cache_that_is_a_file_is_refused_naming_where_it_came_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It failed when pretraining began, as "FILE: File exists; check the path", naming
+    neither the option nor RACE_CACHE (`runners pretrain --cache-dir FILE` names its flag)."""
+    from planner.errors import ConfigError
+    from runners.engines.trl import TrlEngine
+
+    f = tmp_path / "p.json"
+    f.write_text("{}")
+    with pytest.raises(ConfigError, match=r"option 'cache_dir': .*p\.json' is a file; give a directory"):
+        TrlEngine(cache_dir=str(f))
+    monkeypatch.setenv("RACE_CACHE", str(f))
+    with pytest.raises(ConfigError, match=r"RACE_CACHE: .*p\.json' is a file; give a directory"):
+        TrlEngine()
+    TrlEngine(cache_dir=str(tmp_path))  # the option wins over the variable
