@@ -18,7 +18,7 @@ from planner.errors import ConfigError
 from planner.schema import Proposal, RunRecord
 
 __all__ = [
-    "Engine", "ProgressFn", "RecordStore", "StoreScan", "available_engines", "check_same_source", "check_same_weights", "diverged", "engine_source",
+    "Engine", "ProgressFn", "RecordStore", "StoreScan", "available_engines", "check_engine_settings", "check_same_source", "check_same_weights", "diverged", "engine_source",
     "failure_kind", "is_device", "load_engine", "nonfinite_fields", "one_line", "open_batches", "open_store", "prepare_engine",
 ]
 
@@ -37,9 +37,10 @@ ProgressFn = Callable[[str, float, float, dict[str, Any]], None]
 class Engine(Protocol):
     """Runs one proposal with one seed and returns its record (``status`` ok or failed).
 
-    Optional hooks: ``prepare([(model, reward), ...])`` once per race or execute, before
-    any run (:func:`prepare_engine`), and ``warm_up()`` once per worker process, before a
-    run's clock and time limit start (heavy imports).
+    Optional hooks: ``check_settings([(model, reward), ...])`` before the store is checked
+    (:func:`check_engine_settings`), ``prepare([(model, reward), ...])`` once per race or
+    execute, before any run (:func:`prepare_engine`), and ``warm_up()`` once per worker
+    process, before a run's clock and time limit start (heavy imports).
     """
 
     name: str
@@ -100,6 +101,16 @@ def open_batches(**options: Any) -> Any:
     if "parallel" not in eps:
         raise ConfigError("workers: no parallel runner installed; reinstall race-planner")
     return eps["parallel"].load()(**options)
+
+
+def check_engine_settings(engine: Engine, settings: Iterable[tuple[str, str]]) -> None:
+    """Call the engine's optional ``check_settings([(model, reward), ...])``: bad input that
+    depends on the settings (the trl engine: an option none of them reads). Before the
+    store's source check, whose "use a separate --data directory" would be the wrong fix for
+    an option to drop."""
+    check = getattr(engine, "check_settings", None)
+    if callable(check):
+        check(sorted(set(settings)))
 
 
 def prepare_engine(engine: Engine, settings: Iterable[tuple[str, str]]) -> None:

@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner.engine import check_same_source, check_same_weights, prepare_engine
+from planner.engine import (
+    check_engine_settings,
+    check_same_source,
+    check_same_weights,
+    prepare_engine,
+)
 from planner.errors import ConfigError
 from planner.proposals import proposal_id
 from planner.schema import MAX_SEEDS, TARGETS, Proposal, ProposalSet, run_id_for
@@ -85,6 +90,7 @@ def execute(
         raise ConfigError(f"timeout: must be a positive number of seconds, got {timeout_s}")
     options = dict(engine_options or {})
     eng = make_engine(engine, options)  # fail fast on a bad engine, world file or option
+    check_engine_settings(eng, [(p.model, p.reward) for p in props])
 
     store = PilotStore(Path(data))
     # Before any run: a store that cannot take records would waste every run's compute.

@@ -277,6 +277,7 @@ def race(
 ) -> None:
     from planner.cli.race_display import RaceDisplay
     from planner.engine import (
+        check_engine_settings,
         check_same_source,
         load_engine,
         open_batches,
@@ -325,6 +326,7 @@ def race(
         # The race reads them again; here to say what it must skip, and to refuse another
         # engine's or world's store before the engine's preparation (minutes of pretraining).
         scan = store.scan(status=None)
+        check_engine_settings(eng, [(s.model, s.reward) for s in problem.settings])
         check_same_source(scan.records, eng, store.root)
         said = _warn_corrupt(store.root, scan.corrupt)
         prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table

@@ -222,6 +222,12 @@ class TrlEngine:
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else None
         self.opts = opts
 
+    def check_settings(self, settings: Any) -> None:
+        """Options none of ``settings`` ``[(model, reward), ...]`` reads, and data folders
+        without the files a run reads: one line, before the store or any pretraining."""
+        _check_options_apply(self.opts, list(settings))
+        _check_data_layout(self.opts)
+
     def prepare(self, settings: Any) -> None:
         """Pretrain (or find cached) the tiny-world policies and PRMs that ``settings``
         ``[(model, reward), ...]`` need, before any run starts: inside a run it would count
@@ -230,8 +236,7 @@ class TrlEngine:
 
         from runners.tinyworld.pretrain import ensure_policy, ensure_prm, is_cached
 
-        _check_options_apply(self.opts, list(settings))
-        _check_data_layout(self.opts)
+        self.check_settings(settings)
         done: set[str] = set()
         for model, reward in settings:
             arch = get_model(model)

@@ -532,3 +532,30 @@ def test_a_model_cache_that_is_a_file_is_refused_naming_where_it_came_from(
     with pytest.raises(ConfigError, match=r"RACE_CACHE: .*p\.json' is a file; give a directory"):
         TrlEngine()
     TrlEngine(cache_dir=str(tmp_path))  # the option wins over the variable
+
+
+def test_an_option_no_setting_reads_is_named_before_the_stores_own_check(tmp_path: Path) -> None:
+    """On a store of earlier runs, `-o dataset=gsm8k` for tiny-world settings was refused as
+    another experiment ("use a separate --data directory"): a user who did so was then told
+    to drop the option, the fix that also kept the store."""
+    from planner.schema import ComputeCard, FlopsSplit
+    from runners.engines.trl import TrlEngine
+
+    proposal = make_proposal(compile_plan("tiny-s", "sparse", 0.5, BUDGET))
+    card = ComputeCard(flops=FlopsSplit(search=2e10, learning=2e10, reward=0.0, total=4e10), rho=0.5)
+    engine = TrlEngine(eval_samples=32)
+    rec = RunRecord.ok(proposal, 0, engine="trl", simulated=False, card=card,
+                       metrics={"native": 0.3, "pass1": 0.1, "judge": 0.7}, wall_s=1.0,
+                       provenance={"simulated": False, "engine": "trl", "device": "cpu", **engine.source})
+    data = tmp_path / "data"
+    PilotStore(data).write(rec)
+    props = write_proposals(tmp_path / "p.json", [proposal])
+    for argv in (["runners", "execute", str(props)],
+                 ["planner", "race", "--budget", "4e12", "--engine", "trl", "--models", "tiny-s",
+                  "--rewards", "sparse", "--max-runs", "1", "--quiet"]):
+        res = RUNNER.invoke(planner_app if argv[0] == "planner" else app, [
+            *argv[1:], "--data", str(data), "-o", "eval_samples=32", "-o", "dataset=gsm8k"])
+        assert res.exit_code == 2, res.stdout + res.stderr
+        msg = res.stderr.strip()
+        assert "\n" not in msg and "option 'dataset' sets the prompts of qwen2.5 policies" in msg and "drop it" in msg
+        assert [r.run_id for r in PilotStore(data).records(status=None)] == [rec.run_id]  # nothing lost
