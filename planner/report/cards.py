@@ -126,9 +126,14 @@ def card_fields(record: RunRecord) -> dict[str, str]:
     split = _split(card.flops)
     status = record.status if record.status == "ok" else f"failed (attempt {record.attempt})"
     extra = card.model_extra or {}
+    # The phase a failed run stopped in: the rebuilt card's own, else the record's (an
+    # engine's card, such as trl's, carries none: its failed cards named no phase).
+    phase = extra.get("phase") or (record.provenance.get("phase") if record.status != "ok" else None)
     if extra.get("partial"):
         # a failed run's card holds what was metered before it stopped
-        status += f", partial card{' in ' + str(extra['phase']) if extra.get('phase') else ''}"
+        status += f", partial card{' in ' + str(phase) if phase else ''}"
+    elif phase:
+        status += f", stopped in {phase}"
     return {
         "run": record.run_id,
         "status": status,

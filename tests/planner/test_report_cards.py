@@ -65,6 +65,17 @@ def test_runners_card_failed_run_shows_error_literally(campaign: Path) -> None:
     assert FAILED_ERROR.split(";")[0] in flat
 
 
+def test_a_failed_runs_card_names_the_phase_it_stopped_in(campaign: Path) -> None:
+    """The trl engine attaches its own card to a failure (no ``partial`` mark, no phase): its
+    failed cards said only "failed (attempt 1)", though the record keeps the phase."""
+    failed = open_store(campaign).records(status="failed")[0]
+    card = failed.card.model_copy(update={"partial": None, "phase": None})
+    rec = failed.model_copy(update={"card": card, "provenance": {**failed.provenance, "phase": "train"}})
+    assert card_fields(rec)["status"] == "failed (attempt 1), stopped in train"
+    ok = open_store(campaign).records(status="ok")[0]
+    assert card_fields(ok.model_copy(update={"provenance": {**ok.provenance, "phase": "train"}}))["status"] == "ok"
+
+
 def test_runners_card_unknown_run(campaign: Path) -> None:
     rec = open_store(campaign).records(status="ok")[0]
     res = CliRunner().invoke(app, ["card", rec.run_id[:-1] + "9", "--data", str(campaign)])
