@@ -104,8 +104,9 @@ def _figs(figs: dict[str, list[FigureRef]], section: str) -> list[Block]:
 
 
 def _ok_runs(entries: list[dict[str, Any]]) -> int | None:
-    """The ok runs of a race summary's settings (``runs`` beside ``failed_runs``; a summary
-    written before failed_runs existed counted attempts there: None)."""
+    """The runs of a race summary's settings that measured its target (``runs`` beside
+    ``failed_runs``, which holds ok runs without a value of the target too, docs/planner.md;
+    a summary written before failed_runs existed counted attempts there: None)."""
     if not entries or not all("failed_runs" in e for e in entries):
         return None
     try:
@@ -131,7 +132,8 @@ def _race(data: ReportData) -> list[Block]:
             f"({race.get('stop_reason', '?')}) with {decided} of {len(entries)} setting(s) decided "
             f"(confidence threshold {race.get('confidence', '?')}). Its settings have {race.get('runs', '?')} "
             f"attempt(s) in the store, failed ones included ({_float(race.get('flops_spent')):.3g} FLOPs)"
-            + (f", {ok} of them ok runs." if (ok := _ok_runs(entries)) is not None else "."))
+            + (f", {ok} of them ok runs measuring {race.get('target', '?')}." if (ok := _ok_runs(entries)) is not None
+               else "."))
     if other:
         text += " Their runs at other budgets were at " + ", ".join(f"{b:.4g}" for b in other) + " FLOPs."
     out = [Block("h2", "Race"), Block("p", text)]

@@ -530,3 +530,27 @@ def test_a_store_that_mixes_worlds_is_warned_of_by_report_and_suggest(tmp_path: 
     res = CliRunner().invoke(planner_app, ["suggest", "--budget", "1e16", "--models", MODELS[0], "--rewards",
                                            REWARDS[0], "--data", str(data.root), "--out", str(tmp_path / "p.json")])
     assert res.exit_code == 0 and "warning: the store mixes runs of" in res.stderr
+
+
+def test_the_race_paragraph_does_not_call_runs_measuring_its_target_all_its_ok_runs(tmp_path: Path) -> None:
+    """A race setting's ``runs`` counts its runs that measured the race's target (ok runs
+    without a value are among ``failed_runs``, docs/planner.md): with 2 of 12 ok runs lacking
+    the target, the paragraph said "10 of them ok runs" of a store holding 12 and no failure."""
+    from test_report_support import write_race_summary
+
+    from runners.store import PilotStore
+
+    src = make_campaign(tmp_path / "src", models=MODELS[:1], rewards=REWARDS[:1], n_rho=4, seeds=(0, 1, 2),
+                        n_failed=0)
+    store = PilotStore(tmp_path / "data")
+    for i, r in enumerate(PilotStore(src).records()):  # two runs did not measure pass1
+        store.write(r.model_copy(update={"metrics": r.metrics.model_copy(update={"pass1": None})}) if i < 2 else r)
+    data = store.root
+    doc = write_race_summary(data, budget=1e16)
+    doc.update(target="pass1", runs=12)
+    doc["settings"] = [{**doc["settings"][0], "target": "pass1", "runs": 10, "failed_runs": 2}]
+    (data / "regimes.json").write_text(json.dumps(doc))
+    res = build_report(data, tmp_path / "out", progress=False)
+    race = res.markdown.read_text().split("## Race")[1].split("\n## ")[0]
+    assert "10 of them ok runs." not in race
+    assert "10 of them ok runs measuring pass1" in race
