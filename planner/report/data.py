@@ -228,13 +228,16 @@ def settings_of(records: Iterable[RunRecord]) -> list[SettingAt]:
     return sorted({SettingAt(r.model, r.reward, float(r.budget)) for r in records})
 
 
-def runs_at(records: Iterable[RunRecord], setting: SettingAt) -> tuple[list[RunRecord], list[RunRecord]]:
+def runs_at(records: Iterable[RunRecord], setting: SettingAt,
+            target: str | None = None) -> tuple[list[RunRecord], list[RunRecord]]:
     """The setting's runs at its budget exactly, and at other budgets within
     :func:`planner.frontier.at_budget`'s band, which count as measured there (rho* is held
-    to their allocations too)."""
+    to their allocations too). With ``target``, only runs with a value of it: the others
+    are not in that target's fit, nor drawn on its frontier."""
     from planner.frontier import at_budget
 
-    mine = [r for r in records if (r.model, r.reward) == (setting.model, setting.reward)]
+    mine = [r for r in records if (r.model, r.reward) == (setting.model, setting.reward)
+            and (target is None or getattr(r.metrics, target) is not None)]
     exact = [r for r in mine if float(r.budget) == setting.budget]
     near = [r for r in mine if float(r.budget) != setting.budget and at_budget(float(r.budget), setting.budget)]
     return exact, near

@@ -60,7 +60,7 @@ def status_line(data: ReportData) -> str:
     failed = (f"{len(still)} failed run(s)" + (f" ({len(data.failed)} failed attempt(s), {retried} of them "
               "on runs that later succeeded)" if retried else "")) if data.failed else "no failed runs"
     # No run within at_budget's band: what the table and figures mark as extrapolated.
-    unrun = sum(1 for s in data.primary.frontiers if not any(runs_at(data.ok, s))) if data.primary else 0
+    unrun = sum(1 for s in data.primary.frontiers if not any(runs_at(data.ok, s, data.target))) if data.primary else 0
     where = ("each at every budget it was measured at" if not unrun else
              f"each at every budget it was measured at, and {unrun} at a budget with no run of its own "
              "(the race's decision budget): predicted from the others")
@@ -221,7 +221,7 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                               "call."))
         rows = []
         for s, f in fit.frontiers.items():
-            exact, nearby = runs_at(data.ok, s)  # nearby budgets count as measured here (rho*'s support)
+            exact, nearby = runs_at(data.ok, s, data.target)  # nearby budgets count as measured here (rho*'s support)
             n, near = len(exact), len(nearby)
             c = f.call
             # +: rho* is the posterior mean's peak, with no run near it at this budget.

@@ -105,7 +105,7 @@ def frontier_figure(data: ReportData, fr: Frontier, slug: str | None = None) -> 
     ax.fill_between(g, m - Z90 * sd, m + Z90 * sd, color="#4C72B0", alpha=0.15, lw=0, label="90% band")
     ax.fill_between(g, m - Z50 * sd, m + Z50 * sd, color="#4C72B0", alpha=0.30, lw=0, label="50% band")
     ax.plot(g, m, color="#1f3b73", lw=2, label="posterior mean")
-    runs, near = runs_at(data.ok, fr.setting)
+    runs, near = runs_at(data.ok, fr.setting, fr.target)
     if near:
         pts = observed(near, fr.target)
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=26, marker="D", facecolors="none", edgecolors="#555555",
@@ -248,7 +248,7 @@ def _size_budgets(data: ReportData, frontiers: Iterable[SettingAt]) -> tuple[lis
     held: dict[float, tuple[int, int]] = {}
     for s in frontiers:
         runs, settings = held.get(s.budget, (0, 0))
-        held[s.budget] = (runs + len(runs_at(data.ok, s)[0]), settings + 1)
+        held[s.budget] = (runs + len(runs_at(data.ok, s, data.target)[0]), settings + 1)
     ranked = sorted(held, key=lambda b: (*held[b], b), reverse=True)
     return sorted(ranked[:MAX_SIZE_PANELS]), held
 

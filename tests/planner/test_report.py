@@ -554,3 +554,24 @@ def test_the_race_paragraph_does_not_call_runs_measuring_its_target_all_its_ok_r
     race = res.markdown.read_text().split("## Race")[1].split("\n## ")[0]
     assert "10 of them ok runs." not in race
     assert "10 of them ok runs measuring pass1" in race
+
+
+def test_runs_counted_at_a_budget_are_those_that_measured_the_target(tmp_path: Path) -> None:
+    """Runs at 1.2e16 without a native value: the table counted them at 1e16 ("3 (+3 near)")
+    and the frontier's caption promised 3 hollow diamonds the figure cannot draw (it draws
+    runs with a value); at 1.2e16 "3" runs, none of which the native fit saw."""
+    from runners.store import PilotStore
+
+    data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=3, seeds=(0,), n_failed=0)
+    src = make_campaign(tmp_path / "src", models=MODELS[:1], rewards=REWARDS[:1], n_rho=3, seeds=(0,), n_failed=0,
+                        budget=1.2e16)
+    store = PilotStore(data)
+    for r in PilotStore(src).records():
+        store.write(r.model_copy(update={"metrics": r.metrics.model_copy(update={"native": None})}))
+    res = build_report(data, tmp_path / "out", target="native", progress=False)
+    md = res.markdown.read_text()
+    rows = {ln.split("|")[3].strip(): ln.split("|")[4].strip() for ln in md.splitlines()
+            if ln.startswith(f"| {MODELS[0]} | {REWARDS[0]} |")}
+    assert rows == {"1e+16": "3", "1.2e+16": "0 (+3 near)"}
+    caps = [ln for ln in md.splitlines() if ln.startswith("*Frontier of")]
+    assert not any("Hollow diamonds" in c for c in caps if "/ 1e+16 under" in c)
