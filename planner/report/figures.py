@@ -303,7 +303,8 @@ def size_figure(data: ReportData) -> FigureSpec | None:
            "allocations where there are any) against policy size, "
            "one line per reward "
            "system, with 90% intervals drawn as computed: rho* can lie outside its interval where it is held "
-           "to measured allocations. Open markers: rho*+, a prediction with no run near it at that budget. "
+           "to measured allocations, or where the posterior mean is nearly flat (its peak at the regime's "
+           "edge). Open markers: rho*+, a prediction with no run near it at that budget. "
            f"The dotted line is rho = 0.5. {foot}.")
     rest = sorted(set(held) - set(budgets))
     if rest:
@@ -346,7 +347,8 @@ def disagreement_figure(data: ReportData) -> FigureSpec | None:
     foot = _footer(fig, data)
     cap = ("rho* of each setting under each evaluation target with the 90% interval of the optimum "
            "over posterior samples (any regime), drawn as computed: rho* (the best allocation within the called "
-           "regime, held to measured ones) can lie outside it; open markers are predictions with no run near "
+           "regime, held to measured ones; on a nearly flat posterior mean, at the regime's edge) can lie "
+           "outside it; open markers are predictions with no run near "
            "them. Settings in bold, marked (disjoint), have a pair of targets whose "
            f"intervals do not overlap. {foot}.")
     return FigureSpec("target-disagreement", "Target disagreement", cap, fig, "targets")

@@ -194,3 +194,20 @@ def test_size_panels_keep_the_budgets_holding_runs(runs: tuple[list[Any], list[A
     assert titles == ["budget 1e+16 FLOPs (2 runs)", "budget 3e+16 FLOPs (1 run)", "budget 1e+17 FLOPs (1 run)",
                       "budget 3e+17 FLOPs (1 run)"]
     assert "holding the most runs (then settings, then the larger); not drawn: 2e+16 FLOPs" in spec.caption
+
+
+def test_a_predicted_rho_star_outside_its_interval_is_explained(runs: tuple[list[Any], list[Any]]) -> None:
+    # rho* 0.51+ [0.52, 0.97] (a race's decision budget with no runs; the posterior mean flat
+    # across update-heavy, so its argmax is the regime's first grid point, where 9 of 256
+    # sample paths peak): every text said rho* leaves its interval only where it is held to
+    # measured allocations, which a rho*+ is not.
+    from planner.report.document import blocks
+    from planner.report.figures import disagreement_figure, size_figure
+
+    ok, _ = runs
+    a, b = SettingAt(MODELS[0], REWARDS[0], 1e16), SettingAt(MODELS[1], REWARDS[0], 1e16)
+    flat = _call(0.505, (0.52, 0.97), (0.13, 0.94), predicted=True)
+    data = _report_data(ok, [], {"native": {a: flat, b: flat}, "pass1": {a: flat, b: flat}})
+    calls = next(bl.text for bl in blocks(data, {}) if bl.kind == "p" and bl.text.startswith("Per setting under"))
+    for text in (calls, size_figure(data).caption, disagreement_figure(data).caption):
+        assert "nearly flat" in text, text
