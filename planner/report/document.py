@@ -296,9 +296,11 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
 
     if data.failed:
         out.append(Block("h2", "Failed runs"))
+        done = {r.run_id for r in data.ok}  # every failed attempt is listed; these runs are fitted as ok
         out.append(Block("table", headers=["run", "model", "reward", "rho", "budget", "attempt", "error"],
                          rows=[[r.run_id, r.model, r.reward, f"{r.rho_planned:.2f}", f"{r.budget:.4g}",
-                                str(r.attempt), r.error or "(no message)"] for r in data.failed]))
+                                f"{r.attempt}" + (" (run later ok)" if r.run_id in done else ""),
+                                r.error or "(no message)"] for r in data.failed]))
     if data.corrupt:
         out.append(Block("h2", "Unreadable record files"))
         out.append(Block("table", headers=["file", "reason"], rows=[list(c) for c in data.corrupt]))

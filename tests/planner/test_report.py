@@ -575,3 +575,22 @@ def test_runs_counted_at_a_budget_are_those_that_measured_the_target(tmp_path: P
     assert rows == {"1e+16": "3", "1.2e+16": "0 (+3 near)"}
     caps = [ln for ln in md.splitlines() if ln.startswith("*Frontier of")]
     assert not any("Hollow diamonds" in c for c in caps if "/ 1e+16 under" in c)
+
+
+def test_the_failed_runs_table_marks_attempts_of_runs_that_later_succeeded(tmp_path: Path) -> None:
+    """The status line says "1 failed run(s) (3 failed attempt(s), 2 of them on runs that
+    later succeeded)"; the "Failed runs" table listed the 3 attempts alike, the 2 of a run
+    the report fits as ok among them."""
+    from runners.store import PilotStore
+
+    data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=3, seeds=(0,),
+                         n_failed=1)
+    store = PilotStore(data)
+    ok = store.records()[0]
+    for attempt in (1, 2):
+        store.add(ok.model_copy(update={"status": "failed", "error": FAILED_ERROR, "attempt": attempt}))
+    md = build_report(data, tmp_path / "out", progress=False).markdown.read_text()
+    rows = [ln for ln in md.split("## Failed runs")[1].split("\n## ")[0].splitlines() if ln.startswith("| ")][1:]
+    assert len(rows) == 3
+    later = [ln for ln in rows if "later ok" in ln]
+    assert len(later) == 2 and all(ln.startswith(f"| {ok.run_id} |") for ln in later)
