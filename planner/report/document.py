@@ -167,6 +167,11 @@ def _race(data: ReportData) -> list[Block]:
                      flags=[r[6].startswith("open") for r in rows]))
     out.append(Block("note", "Rows in bold (red in HTML) are calls the race left open: below its confidence, "
                              "or (\"unchecked\") at it but not yet checked by runs at the target budget."))
+    if any(r[-1] == "n/a" for r in rows):
+        target = race.get("target", "?")
+        out.append(Block("note", f"n/a: the {target} surrogate could not be fitted (below)." if not (fit and fit.ok)
+                         else f"n/a: no run of the setting measured {target}; the report calls only settings "
+                              "with one (the race's call there is its surrogate's prediction from the others)."))
     if differ:
         older = "" if all("stake" in e for e in entries) else " (by an older version of the planner, too)"
         out.append(Block("warn", (

@@ -594,3 +594,17 @@ def test_the_failed_runs_table_marks_attempts_of_runs_that_later_succeeded(tmp_p
     assert len(rows) == 3
     later = [ln for ln in rows if "later ok" in ln]
     assert len(later) == 2 and all(ln.startswith(f"| {ok.run_id} |") for ln in later)
+
+
+def test_a_race_setting_the_report_does_not_refit_is_explained(tmp_path: Path) -> None:
+    """A race capped before a setting's first run still calls it (its surrogate's prediction
+    from the other settings; runs 0); the report fits no setting without a run of the target
+    and showed "n/a" in the refit column without a word."""
+    from test_report_support import write_race_summary
+
+    data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=3, seeds=(0,), n_failed=0)
+    write_race_summary(data)  # four settings, one with runs
+    md = build_report(data, tmp_path / "out", progress=False).markdown.read_text()
+    race = md.split("## Race")[1].split("\n## ")[0]
+    assert race.count("| n/a |") + race.count("| **n/a** |") == 3
+    assert "n/a: no run of the setting measured native" in race
