@@ -119,7 +119,7 @@ def _check_cache_dir(cache_dir: str | Path | None) -> None:
 
     where, name = (cache_dir, "option 'cache_dir'") if cache_dir is not None else \
         (os.environ.get("RACE_CACHE"), "RACE_CACHE")
-    if where and Path(str(where)).expanduser().exists() and not Path(str(where)).expanduser().is_dir():
+    if where and (path := Path(str(where)).expanduser()).exists() and not path.is_dir():
         raise ConfigError(f"engine trl: {name}: {str(where)!r} is a file; give a directory for the model cache")
 
 
@@ -143,8 +143,10 @@ def _check_data_layout(opts: dict[str, Any]) -> None:
     """What the loaders read out of a data folder (``runners.tasks.load_math``): missing, a run
     loaded the policy (minutes for a 7B) and, for eval_data's math500, generated all of the
     base pass1 on gsm8k before its one-line refusal."""
+    from runners.tasks.data import split_file
+
     def has(folder: Path, split: str) -> bool:
-        return any((folder / f"{split}.{ext}").is_file() for ext in ("jsonl", "parquet", "json"))
+        return split_file(folder, split) is not None
 
     dp = opts.get("data_path")
     if dp is not None and Path(str(dp)).is_dir() and not has(Path(str(dp)), "train"):

@@ -17,7 +17,7 @@ from typing import Any
 
 from planner.errors import ConfigError
 
-__all__ = ["DATASETS", "INSTRUCTION", "MathItem", "load_math", "to_grpo_rows"]
+__all__ = ["DATASETS", "INSTRUCTION", "MathItem", "load_math", "split_file", "to_grpo_rows"]
 
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
@@ -47,16 +47,20 @@ class MathItem:
     source: str
 
 
+def split_file(folder: Path, split: str) -> Path | None:
+    """The file a data folder holds for ``split`` (``<split>.jsonl``, ``.parquet`` or
+    ``.json``, in that order), or None."""
+    return next((f for ext in ("jsonl", "parquet", "json") if (f := folder / f"{split}.{ext}").exists()), None)
+
+
 def _rows_from_path(path: Path, split: str) -> Iterable[Mapping[str, Any]]:
     import polars as pl
 
     if path.is_dir():
-        for ext in ("jsonl", "parquet", "json"):
-            if (path / f"{split}.{ext}").exists():
-                path = path / f"{split}.{ext}"
-                break
-        else:
+        found = split_file(path, split)
+        if found is None:
             raise ConfigError(f"path: {path} has no {split}.jsonl or {split}.parquet; point at a file")
+        path = found
     if not path.exists():
         raise ConfigError(f"path: {path} does not exist; give a JSONL or parquet file")
     if path.suffix == ".json" and _first_char(path) == "[":

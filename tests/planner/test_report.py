@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 from planner.cli import app
 from planner.report import build_report
 from planner.report.data import read_race
+from planner.schema import RunRecord
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FIXED_FIGURES = ("flop-split", "rho-star-vs-size", "target-disagreement", "loo-diagnostics")
@@ -398,9 +399,9 @@ def test_a_hand_edited_call_in_a_race_summary_is_shown_as_missing_with_a_note(
     assert "## Race" in (tmp_path / "o" / "report.md").read_text()
 
 
-def test_status_line_counts_failed_attempts_on_runs_that_later_succeeded(tmp_path: Path) -> None:
-    """Two failed attempts before an ok record and one run that never succeeded: "3 failed
-    attempt(s), 2 of them on runs that later succeeded" (it said 1, counting runs)."""
+def _store_with_a_retried_run(tmp_path: Path) -> tuple[Path, RunRecord]:
+    """A store with one run that never succeeded and one ok run (returned) that failed
+    twice before it."""
     from runners.store import PilotStore
 
     data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=3, seeds=(0,),
@@ -409,6 +410,13 @@ def test_status_line_counts_failed_attempts_on_runs_that_later_succeeded(tmp_pat
     ok = store.records()[0]
     for attempt in (1, 2):
         store.add(ok.model_copy(update={"status": "failed", "error": FAILED_ERROR, "attempt": attempt}))
+    return data, ok
+
+
+def test_status_line_counts_failed_attempts_on_runs_that_later_succeeded(tmp_path: Path) -> None:
+    """Two failed attempts before an ok record and one run that never succeeded: "3 failed
+    attempt(s), 2 of them on runs that later succeeded" (it said 1, counting runs)."""
+    data, _ = _store_with_a_retried_run(tmp_path)
     res = build_report(data, tmp_path / "out", progress=False)
     assert "1 failed run(s) (3 failed attempt(s), 2 of them on runs that later succeeded)" in (
         res.markdown.read_text())
@@ -581,14 +589,7 @@ def test_the_failed_runs_table_marks_attempts_of_runs_that_later_succeeded(tmp_p
     """The status line says "1 failed run(s) (3 failed attempt(s), 2 of them on runs that
     later succeeded)"; the "Failed runs" table listed the 3 attempts alike, the 2 of a run
     the report fits as ok among them."""
-    from runners.store import PilotStore
-
-    data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=3, seeds=(0,),
-                         n_failed=1)
-    store = PilotStore(data)
-    ok = store.records()[0]
-    for attempt in (1, 2):
-        store.add(ok.model_copy(update={"status": "failed", "error": FAILED_ERROR, "attempt": attempt}))
+    data, ok = _store_with_a_retried_run(tmp_path)
     md = build_report(data, tmp_path / "out", progress=False).markdown.read_text()
     rows = [ln for ln in md.split("## Failed runs")[1].split("\n## ")[0].splitlines() if ln.startswith("| ")][1:]
     assert len(rows) == 3
