@@ -27,7 +27,7 @@ def truth(
     plot: str | None = typer.Option(None, "--plot", parser=nonempty, help="also write a figure (PNG/SVG/PDF by suffix): "
                                     "regimes along rho and the one-noise-sd band below the optimum"),
 ) -> None:
-    """Print the noise-free frontier on a dense rho grid, and rho*, shares and regime at its argmax."""
+    """Print the noise-free frontier over every plan a request can compile to, and rho*, shares and regime at its argmax."""
     from planner.cli.app import emit_json, parse_budget
     from planner.cli.paths import check_output_file
     from planner.errors import ConfigError

@@ -42,6 +42,16 @@ def test_truth_table_by_world_name() -> None:
     assert "rho* = " in res.output and "update-heavy" in res.output
 
 
+def test_truth_help_says_what_the_frontier_points_are() -> None:
+    """The frontier is every plan a request can compile to (since 12-03), not a rho grid:
+    the help said "on a dense rho grid" after the truth had stopped using one."""
+    res = runner.invoke(app, ["truth", "--help"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.replace("│", " ").split())
+    assert "every plan a request can compile to" in text
+    assert "rho grid" not in text
+
+
 @pytest.mark.parametrize(
     ("extra", "field"),
     [
