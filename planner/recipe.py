@@ -17,6 +17,7 @@ from typing import Any
 from planner.accountant import LoRA
 from planner.architecture import LINEAR_MODULES, Architecture
 from planner.audit import Recipe
+from planner.engine import is_device
 from planner.errors import ConfigError
 from planner.registry import resolve_model
 
@@ -246,6 +247,10 @@ def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any], layers: int |
         raise ConfigError(f"config: reward_funcs must be a name or a list of names, got {funcs!r}")
     _check_reward_funcs([funcs] if isinstance(funcs, str) else funcs or [])
     checkpointing, early_stop = _checkpointing(cfg, flag)
+    device = cfg.get("device", "cuda")
+    if not is_device(device):
+        # Anything but "cpu" was costed as a GPU run: "CPU" or "cpu:0" without a word.
+        raise ConfigError(f"config: device must be cpu, cuda or cuda:N, got {device!r}")
     recipe = Recipe(
         per_device_train_batch_size=batch,
         gradient_accumulation_steps=grad_accum,
@@ -261,7 +266,7 @@ def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any], layers: int |
         lora=lora,
         world_size=world,
         # TRL's fused LM head skips prompt positions only with its Triton kernel (GPUs).
-        lm_head_positions="all" if cfg.get("device") == "cpu" or flag("use_cpu", False) else "completion",
+        lm_head_positions="all" if device == "cpu" or flag("use_cpu", False) else "completion",
         dataset_size=cfg.get("dataset_size"),
         use_vllm=flag("use_vllm", False),
         vllm_importance_sampling_correction=flag("vllm_importance_sampling_correction", True),

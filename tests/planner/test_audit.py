@@ -351,6 +351,27 @@ def test_a_cpu_run_scores_every_position_and_padding_bounds_the_cost(tmp_path: P
     assert at_max["padded_round"] == at_max["per_round"]
 
 
+@pytest.mark.parametrize("device", ["CPU", "cpu:0", "gpu", "tpu", 0, True])
+def test_a_device_the_audit_cannot_read_is_refused(tmp_path: Path, device: object) -> None:
+    """``device: cpu`` costs the LM head at every position and anything else as on a GPU:
+    ``CPU`` or ``cpu:0`` was costed as a GPU run without a word."""
+    import yaml
+
+    raw = yaml.safe_load((EXAMPLES / "grpo_qwen2.5-1.5b_gsm8k.yaml").read_text()) | {"device": device}
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(raw))
+    res = runner.invoke(app, ["audit", str(f)])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip() == f"error: config: device must be cpu, cuda or cuda:N, got {device!r}"
+
+
+def test_device_cpu_is_use_cpu_and_cuda_is_the_default(tmp_path: Path) -> None:
+    base = _audit_with(tmp_path)
+    assert _audit_with(tmp_path, device="cpu")["per_round"] == _audit_with(tmp_path, use_cpu=True)["per_round"]
+    assert _audit_with(tmp_path, device="cuda:1")["per_round"] == base["per_round"]
+    assert _audit_with(tmp_path, device="cuda")["knobs"]["lm_head_positions"] == "completion"
+
+
 @pytest.mark.parametrize(("keys", "says"), [
     ({"use_dora": True}, "config: use_dora: DoRA adds a weight-norm step per adapted layer, which the audit does "
                          "not cost; audit the recipe without it"),
