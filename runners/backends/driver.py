@@ -161,7 +161,7 @@ class Driver:
             # record would count one failure twice. (By the attempt's nonce, not its number:
             # another driver's failure under the same number is not this one's.)
             forget_attempt(task)
-            return Outcome(task.run_id, "failed", task.attempt, f"{exc or type(exc).__name__} (after recording "
+            return Outcome(task.run_id, "failed", task.attempt, f"{str(exc) or type(exc).__name__} (after recording "
                            "the attempt as failed)", "crash")
         last = read_progress(self.store.root, task.run_id, task.nonce)
         if last is not None and last.get("phase") == "waiting":

@@ -315,6 +315,22 @@ def test_a_worker_that_dies_after_recording_its_failure_is_counted_once(tmp_path
     assert [(r.run_id, r.attempt) for r in store.records(status="failed")] == [(task.run_id, 1)]
 
 
+def test_a_silent_worker_loss_after_its_failure_record_is_named_by_its_type(tmp_path: Path) -> None:
+    """An exception without a message (EOFError() from a dead pipe) printed as nothing: the
+    outcome read " (after recording the attempt as failed)", naming no cause."""
+    from runners.backends import Handle
+    from runners.backends.driver import Driver
+    from runners.task import failed_record
+
+    store = PilotStore(tmp_path / "data")
+    task = Task(BY_FAULT["raise"], 0, 1, "sim", str(store.root), {}, None)
+    store.add(failed_record(task, "RuntimeError: boom", "error"))
+    drv = Driver(make_backend("local", workers=1, data=store.root), store, retries=0, timeout_s=None,
+                 result=ExecutionResult(), show_progress=False)
+    out = drv._lost(Handle(task), EOFError())
+    assert out.error == "EOFError (after recording the attempt as failed)"
+
+
 def test_a_lost_attempt_is_recorded_though_another_driver_failed_under_its_number(tmp_path: Path) -> None:
     """Two drivers on one store plan the same attempt number; the other's failure recorded
     first was taken for this one's, and this crash went unrecorded (attempts undercounted)."""
