@@ -263,6 +263,8 @@ class PilotStore:
                 if self._link(tmp, final):
                     _fsync_dir(folder)
                     return final, True
+                # None where the lstat itself fails (EIO): whatever is there is moved aside.
+                ino: int | None = None
                 try:
                     # The file read, by inode: a concurrent writer may quarantine the wreck and
                     # publish its good record under the name while this one reads the wreck.

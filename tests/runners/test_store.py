@@ -378,6 +378,34 @@ def test_a_wreck_replaced_by_another_writers_record_is_not_moved_aside(tmp_path:
     assert [c.path.read_bytes() for c in store.corrupt()] == [b"PAR1 garbage"]
 
 
+def test_a_wreck_that_fails_to_stat_once_is_still_moved_aside(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An lstat of the wreck failing with another error than "not found" (EIO) went to the
+    catch-all with its inode unset: UnboundLocalError instead of the record written."""
+    import errno
+
+    import runners.store as store_mod
+
+    store = PilotStore(tmp_path)
+    final = store.path_for(record(13))
+    final.parent.mkdir(parents=True)
+    final.write_bytes(b"PAR1 garbage")
+    real_lstat = os.lstat
+    failed: list[int] = []
+
+    def flaky(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if not failed and Path(str(path)) == final:
+            failed.append(1)
+            raise OSError(errno.EIO, "input/output error", str(path))
+        return real_lstat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_mod.os, "lstat", flaky)
+    _path, created = store.add(record(13))
+    monkeypatch.undo()
+    assert failed and created and store.run_ids() == {run_id_for("p13", 0)}
+    assert [c.path.read_bytes() for c in store.corrupt()] == [b"PAR1 garbage"]
+
+
 def test_a_record_published_between_the_check_and_the_move_is_put_back(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import runners.store as store_mod
