@@ -12,13 +12,13 @@ import re
 from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 from planner.errors import ConfigError
 from planner.schema import Proposal, RunRecord
 
 __all__ = [
-    "Engine", "ProgressFn", "RecordStore", "StoreScan", "available_engines", "check_engine_settings", "check_same_source", "check_same_weights", "diverged", "engine_source",
+    "FAILURE_KINDS", "Engine", "FailureKind", "ProgressFn", "RecordStore", "StoreScan", "available_engines", "check_engine_settings", "check_same_source", "check_same_weights", "diverged", "engine_source",
     "failure_kind", "is_device", "load_engine", "nonfinite_fields", "one_line", "open_batches", "open_store", "prepare_engine",
 ]
 
@@ -122,12 +122,17 @@ def prepare_engine(engine: Engine, settings: Iterable[tuple[str, str]]) -> None:
         prepare(sorted(set(settings)))
 
 
-def failure_kind(exc: BaseException) -> str:
+FailureKind = Literal["error", "oom", "nan", "timeout", "crash"]
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+
+
+def failure_kind(exc: BaseException) -> FailureKind:
     """The kind a failed record gives a run that raised ``exc``: the engine's own (a
     ``runners.task.RunFailed`` carries one: ``nan``, ``timeout``, ...), ``oom`` for out of
     memory (recognised without importing torch), else ``error``."""
     own = getattr(exc, "kind", None)
-    if isinstance(own, str) and own:
+    # Only one of FAILURE_KINDS: another library's exception may have a ``kind`` of its own.
+    if isinstance(own, str) and own in FAILURE_KINDS:
         return own
     oom = isinstance(exc, MemoryError) or "OutOfMemory" in type(exc).__name__ or (
         isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())

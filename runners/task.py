@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from planner.engine import Engine, diverged, failure_kind, load_engine, one_line
+from planner.engine import Engine, FailureKind, diverged, failure_kind, load_engine, one_line
 from planner.errors import ConfigError, RaceError
 from planner.schema import (
     ComputeCard,
@@ -50,9 +50,6 @@ __all__ = [
 
 # How often a worker waiting on another attempt's lease looks again.
 LEASE_POLL_S = 1.0
-
-FailureKind = Literal["error", "oom", "nan", "timeout", "crash"]
-
 
 class RunFailed(Exception):
     """Raised by an engine (or the meter) when a run cannot finish.
