@@ -8,7 +8,7 @@ import json
 import math
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,7 +31,15 @@ class OneLineErrors(typer.core.TyperGroup):
     """Usage errors (a bad option value, a missing option) as one ``error:`` line on stderr
     with exit 2, like the commands' own errors, instead of Typer's boxed panel."""
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
         import sys
 
         try:  # typer >= 0.2x vendors click
@@ -40,9 +48,9 @@ class OneLineErrors(typer.core.TyperGroup):
             from click import exceptions as cx  # type: ignore[no-redef]
 
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         try:
-            rv = super().main(*args, standalone_mode=False, **kwargs)
+            rv = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
         except cx.NoArgsIsHelpError as exc:  # bare `planner`: the help is the answer
             typer.echo(exc.ctx.get_help())
             sys.exit(0)

@@ -98,3 +98,15 @@ def test_a_device_given_as_a_flag_and_an_option_must_agree(cli: str, tmp_path: P
                                    "--data", str(tmp_path / "d")])
     assert res.exit_code == 2, res.output
     assert res.stderr.strip() == "error: device: --device cuda and -o device=cpu disagree; give one"
+
+
+def test_the_app_s_main_takes_click_s_arguments_by_position(capsys: pytest.CaptureFixture[str]) -> None:
+    """Click's main(args, prog_name, complete_var, standalone_mode): the override took
+    standalone_mode by keyword only, so a positional call raised TypeError (multiple values)."""
+    import typer
+
+    from planner.cli import app
+
+    cmd = typer.main.get_command(app)
+    assert cmd.main(["--help"], "planner", None, False) == 0
+    assert "Usage: planner" in capsys.readouterr().out
