@@ -266,6 +266,7 @@ def compile_plan(
     if arch.role != "policy":  # a PRM has no LM head to sample with: its "plan" would be nonsense
         raise ConfigError(f"model: {model!r} is a reward model, not a policy; pick a policy model")
     o = (opts or CompileOptions()).resolve(arch)
+    assert o.prompt_len and o.completion_len  # resolve() fills them from the policy's defaults
     tokens = o.prompt_len + o.completion_len
     if tokens > arch.max_position_embeddings:  # a plan that cannot run, priced as if it could
         field = "prompt_len" if o.prompt_len > o.completion_len else "completion_len"

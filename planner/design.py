@@ -173,7 +173,7 @@ _ISO_STEPS = 10.0 ** (np.arange(17) / 8)
 
 def iso_pilot_budget(
     setting: Setting,
-    rhos: Sequence[float],
+    rhos: Sequence[float] | NDArray[np.float64],
     budget: float,
     opts: CompileOptions | None = None,
     target_budget: float | None = None,
@@ -203,7 +203,7 @@ def iso_pilot_budget(
     return float(budget) if found is None else found
 
 
-def _iso_search(setting: Setting, rhos: Sequence[float], budget: float, opts: CompileOptions | None,
+def _iso_search(setting: Setting, rhos: Sequence[float] | NDArray[np.float64], budget: float, opts: CompileOptions | None,
                 target_budget: float | None) -> float | None:
     top = float(target_budget) if target_budget is not None else budget * _ISO_STEPS[-1]
     for b in budget * _ISO_STEPS:

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from planner.compiler import (
     RHO_DIGITS,
@@ -100,7 +100,7 @@ def reuse_at(
 
 
 def allocation_shares(
-    model: str, reward: str, rho: NDArray[np.float64], opts: CompileOptions | None = None
+    model: str, reward: str, rho: ArrayLike, opts: CompileOptions | None = None
 ) -> NDArray[np.float64]:
     """Planned (search, learning, reward) shares ``(G, 3)`` at each rho ``(G,)``."""
     return shares_for_rho(rho, reward_fraction(model, reward, opts))

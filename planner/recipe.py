@@ -125,7 +125,7 @@ def lora_targets(spec: Any, layers: int | None = None) -> tuple[str, ...]:
             pattern = re.compile(spec)
         except re.error as exc:
             raise ConfigError(f"config: lora_target_modules: {spec!r} is not a valid regex ({exc})") from None
-        attn = ("q_proj", "k_proj", "v_proj", "o_proj")
+        attn = {"q_proj", "k_proj", "v_proj", "o_proj"}
         # Every layer (or, without the policy's depth, a sample of them): a pattern naming
         # some layers adapts fewer modules than the audit, which costs every layer, would
         # count (as a dotted list entry does).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -33,7 +33,7 @@ __all__ = [
     "run_id_for",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 TARGETS: tuple[str, ...] = ("native", "pass1", "judge")
 # Seed replicates of one proposal a command accepts: a few measure a run's noise, and
 # every seed is one run; a typo of a few more digits would build a grid of 10^8 runs

@@ -128,17 +128,17 @@ def plan(
         v = getattr(p.flops, k)
         t.add_row(k, f"{v:.3e}", f"{v / p.flops.total:.1%}")
     t.add_row("total", f"{p.flops.total:.3e}", f"{p.flops.total / b:.2%} of budget")
-    k = Table(title="run knobs")
-    k.add_column("knob")
-    k.add_column("value")
+    knobs = Table(title="run knobs")
+    knobs.add_column("knob")
+    knobs.add_column("value")
     for name in (
         "prompts_per_round", "total_prompts", "rounds", "completions_per_prompt",
         "completions_kept", "num_iterations", "max_completion_length", "lora_rank",
         "gradient_checkpointing", "beta",
     ):
-        k.add_row(name, str(getattr(p, name)))
+        knobs.add_row(name, str(getattr(p, name)))
     c = Console()
     c.print(t)
-    c.print(k)
+    c.print(knobs)
     if out is not None:
         c.print(f"wrote {out}")

@@ -364,7 +364,8 @@ def race(
     # setting's pilots ran, else the requested one.
     after = store.records(status=None)
     ran = ran_pilot_budgets(problem, after)
-    planned = strat.pilot_budgets() if callable(getattr(strat, "pilot_budgets", None)) else {}
+    own_budgets = getattr(strat, "pilot_budgets", None)
+    planned = own_budgets() if callable(own_budgets) else {}
     budgets = {**ran, **planned}
     doc = regimes_document(result, engine=engine, simulated=bool(getattr(eng, "simulated", False)),
                            world=world_name, seed=seed, pilot_budgets=budgets, seeds=seeds)

@@ -270,32 +270,32 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
         targets = [t for t in TARGETS if any(t in d.calls for d in dis)]
         rows, flags = [], []
         for d in dis:
-            cells = [f"{c.rho_star:.2f} {_fmt_ci(c.optimum_ci or c.rho_star_ci)} {c.regime}"
-                     if (c := d.calls.get(t)) is not None else "" for t in targets]
+            cells = [f"{tc.rho_star:.2f} {_fmt_ci(tc.optimum_ci or tc.rho_star_ci)} {tc.regime}"
+                     if (tc := d.calls.get(t)) is not None else "" for t in targets]
             flag = "; ".join(f"{a} vs {b}" for a, b in d.flagged) or ("regimes differ" if d.regimes_differ else "")
             rows.append([d.setting.label, *cells, flag or "agree"])
             flags.append(bool(d.flagged))
         headers = ["setting", *(f"{t}: rho* [90%] regime" for t in targets), "disagreement"]
         out.append(Block("table", headers=headers, rows=rows, flags=flags))
 
-    unfitted = [f for f in data.fits.values() if not f.ok]
-    for f in unfitted:
-        out.append(Block("note", f"No {f.target} surrogate: {f.error}"))
+    unfitted = [tf for tf in data.fits.values() if not tf.ok]
+    for tf in unfitted:
+        out.append(Block("note", f"No {tf.target} surrogate: {tf.error}"))
 
     if not data.empty:
         out.append(Block("h2", "FLOP split of every run"))
         out += _figs(figs, "split")
 
-    fitted = [f for f in data.fits.values() if f.ok]
+    fitted = [tf for tf in data.fits.values() if tf.ok]
     if fitted:
         out.append(Block("h2", "Surrogate diagnostics"))
         out += _figs(figs, "diagnostics")
         rows = []
-        for f in fitted:
-            loo = f.loo
-            rows.append([f.target, str(f.n_obs), str(loo.n) if loo else "-",
+        for tf in fitted:
+            loo = tf.loo
+            rows.append([tf.target, str(tf.n_obs), str(loo.n) if loo else "-",
                          f"{loo.coverage90:.0%}" if loo else "-", f"{loo.rmse:.3g}" if loo else "-",
-                         f"{loo.loglik:.2f}" if loo else (f.loo_error or "-"), f"{f.fit_seconds:.1f} s"])
+                         f"{loo.loglik:.2f}" if loo else (tf.loo_error or "-"), f"{tf.fit_seconds:.1f} s"])
         out.append(Block("table", headers=["target", "runs", "LOO points", "90% coverage", "RMSE",
                                            "log lik / point", "fit time"], rows=rows))
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from planner.frontier import AT_BUDGET_RATIO
 from planner.regime import LABELS, RegimeCall, format_probability, regime_labels, shares_for_rho
@@ -213,7 +214,7 @@ def _predicted(call: RegimeCall) -> bool:
     return call.extra.get("rho_star_support", "measured") != "measured"
 
 
-def _rho_star_marks(ax: Any, x: Sequence[float], calls: Sequence[RegimeCall],
+def _rho_star_marks(ax: Any, x: ArrayLike, calls: Sequence[RegimeCall],
                     intervals: Sequence[tuple[float, float]], color: str) -> None:
     """Each interval as a bar from its own ends, and rho* as a marker of its own: filled
     where runs are near it, open for a prediction. rho* can lie outside its interval (it is

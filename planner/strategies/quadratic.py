@@ -106,10 +106,10 @@ def quadratic_call(
         cand = np.concatenate([np.linspace(lo, hi, 401), stars])
         cand = cand[regime_labels(shares_of(cand)) == top]
         rho_star = float(cand[np.argmax(c[0] + c[1] * cand + c[2] * cand**2)])
-    a = (1 - level) / 2
+    tail = (1 - level) / 2
     return RegimeCall(
         rho_star=rho_star,
-        rho_star_ci=(float(np.quantile(stars, a)), float(np.quantile(stars, 1 - a))),
+        rho_star_ci=(float(np.quantile(stars, tail)), float(np.quantile(stars, 1 - tail))),
         regime=LABELS[top],
         probabilities={lab: float(p) for lab, p in zip(LABELS, probs, strict=True)},
         level=level,
