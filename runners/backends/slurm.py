@@ -196,11 +196,11 @@ def _own_sessions(enabled: bool) -> Iterator[None]:
     shim = types.ModuleType("subprocess")
     shim.__dict__.update(vars(subprocess))
     shim.Popen = functools.partial(subprocess.Popen, start_new_session=True)  # type: ignore[attr-defined]
-    real, local.subprocess = local.subprocess, shim  # type: ignore[attr-defined]
+    real, local.subprocess = local.subprocess, shim
     try:
         yield
     finally:
-        local.subprocess = real  # type: ignore[attr-defined]
+        local.subprocess = real
 
 
 def _appears(paths: Any, within_s: float) -> bool:

@@ -70,7 +70,7 @@ def pretrain(
         console.print(f"{name}: {path}")
     if prms:
         for prm in ("tiny-prm", "tiny-prm-s"):
-            path = ensure_prm(prm, quick=quick, seed=seed, cache_dir=cache_dir, progress=True)  # type: ignore[arg-type]
+            path = ensure_prm(prm, quick=quick, seed=seed, cache_dir=cache_dir, progress=True)
             meta = json.loads((path / "meta.json").read_text())
             console.print(f"{prm}: {path}  step accuracy {meta['step_accuracy']:.3f}, "
                           f"outcome accuracy of the min score {meta['outcome_accuracy']:.3f}, "

@@ -166,11 +166,11 @@ def _parse(text: str) -> list[Any]:
     # "\\$" (a dollar sign in MATH answers) reads as a math delimiter to math-verify.
     s = text.replace("\\$", "").strip()
     if "\\boxed" in s or "$" in s:
-        return parse(s, parsing_timeout=timeout)  # type: ignore[arg-type]
+        return parse(s, parsing_timeout=timeout)
     # A bare answer ("18", "\\frac{\\pi}{2}", "(3,\\frac{\\pi}{2})"): box it so the LaTeX
     # extractor reads it whole; fall back to the plain-expression reading.
-    got = parse(f"\\boxed{{{s}}}", parsing_timeout=timeout)  # type: ignore[arg-type]
-    return got or parse(s, parsing_timeout=timeout)  # type: ignore[arg-type]
+    got = parse(f"\\boxed{{{s}}}", parsing_timeout=timeout)
+    return got or parse(s, parsing_timeout=timeout)
 
 
 def verify(pred: str | None, gold: str | None, *, exact_shortcut: bool = True) -> bool:

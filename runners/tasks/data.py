@@ -98,7 +98,7 @@ def _json_array(path: Path) -> list[Mapping[str, Any]]:
 def _rows_from_hub(spec: DatasetSpec, split: str) -> Iterable[Mapping[str, Any]]:
     from datasets import load_dataset
 
-    return load_dataset(spec.hub_id, spec.config, split=split)  # type: ignore[return-value]
+    return load_dataset(spec.hub_id, spec.config, split=split)
 
 
 def load_math(
