@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import typer
 
 from planner.cli.app import OneLineErrors
@@ -19,5 +22,5 @@ app = typer.Typer(
 )
 
 
-def command(**kwargs):  # type: ignore[no-untyped-def]
+def command(**kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
     return _command(app, **kwargs)

@@ -141,7 +141,7 @@ def _lora_weights(model: Any) -> dict[str, Any]:
 class _Watch(TrainerCallback):
     """Progress reports and NaN detection (a plain TrainerCallback)."""
 
-    def __init__(self, state: RunState, trainer_ref: list[Any], budget: float, progress: ProgressFn | None):
+    def __init__(self, state: RunState, trainer_ref: list[Any], budget: float, progress: ProgressFn | None) -> None:
         self.state, self.trainer_ref, self.budget, self.progress = state, trainer_ref, budget, progress
         self.loss: float | None = None
 
