@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from botorch.posteriors import GPyTorchPosterior
 
 __all__ = ["LOOResult", "loo_cv"]
 
@@ -58,8 +61,10 @@ def loo_cv(surrogate: Any) -> LOOResult:
     from botorch.cross_validation import loo_cv as _botorch_loo
 
     res = _botorch_loo(surrogate.model_, observation_noise=True)
-    mean = res.posterior.mean.detach().reshape(-1).numpy().astype(float)
-    std = res.posterior.variance.detach().clamp_min(1e-18).sqrt().reshape(-1).numpy().astype(float)
+    # CVResults types it as the abstract Posterior, which has no mean; a GP's is this one.
+    posterior = cast("GPyTorchPosterior", res.posterior)
+    mean = posterior.mean.detach().reshape(-1).numpy().astype(float)
+    std = posterior.variance.detach().clamp_min(1e-18).sqrt().reshape(-1).numpy().astype(float)
     obs = res.observed_Y.detach().reshape(-1).numpy().astype(float)
     z = (obs - mean) / std
     loglik = float(np.mean(-0.5 * z**2 - np.log(std) - 0.5 * math.log(2 * math.pi)))
