@@ -456,6 +456,7 @@ class PilotStore:
         out: dict[str, tuple[int, int]] = {}
         for name in folders:
             for p in self._files(self.root / name):
+                st: os.stat_result | None
                 try:
                     st = p.stat()
                 except FileNotFoundError:  # a dangling link, or moved aside meanwhile

@@ -351,10 +351,10 @@ def _run_held(task: Task, store: PilotStore, prog: ProgressFile, lease: RunLease
     path, created = store.add(record)
     if record.status == "ok" and not created:  # another driver recorded this run first
         return Outcome(task.run_id, "skipped", task.attempt)
-    kind = (record.provenance or {}).get("failure_kind") if record.status == "failed" else None
+    recorded_kind = (record.provenance or {}).get("failure_kind") if record.status == "failed" else None
     reward = getattr(record.metrics, task.proposal.target, None)
     # The number the record took: another driver's failure may have held the planned one.
-    return Outcome(task.run_id, record.status, attempt_of(path, task.attempt), record.error, kind,
+    return Outcome(task.run_id, record.status, attempt_of(path, task.attempt), record.error, recorded_kind,
                    time.monotonic() - t0, reward, record.card.flops.total)
 
 

@@ -63,17 +63,17 @@ class RayBackend(ThrottledQueue):
             # nodes as tasks queue, so there it is the scheduler's call.)
             have = ray.cluster_resources()
             cpus, gpus = float(have.get("CPU", 0.0)), float(have.get("GPU", 0.0))
-            why = None
+            refusal: str | None = None
             if num_gpus > 0 and gpus < num_gpus:
-                why = (f"device: each run asks Ray for {num_gpus:g} GPU but this machine's Ray has {gpus:g}; "
-                       "use --device cpu, or --ray-address of a cluster with GPUs")
+                refusal = (f"device: each run asks Ray for {num_gpus:g} GPU but this machine's Ray has {gpus:g}; "
+                           "use --device cpu, or --ray-address of a cluster with GPUs")
             elif cpus_per_run > cpus:
-                why = (f"cpus-per-run: each run asks Ray for {cpus_per_run:g} CPUs but this machine's Ray has "
-                       f"{cpus:g}; ask for at most {cpus:g}, or give --ray-address of a cluster with larger nodes")
-            if why:
+                refusal = (f"cpus-per-run: each run asks Ray for {cpus_per_run:g} CPUs but this machine's Ray has "
+                           f"{cpus:g}; ask for at most {cpus:g}, or give --ray-address of a cluster with larger nodes")
+            if refusal:
                 if self._started:
                     ray.shutdown()
-                raise ConfigError(why)
+                raise ConfigError(refusal)
         # max_retries=0: retries are ours (they count attempts and keep failed records).
         self._remote = ray.remote(num_cpus=cpus_per_run, num_gpus=num_gpus, max_retries=0)(run_task)
         super().__init__(limit=workers)  # at most this many runs in flight, whatever the cluster size

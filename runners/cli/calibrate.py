@@ -90,8 +90,8 @@ def calibrate_cmd(
         table.add_column(col, justify="left" if col in ("policy", "target") else "right")
     for m, cal in fits.items():
         for t, f in cal.targets.items():
-            c = f.capacity
-            table.add_row(m, t, str(cal.runs), f"{c.base:.3f}", f"{c.ceiling:.3f}", f"{c.scale:.3g}",
+            cap = f.capacity
+            table.add_row(m, t, str(cal.runs), f"{cap.base:.3f}", f"{cap.ceiling:.3f}", f"{cap.scale:.3g}",
                           f"{f.ceiling_range[0]:.2f}-{f.ceiling_range[1]:.2f}",
                           f"{f.observed_gain:+.4f} / {f.predicted_gain:+.4f}", f"{f.residual_sd:.3f}")
     Console(width=140).print(table)

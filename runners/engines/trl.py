@@ -28,8 +28,9 @@ import math
 import platform
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from planner.accountant import LoRA
 from planner.engine import ProgressFn, is_device
@@ -250,7 +251,8 @@ class TrlEngine:
             scorer = scorer_for(get_reward(reward), arch)
             # A given policy_path replaces the policy only: the run still pretrains the PRM
             # it scores with where no scorer_path is given, so it is found or made here.
-            needs = [] if self.opts.get("policy_path") else [(arch.name, ensure_policy)]
+            needs: list[tuple[str, Callable[..., Path]]] = (
+                [] if self.opts.get("policy_path") else [(arch.name, ensure_policy)])
             if scorer is not None and not self.opts.get("scorer_path"):
                 needs.append((scorer.name, ensure_prm))
             for name, ensure in needs:
@@ -259,7 +261,7 @@ class TrlEngine:
                 if not is_cached(name, quick=self.quick, cache_dir=self.cache_dir):
                     print(f"pretraining {name} first ({'quick' if self.quick else 'full'} recipe, once; "
                           "then cached)", file=sys.stderr)
-                    ensure(name, quick=self.quick, cache_dir=self.cache_dir)  # type: ignore[operator]
+                    ensure(name, quick=self.quick, cache_dir=self.cache_dir)
                 done.add(name)
 
     def start_weights(self, model: str, reward: str) -> dict[str, str | None]:
@@ -370,7 +372,7 @@ def _cpu_warning(arch: Any, policy_path: str | None) -> str:
             "pilot run (1e15+ FLOPs) takes hours or more on a CPU; use --device cuda")
 
 
-def _raise_failed(exc: BaseException, card: ComputeCard) -> None:
+def _raise_failed(exc: BaseException, card: ComputeCard) -> NoReturn:
     try:
         from runners.task import RunFailed
     except ImportError:  # pragma: no cover - execution ships with runners

@@ -12,10 +12,13 @@ FlopCounterMode formula) and in bf16 with SDPA on CUDA.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner.architecture import Architecture, shape_mismatch
 from planner.errors import ConfigError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 __all__ = ["load_policy", "load_tokenizer", "offline_chat_tokenizer", "random_policy", "train_rows"]
 
@@ -77,6 +80,7 @@ def offline_chat_tokenizer(vocab_size: int) -> Any:
 
 def load_tokenizer(arch: Architecture, path: str | Path | None) -> Any:
     """The policy's tokenizer; left padding (TRL generates from left-padded prompts)."""
+    tok: PreTrainedTokenizerBase
     if arch.family == "tiny":
         # Never AutoTokenizer on a qwen2 folder: it swaps in Qwen2Tokenizer.
         from runners.tinyworld.tokenizer import build_tokenizer
@@ -162,7 +166,7 @@ def load_policy(path: str, arch: Architecture, tokenizer: Any, *, device: str) -
     gen = model.generation_config
     gen.pad_token_id = tokenizer.pad_token_id
     gen.eos_token_id = tokenizer.eos_token_id
-    return model.to(device)
+    return model.to(device)  # type: ignore[arg-type]  # transformers types to() as functools.wraps(nn.Module.to)
 
 
 def train_rows(arch: Architecture, n: int, seed: int, *, dataset: str = "polaris",

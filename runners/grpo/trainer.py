@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trl import GRPOTrainer
 
 from runners.grpo.compat import check_trl_version
 from runners.grpo.downsample import max_variance_indices
+
+if TYPE_CHECKING:
+    from torch import nn
+    from trl import GRPOConfig
 
 __all__ = ["RaceGRPOTrainer"]
 
@@ -35,6 +39,11 @@ class RaceGRPOTrainer(GRPOTrainer):
     optional budget-sized rounds (``round_sizer``). ``meter`` (a :class:`runners.meter.FlopMeter`)
     gets the wall time of generation and reward scoring, and the FLOPs of vLLM generation,
     which its model hooks cannot see."""
+
+    # Typed by Trainer and TRL for before their __init__ (None: not set yet); set after it.
+    model: nn.Module
+    args: GRPOConfig
+    num_generations: int
 
     def __init__(
         self,
@@ -72,7 +81,7 @@ class RaceGRPOTrainer(GRPOTrainer):
         if self.round_sizer is not None:
             groups = len(inputs) // g
             # Micro-batches split the kept rows evenly: n * K must divide by steps_per_generation.
-            steps = int(self.args.steps_per_generation)
+            steps = int(self.args.steps_per_generation)  # type: ignore[arg-type]  # GRPOConfig.__post_init__ sets it
             multiple = steps // math.gcd(steps, self.completions_kept)
             n = self.round_sizer(groups, multiple)
             inputs = inputs[: max(n, multiple) * g]

@@ -70,7 +70,7 @@ class ProcessRewardModel(Qwen2PreTrainedModel):
             self.score = nn.Sequential(nn.Linear(d, head[0]), nn.ReLU(), nn.Linear(head[0], head[1]))
         self.post_init()
 
-    def forward(  # type: ignore[override]
+    def forward(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **_: Any
     ) -> torch.Tensor:
         hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
@@ -111,7 +111,7 @@ def load_prm(path: str | Path, arch: Architecture, *, device: str = "cpu") -> Pr
     model = ProcessRewardModel.from_pretrained(
         str(path), config=cfg, dtype=dtype, attn_implementation="eager", key_mapping=KEY_MAPPING
     )
-    return model.to(device).eval()
+    return model.to(device).eval()  # type: ignore[arg-type]  # transformers types to() as functools.wraps(nn.Module.to)
 
 
 # --------------------------------------------------------------------------- tiny world

@@ -195,7 +195,7 @@ def _does_no_arithmetic(tree: ast.AST, value: float) -> bool:
     ``16 + 2 - 2``), or its value does not hang on its other literals (``x * 0``, ``0 / x``,
     ``x - x``, ``x / x``). Literals of equal value move together, so "x - x" is seen whole.
     "10 - 5 = 5" and "4 / 2 = 2" do arithmetic: their value hangs on both literals."""
-    literals = {float(n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant)}
+    literals = {float(n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, int | float)}
     hangs_on = {
         v for v in literals if not all(_close(_value_moved(tree, v, v + d), value) for d in _PROBES)
     }

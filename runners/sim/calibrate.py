@@ -230,7 +230,7 @@ def calibrate(
         for i, c in enumerate(grid):  # every scale at once: learn() broadcasts over the capacity
             w = with_capacities(current, model, {t: Capacity(base=base[t], ceiling=float(c), scale=scales[:, None])})  # type: ignore[arg-type]
             loss[i] = np.mean(huber(simulated_gains(w, model, runs, t) - observed, delta), axis=-1)
-        i, j = np.unravel_index(int(np.argmin(loss)), loss.shape)
+        i, j = (int(k) for k in np.unravel_index(int(np.argmin(loss)), loss.shape))
         best = Capacity(base=base[t], ceiling=float(grid[i]), scale=float(scales[j]))
         current = with_capacities(current, model, {t: best})
         pred = simulated_gains(current, model, runs, t)

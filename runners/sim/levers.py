@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from planner.compiler import BUDGET_TOLERANCE, compile_plan
 from planner.errors import InfeasibleError
@@ -140,7 +141,7 @@ def levers_of_plan(plan: RunPlan) -> Levers:
     )
 
 
-def levers_at(model: str, reward: str, rho: np.ndarray, budget: np.ndarray) -> Levers:
+def levers_at(model: str, reward: str, rho: ArrayLike, budget: ArrayLike) -> Levers:
     """Levers ``compile_plan`` picks for each (rho, budget); flat arrays."""
     t = lever_table(model, reward)
     rho, budget = (

@@ -17,7 +17,7 @@ paired. Reward-model calls made here are removed from ``reward_system``'s meter.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
@@ -25,7 +25,20 @@ if TYPE_CHECKING:
     from runners.rewards import RewardSystemImpl
     from runners.tinyworld.task import Problem
 
-__all__ = ["evaluate_targets", "generate", "policy_report", "success"]
+
+class CausalLM(Protocol):
+    """What evaluation uses of a policy: a transformers causal LM, or a peft model around one
+    (``torch.nn.Module`` has no ``generate``)."""
+
+    training: bool
+
+    def eval(self) -> Any: ...
+
+    def train(self, mode: bool = True) -> Any: ...
+
+    def generate(self, *args: Any, **kwargs: Any) -> torch.Tensor: ...
+
+__all__ = ["CausalLM", "evaluate_targets", "generate", "policy_report", "success"]
 
 # Generation caps: the longest well-formed completion (6k + 4 tokens) plus slack.
 MAX_NEW = {"train": 40, "heldout": 40, "harder": 56}
@@ -43,7 +56,7 @@ def _check_sizes(n: int, samples: int, field: str) -> None:
 
 
 def generate(
-    model: torch.nn.Module,
+    model: CausalLM,
     tokenizer: Any,
     prompts: Sequence[str],
     *,
@@ -111,7 +124,7 @@ def _judge(problems: Sequence[Problem], completions: Sequence[Sequence[str]]) ->
 
 
 def evaluate_targets(
-    model: torch.nn.Module,
+    model: CausalLM,
     tokenizer: Any,
     reward_system: RewardSystemImpl,
     *,
@@ -151,7 +164,7 @@ def evaluate_targets(
 
 
 def policy_report(
-    model: torch.nn.Module, tokenizer: Any, *, n: int = 256, seed: int = 1234, samples: int = 4,
+    model: CausalLM, tokenizer: Any, *, n: int = 256, seed: int = 1234, samples: int = 4,
     device: str = "cpu",
 ) -> dict[str, float]:
     """Base-policy numbers for ``runners pretrain``: greedy and sampled success on the

@@ -77,15 +77,17 @@ _TOKENS: tuple[str, ...] = (*SPECIALS, *ALPHABET)
 _IDS: dict[str, int] = {tok: i for i, tok in enumerate(_TOKENS)}
 
 
-class TinyTokenizer(PreTrainedTokenizerFast):  # type: ignore[misc]
+class TinyTokenizer(PreTrainedTokenizerFast):
     """``PreTrainedTokenizerFast`` whose skip-special decoding is :func:`~runners.tinyworld.task.clean_completion`'s.
 
     Saved copies name this class but load as plain ``PreTrainedTokenizerFast`` (without the
     rule), which is why the evaluation decodes with :func:`decode_completion` instead.
     """
 
-    def _decode(self, token_ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str:
-        text = super()._decode(token_ids, skip_special_tokens=False, **kwargs)
+    def _decode(self, token_ids: int | list[int], skip_special_tokens: bool = False,
+                clean_up_tokenization_spaces: bool | None = None, **kwargs: Any) -> str:
+        text = super()._decode(token_ids, skip_special_tokens=False,
+                               clean_up_tokenization_spaces=clean_up_tokenization_spaces, **kwargs)
         return clean_completion(text) if skip_special_tokens else text
 
 
