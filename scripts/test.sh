@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 python3 -m pip install -q torch==2.13.0
 python3 -m pip install -q -c constraints.txt -e '.[dev]'
 python3 -m ruff check .
+# The type check ([tool.mypy] in pyproject.toml: the pydantic plugin, check_untyped_defs);
+# about a minute on 2 cores from a cold cache.
+python3 -m mypy planner surrogate runners
 # Headless Chromium for the report's browser test (tests/planner/test_browser.py): Debian's
 # package, installed once. Skipped when already installed, without apt-get or root; a failed
 # install only warns (that test then skips and says why).
