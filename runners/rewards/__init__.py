@@ -6,8 +6,10 @@
   list[float]`` (pass it as ``GRPOTrainer(reward_funcs=impl.funcs)``);
 * ``scorer`` -- the PRM module for ``proxy-prm`` / ``prm`` (None for rule rewards);
 * ``scored`` -- ``(batch, padded_seq_len)`` of every scorer forward actually run, and
-  ``calls`` -- ``(completions, wall seconds)`` of every reward call: what the FLOP meter
-  reads (rule rewards cost 0 FLOPs and only their wall time is reported).
+  ``calls`` -- ``(completions, wall seconds)`` of every reward call: a record of what ran.
+  The FLOP meter does not read them: it counts the scorer through its own hooks
+  (:meth:`runners.meter.FlopMeter.watch_scorer`) and times reward scoring itself; rule
+  rewards cost 0 FLOPs.
 
 Formulas: see :mod:`runners.rewards.rules` (sparse, structured, dense) and
 :mod:`runners.rewards.prm` (proxy-prm, prm: the minimum step probability).
@@ -34,13 +36,12 @@ RewardFunc = Callable[..., list[float]]
 
 @dataclass
 class RewardSystemImpl:
-    """A reward system ready for TRL, with the meter's view of what it executed."""
+    """A reward system ready for TRL, with a record of what it executed (``scored``, ``calls``)."""
 
     name: str
     family: str
     funcs: list[RewardFunc]
     scorer: torch.nn.Module | None = None
-    scorer_name: str | None = None
     scored: list[tuple[int, int]] = field(default_factory=list)
     calls: list[tuple[int, float]] = field(default_factory=list)
 
@@ -51,10 +52,6 @@ class RewardSystemImpl:
     @property
     def is_rule(self) -> bool:
         return self.scorer is None
-
-    @property
-    def wall_seconds(self) -> float:
-        return sum(s for _, s in self.calls)
 
     def scored_tokens(self) -> int:
         """Tokens the scorer computed over, padding included (``sum batch * seq_len``)."""
@@ -148,6 +145,5 @@ def build_reward_system(
             return [min(s) for s in steps]
 
     return RewardSystemImpl(
-        name, family, [_timed(score, name, calls)], scorer=model, scorer_name=arch.name,
-        scored=scored, calls=calls,
+        name, family, [_timed(score, name, calls)], scorer=model, scored=scored, calls=calls,
     )
