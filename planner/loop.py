@@ -6,9 +6,11 @@ already in the store is not run again; its record is told to the strategy instea
 count every relevant record in the store, so a resumed race continues its budget rather
 than starting a new one.
 
-Stop reasons: ``confident`` (every setting's top regime probability reached the
-problem's confidence, or, with an indifference tolerance, the expected loss of its call
-fell below it; only for strategies that have a posterior), ``max-runs``,
+Stop reasons: ``confident`` (every setting's call is decided: its top regime probability
+reached the problem's confidence, or, with an indifference tolerance, the expected loss of
+its call fell below it, and the strategy holds none open, as ours does until its
+validation runs check it: :func:`~planner.strategies.base.decision_state`; only for
+strategies that have a posterior), ``max-runs``,
 ``max-flops``, ``exhausted`` (the strategy has nothing more to propose).
 """
 
@@ -47,7 +49,6 @@ from planner.strategies.base import (
 
 __all__ = ["RaceProgress", "RaceResult", "regimes_document", "run_race", "write_regimes"]
 
-STOP_REASONS = ("confident", "max-runs", "max-flops", "exhausted")
 # MAX_ATTEMPTS (strategies.base): a run that has failed this many times in the store is
 # not tried again by a race (the strategy is told, and proposes it no more);
 # `runners execute --retries` is the tool for more.
@@ -78,7 +79,6 @@ class RaceResult:
     flops: dict[Setting, float]
     rounds: int = 0
     ask_seconds: list[float] = field(default_factory=list)
-    history: list[dict[str, Any]] = field(default_factory=list)
     # ok runs per setting: what its call rests on (``runs`` counts failed attempts too,
     # which cost FLOPs and count against --max-runs).
     measured: dict[Setting, int] = field(default_factory=dict)
@@ -90,10 +90,6 @@ class RaceResult:
     @property
     def total_flops(self) -> float:
         return sum(self.flops.values())
-
-    def confident(self) -> bool:
-        c = self.problem.confidence
-        return all(call.confidence >= c for call in self.calls.values())
 
 
 def _tally(
@@ -160,7 +156,6 @@ def run_race(
     strategy.tell(all_records)
     runs, flops, measured = _tally(problem, all_records)
     overrun = _overrun(all_records)
-    history: list[dict[str, Any]] = []
     asks: list[float] = []
     rnd = 0
     while True:
@@ -210,12 +205,10 @@ def run_race(
             break
         asked.update(rids)
         rnd += 1
-        history.append({"round": rnd, "runs": sum(runs.values()), "flops": sum(flops.values()),
-                        "batch": len(batch), "ask_s": asks[-1]})
         if progress is not None:
             progress(RaceProgress(rnd, sum(runs.values()), sum(flops.values()), strategy.decide(),
                                   len(batch), asks[-1], dict(measured)))
-    return RaceResult(problem, strategy.name, calls, reason, runs, flops, rnd, asks, history, measured)
+    return RaceResult(problem, strategy.name, calls, reason, runs, flops, rnd, asks, measured)
 
 
 def _one_by_one(
