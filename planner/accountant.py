@@ -153,10 +153,6 @@ def lora_backward_flops_per_token(
     return _body_backward(arch, lora, input_requires_grad=input_requires_grad).lora
 
 
-# A decoder layer's linears in execution order (Qwen2): attention in, attention out, MLP.
-_LAYER_ORDER = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-
 @dataclass(frozen=True)
 class _BodyBackward:
     """Per-token backward FLOPs of all decoder layers: activation gradients through the

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-__all__ = ["one_thread", "one_thread_when", "torch_threads"]
+__all__ = ["one_thread_when", "torch_threads"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,9 +37,16 @@ def torch_threads(n: int | None) -> Iterator[None]:
 
 
 def one_thread_when(needed: Callable[..., bool]) -> Callable[[F], F]:
-    """:func:`one_thread` for calls where ``needed(*args, **kwargs)`` says tensors will be
-    touched; otherwise the call runs as is, without importing torch (2-4 s of a cold
-    process: an empty-store ``planner suggest`` proposes its initial design without it)."""
+    """Run the call under ``torch_threads(1)`` where ``needed(*args, **kwargs)`` says
+    tensors will be touched (the surrogate's fits, calls and acquisition); otherwise as is,
+    without importing torch (2-4 s of a cold process: an empty-store ``planner suggest``
+    proposes its initial design without it).
+
+    Their matrices are tens of rows, where spare threads only spin (a report's fit: 12 s
+    against 1.2 s on a shared 2-core machine), and one thread makes a fit the same whatever
+    the core count: the race's calls and ``planner report``'s refit of the same runs agree
+    (with the process's two threads they differed: rho* 0.71 against 0.76 on 24 runs).
+    """
     def wrap(fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -51,19 +58,3 @@ def one_thread_when(needed: Callable[..., bool]) -> Callable[[F], F]:
         return wrapper  # type: ignore[return-value]
 
     return wrap
-
-
-def one_thread(fn: F) -> F:
-    """Run ``fn`` under ``torch_threads(1)``: the surrogate's fits, calls and acquisition.
-
-    Their matrices are tens of rows, where spare threads only spin (a report's fit: 12 s
-    against 1.2 s on a shared 2-core machine), and one thread makes a fit the same whatever
-    the core count: the race's calls and ``planner report``'s refit of the same runs agree
-    (with the process's two threads they differed: rho* 0.71 against 0.76 on 24 runs).
-    """
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with torch_threads(1):
-            return fn(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
