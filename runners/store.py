@@ -15,8 +15,9 @@ Why it is safe:
 - Every row is written with the fixed :data:`ROW_SCHEMA`, so metric columns that are null
   in one record and numbers in another keep one dtype and
   ``polars.read_parquet("DIR/runs/*.parquet")`` reads the whole dataset as one table.
-- Reads open each file on its own: a corrupt or truncated file is listed in ``corrupt_``
-  (name and reason) and skipped; the rest of the dataset still loads.
+- Reads open each file on its own: a corrupt or truncated file is listed in the scan's
+  ``corrupt`` (name and reason, :meth:`PilotStore.scan`) and skipped; the rest of the
+  dataset still loads.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import stat
 import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -202,10 +203,9 @@ def _read_one(path: Path) -> list[RunRecord]:
 
 @dataclass
 class PilotStore:
-    """A directory of run records. ``corrupt_`` lists the files skipped by the last read."""
+    """A directory of run records (unreadable files: :meth:`scan`, :meth:`corrupt`)."""
 
     root: Path
-    corrupt_: list[CorruptRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
@@ -392,7 +392,6 @@ class PilotStore:
                         continue  # a copy under another name: count the run once
                     seen.add(key)
                     out.append(rec)
-        self.corrupt_ = corrupt
         return Scan(out, corrupt)
 
     def records(self, *, status: str | None = "ok") -> list[RunRecord]:
