@@ -10,8 +10,8 @@ training set at a single budget still gives a well-defined budget axis; outcomes
 standardised; seed replicates are averaged and their pooled variance becomes
 ``train_Yvar`` (:func:`surrogate.data.group_replicates`). Hyperparameters are fitted by
 L-BFGS capped at ``max_iter`` iterations from a fresh start at the priors' modes; with
-``warm_start`` (an active loop refits after every batch) also from the previous fit's
-hyperparameters, keeping the higher posterior density.
+``warm_start`` also from the previous fit's hyperparameters, keeping the higher posterior
+density (the race refits fresh after every batch: docs/planner.md).
 
 Shapes: ``X`` is ``(n, 5)`` with columns :data:`surrogate.data.FEATURES`; means and stds
 are ``(n,)``; frontier samples are ``(n_samples, G)`` for a rho grid of ``G`` points.
@@ -114,7 +114,9 @@ class FrontierSurrogate:
             default those in the training records.
         models: policy name -> parameter count, for queries by name; records add theirs.
         budget_range: (lo, hi) FLOPs spanned by the budget axis; by default the records'
-            range padded by half a decade. The planner passes (pilot / 10, target).
+            range padded by half a decade. The planner passes (lowest / 10, target), lowest
+            the smaller of the pilot budget and the cheapest run's
+            (:func:`planner.strategies.base.budget_axis`).
         max_iter: L-BFGS iteration cap of the hyperparameter fit (None: to convergence).
         warm_start: a refit also starts from the previous fit's hyperparameters (besides a
             fresh start); the better optimum wins.

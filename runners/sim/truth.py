@@ -97,9 +97,10 @@ class Frontier:
 
 
 def _nearest_feasible_budget(model: str, reward: str, grid: np.ndarray, budget: float) -> float:
-    """The cost of the plan nearest ``budget`` (log scale) over the rho grid, as the
-    compiler names it: small budgets take cheaper levers than the table's, so feasibility
-    is not monotone in the budget and no table minimum says where it starts."""
+    """The cost of the plan nearest ``budget`` (log scale) over ``grid`` (the lever table's
+    requests, one per plan; about 40 of them tried), as the compiler names it: small
+    budgets take cheaper levers than the table's, so feasibility is not monotone in the
+    budget and no table minimum says where it starts."""
     from planner.compiler import compile_plan
     from planner.errors import InfeasibleError
 
@@ -145,7 +146,8 @@ def frontier(
     values = learn(w, model, reward, lv.prompts[ok], lv.generated[ok], lv.kept[ok],
                    lv.iterations[ok])[target]
     rho, shares = lv.rho[ok], lv.shares[ok]
-    # Several grid points compile to the same plan; keep one point per achieved rho.
+    # One point per achieved rho: the requests are one per plan already, so this only
+    # guards against two plans that achieve the same rho.
     _, first = np.unique(np.round(rho, 12), return_index=True)
     order = first[np.argsort(rho[first])]
     return Frontier(w.name, model, reward, target, float(budget), rho[order], values[order],
