@@ -11,7 +11,8 @@ python3 -m ruff check .
 python3 -m mypy planner surrogate runners
 # Headless Chromium for the report's browser test (tests/planner/test_browser.py): Debian's
 # package, installed once. Skipped when already installed, without apt-get or root; a failed
-# install only warns (that test then skips and says why).
+# install only warns here: that test then skips and says why, except in CI (CI set, apt-get
+# present), where it fails and names this step.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 \
     || echo "warning: could not install chromium; the browser test will skip" >&2

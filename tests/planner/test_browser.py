@@ -4,7 +4,8 @@ the DevTools protocol by :mod:`planner.report.browser`.
 Asserts every figure decoded (``naturalWidth > 0``), the console shows no errors, the page
 asked for nothing outside itself, and saves screenshots. A control page with a broken
 image and a console error proves the checks can fail. Skips only when no Chromium is
-installed (``.ci/run`` installs it through ``scripts/test.sh``).
+installed, and not in CI on a machine with apt-get (``.ci/run`` installs it through
+``scripts/test.sh``), where a missing browser fails.
 """
 
 from __future__ import annotations
