@@ -126,7 +126,6 @@ class SeededEngine:
         return self.inner.run(proposal, 1000 * self.rep + seed, progress)
 
 
-
 def _race(name: str, world: str, rep: int, problem: RaceProblem, truth: Truth, *,
           max_runs: int | None = None, max_flops: float | None = None, seeds: int = 1,
           config: str = "", **opts: Any) -> Outcome:

@@ -21,8 +21,6 @@ DataOpt = Annotated[Path, typer.Option("--data", "-d", parser=path_value, help="
 DEFAULT_DATA = Path("pilot-data")
 
 
-
-
 @command(help="Run the proposals in PROPOSALS (a proposals.json) and record them in --data.")
 def execute(
     proposals: Annotated[Path, typer.Argument(parser=path_value, help="proposals.json from `planner suggest` or `planner plan --out`.")],

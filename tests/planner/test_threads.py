@@ -24,7 +24,6 @@ def test_the_count_is_set_inside_and_restored_after_even_on_error() -> None:
         torch.set_num_threads(before)
 
 
-
 def test_an_empty_store_suggestion_does_not_import_torch(tmp_path) -> None:
     # Importing torch only to set its thread count cost a cold `planner suggest` on empty
     # data 2-4 s of its 10 s (the bound); the initial design touches no tensor.
