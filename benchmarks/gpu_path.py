@@ -209,7 +209,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         def addmm(self_shape: Any, a_shape: Any, b_shape: Any, *_: Any, out_shape: Any = None, **__: Any) -> int:
             # In-place addmm_ (TRL's CPU LM-head grad) has no built-in formula, and torch
-            # 2.11's misreads addmm(..., out_dtype) (TRL's CUDA path): count both as 2mkn.
+            # 2.11's misread addmm(..., out_dtype) (TRL's CUDA path; 2.13's takes the extra
+            # keywords, docs/meter.md): count both as 2mkn.
             return 2 * a_shape[0] * a_shape[1] * b_shape[1]
 
         mapping = {torch.ops.aten.addmm_: addmm, torch.ops.aten.addmm: addmm}
