@@ -313,7 +313,7 @@ def _execute(engine: Any, proposal: Proposal, seed: int, state: RunState,
     provenance = {
         "policy": path,
         "policy_weights": weights_fingerprint(path),
-        "scorer": getattr(rewards, "scorer_name", None),
+        "scorer": rewards.scorer_name,
         "scorer_weights": (weights_fingerprint(str(scorer_path))
                            if scorer_path is not None and state.scorer is not None else None),
         "adapter_delta_norm": delta,

@@ -42,6 +42,8 @@ class RewardSystemImpl:
     family: str
     funcs: list[RewardFunc]
     scorer: torch.nn.Module | None = None
+    # Recorded in each run's provenance (runners.grpo.run): which scorer scored it.
+    scorer_name: str | None = None
     scored: list[tuple[int, int]] = field(default_factory=list)
     calls: list[tuple[int, float]] = field(default_factory=list)
 
@@ -145,5 +147,6 @@ def build_reward_system(
             return [min(s) for s in steps]
 
     return RewardSystemImpl(
-        name, family, [_timed(score, name, calls)], scorer=model, scored=scored, calls=calls,
+        name, family, [_timed(score, name, calls)], scorer=model, scorer_name=arch.name,
+        scored=scored, calls=calls,
     )
