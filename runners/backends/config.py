@@ -70,7 +70,7 @@ class SlurmOptions(BaseModel):
     def _prefixed(cls, v: dict[str, Any]) -> dict[str, Any]:
         for k in v:
             if not k.startswith(("slurm_", "local_")):
-                raise ValueError(f"key {k!r} must start with slurm_ (submitit's naming)")
+                raise ValueError(f"key {k!r} must start with slurm_ (or local_ for cluster = \"local\"; submitit's naming)")
         return v
 
 

@@ -109,6 +109,16 @@ def test_bad_backend_options_name_their_field(name: str, opts: dict, field: str,
         make_backend(name, data=tmp_path, **opts)
 
 
+def test_a_slurm_extra_key_names_both_prefixes_it_takes() -> None:
+    from runners.backends.config import SlurmOptions
+
+    # local_ keys pass (submitit's local executor reads them under cluster = "local"), so
+    # the refusal must not tell a user that slurm_ is the only prefix.
+    assert SlurmOptions(extra={"local_signal_delay_s": 10}).extra == {"local_signal_delay_s": 10}
+    with pytest.raises(ValueError, match=r"must start with slurm_ \(or local_ for cluster"):
+        SlurmOptions(extra={"account": "x"})
+
+
 @pytest.mark.skipif(shutil.which("sbatch") is not None, reason="this machine has SLURM")
 def test_slurm_without_slurm_is_refused_not_run_locally(tmp_path: Path) -> None:
     pytest.importorskip("submitit")
