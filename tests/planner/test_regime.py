@@ -265,3 +265,61 @@ def test_a_probability_is_shown_rounded_down(p: float, kw: dict, shown: str) -> 
     from planner.regime import format_probability
 
     assert format_probability(p, **kw) == shown
+
+
+def test_shares_take_the_ends_of_the_range() -> None:
+    # rho 0 (nothing learned: search and reward split the whole budget) and rho 1 are
+    # allocations, not errors.
+    np.testing.assert_allclose(shares_for_rho([0.0, 1.0], 0.25), [[0.75, 0.0, 0.25], [0.0, 1.0, 0.0]])
+
+
+def test_one_sample_path_is_a_posterior() -> None:
+    # S >= 1: a single path's argmax is both ends of every interval.
+    one = humps(np.array([0.72]))
+    assert rho_star_interval(one, GRID) == pytest.approx((0.72, 0.72))
+    call = classify(one, GRID, RULE)
+    assert call.rho_star == pytest.approx(0.72) and call.confidence == 1.0
+
+
+def test_without_a_mean_rho_star_is_the_median_argmax_of_the_call() -> None:
+    # Five update-heavy paths peaking at 0.6 .. 0.95 and one search-heavy one: the median of
+    # the five (the third) is 0.8.
+    call = classify(humps(np.array([0.3, 0.95, 0.6, 0.9, 0.7, 0.8])), GRID, RULE)
+    assert call.regime == "update-heavy" and call.rho_star == pytest.approx(0.8)
+
+
+def test_stake_and_loss_are_differences_so_a_shift_of_the_metric_leaves_them() -> None:
+    # The humps peak at 0; a metric that peaks at 1 must give the same stake and loss.
+    up = LABELS.index("update-heavy")
+    for samples in (humps(np.full(6, 0.8)), humps(np.array([0.3] * 4 + [0.8] * 6))):
+        assert regime_stake(samples + 1.0, RULE, up) == pytest.approx(regime_stake(samples, RULE, up))
+        assert expected_loss(samples + 1.0, RULE, up) == pytest.approx(expected_loss(samples, RULE, up))
+    assert regime_stake(humps(np.full(6, 0.8)) + 1.0, RULE, up) == pytest.approx(4.0)
+
+
+def test_a_stake_in_noise_sd_needs_a_positive_sd() -> None:
+    call = classify(humps(np.full(4, 0.8)), GRID, RULE)
+    for sd in (0.0, -0.1, float("nan")):
+        call.extra["noise_sd"] = sd
+        assert np.isnan(call.stake_sd), sd
+
+
+def test_to_dict_carries_the_optimum_interval_where_there_is_one() -> None:
+    call = classify(humps(np.array([0.3] * 4 + [0.8] * 6)), GRID, RULE)
+    assert call.to_dict()["optimum_ci"] == pytest.approx([0.3, 0.8])
+    bare = RegimeCall(0.5, (0.4, 0.6), "update-heavy", {"update-heavy": 1.0})
+    assert "optimum_ci" not in bare.to_dict()
+
+
+@pytest.mark.parametrize("call", [
+    lambda: rho_star_interval(humps(np.array([0.3]))[:, :5], GRID),  # another grid's paths
+    lambda: rho_star_interval(humps(np.array([0.3])), GRID, 0.0),
+    lambda: rho_star_interval(humps(np.array([0.3])), GRID, 1.0),
+    lambda: classify(humps(np.array([0.3])), np.where(GRID > 0.9, np.nan, GRID), RULE),
+    # Length-1 arrays broadcast against the grid: they would silently apply to every point.
+    lambda: classify(humps(np.array([0.3])), GRID, RULE, mean=np.zeros(1)),
+    lambda: classify(humps(np.array([0.3])), GRID, RULE, eligible=np.ones(1, dtype=bool)),
+])
+def test_interval_and_call_inputs_are_checked_where_they_enter(call) -> None:
+    with pytest.raises(ValueError, match=r"samples must be|level must|rho_grid must|mean must|eligible must"):
+        call()
