@@ -80,3 +80,21 @@ def test_at_a_budget_the_map_picks_what_compile_plan_picks(budget: float) -> Non
         assert _levers(model, reward, w) == (p.completions_per_prompt, p.completions_kept, p.num_iterations), rho
         fell_back += w != int(request_map(model, reward).winner[rm.interval(rho)])
     assert fell_back > 0 if budget < 1e16 else True
+
+
+def test_requests_outside_zero_one_lie_in_no_interval() -> None:
+    rm = request_map("qwen2.5-1.5b", "sparse")
+    assert rm.edges[0] == 0.0 and rm.edges[-1] == 1.0
+    assert rm.interval(np.array([-0.1, 1.0, 1.5])).tolist() == [-1, -1, -1]
+    assert rm.interval(np.array([0.5]))[0] >= 0
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 8, 9, 16])
+def test_range_minimum_is_the_minimum_of_every_slice(n: int) -> None:
+    # Powers of two included: the table's top level spans the whole array there.
+    from planner.reach import _SparseMin
+
+    values = np.random.default_rng(n).permutation(n)
+    lo, hi = np.array([(a, b) for a in range(n) for b in range(a + 1, n + 1)]).T
+    got = _SparseMin(values).query(lo, hi)
+    assert got.tolist() == [int(values[a:b].min()) for a, b in zip(lo, hi, strict=True)]
