@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -215,6 +216,7 @@ def test_compile_plan_refuses_what_is_not_a_request(args: tuple, field: str) -> 
     # bool("no") is True: a string here compiled a checkpointed plan; a string tolerance
     # failed as a bare TypeError naming no option.
     {"gradient_checkpointing": "no"}, {"gradient_checkpointing": "false"}, {"rho_tolerance": "0.05"},
+    {"rho_tolerance": 0},
 ])
 def test_compile_options_refuse_values_that_would_silently_mean_something_else(kw: dict) -> None:
     from planner.compiler import CompileOptions
@@ -314,3 +316,103 @@ def test_options_take_a_generator_of_targets() -> None:
     from planner.compiler import CompileOptions
 
     assert CompileOptions(lora_targets=(m for m in ["q_proj", "v_proj"])).lora_targets == ("q_proj", "v_proj")
+
+
+def test_a_zero_budget_is_no_request_not_an_infeasible_one() -> None:
+    from planner.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^budget: must be a positive"):
+        compile_plan("qwen2.5-1.5b", "sparse", 0.5, 0.0)
+
+
+def test_options_take_the_least_values_they_name() -> None:
+    # One-token prompts, a group of two and one pass are the documented minima, not errors.
+    o = CompileOptions(prompt_len=1, completion_len=1, group_size=2, max_generated=2, max_iterations=1)
+    assert (o.prompt_len, o.group_size, o.max_generated, o.max_iterations) == (1, 2, 2, 1)
+
+
+def test_the_levers_are_the_documented_space() -> None:
+    """docs/accounting.md: K in {2, 4, 8, 16}, G in [K, 64], mu in [1, 16]."""
+    from planner.compiler import _candidates, per_completion
+    from planner.registry import get_model
+
+    arch = get_model("qwen2.5-1.5b")
+    o = CompileOptions().resolve(arch)
+    got = [(g, k, mu) for _, g, k, mu, _ in _candidates(per_completion(arch, get_reward("prm"), o), o)]
+    want = {(g, k, mu) for k in (2, 4, 8, 16) for g in range(k, 65) for mu in range(1, 17)}
+    assert len(got) == len(want) and set(got) == want
+
+
+def test_a_request_just_beyond_the_rho_tolerance_is_out_of_reach() -> None:
+    lo, _ = achievable_rho_range("qwen2.5-1.5b", "sparse")
+    compile_plan("qwen2.5-1.5b", "sparse", lo - 0.0497, 1e18)
+    with pytest.raises(InfeasibleError, match="out of reach"):
+        compile_plan("qwen2.5-1.5b", "sparse", lo - 0.0503, 1e18)
+
+
+def test_a_plan_may_fill_the_context_exactly() -> None:
+    # tiny-s reads 256 tokens; only more than that is refused.
+    plan = compile_plan("tiny-s", "sparse", 0.5, 1e12, CompileOptions(prompt_len=128, completion_len=128))
+    assert plan.prompt_len + plan.completion_len == 256
+
+
+def test_an_all_positions_head_scores_every_position_but_the_last() -> None:
+    """unit_costs: the fused LM head projects C completion tokens on GPUs and S - 1 = P + C - 1
+    positions elsewhere; a train pass pays a position three times (forward, its gradient
+    and the chunked head's recompute), a log-prob forward once."""
+    from planner.accountant import lm_head_flops_per_token
+    from planner.compiler import per_completion
+    from planner.registry import get_model
+
+    arch, rs = get_model("qwen2.5-1.5b"), get_reward("sparse")
+    opts = dict(prompt_len=100, completion_len=50)
+    gpu = per_completion(arch, rs, CompileOptions(lm_head_positions="completion", **opts).resolve(arch))
+    cpu = per_completion(arch, rs, CompileOptions(lm_head_positions="all", **opts).resolve(arch))
+    extra = (100 - 1) * lm_head_flops_per_token(arch)
+    assert cpu.old_logprobs - gpu.old_logprobs == extra
+    assert cpu.ref_logprobs - gpu.ref_logprobs == extra
+    assert cpu.train_pass - gpu.train_pass == 3 * extra
+    assert cpu.generate == gpu.generate
+
+
+@pytest.mark.parametrize(("model", "reward", "rho", "budget"), [
+    ("qwen2.5-1.5b", "prm", 0.5, 1e16),  # the head over completions (GPU default)
+    ("tiny-s", "structured", 0.7, 1e12),  # over all positions (CPU default)
+    ("qwen2.5-7b", "sparse", 0.3, 3e17),
+])
+def test_a_compiled_plan_passes_its_own_check_and_each_edit_fails_it(
+    model: str, reward: str, rho: float, budget: float,
+) -> None:
+    import math
+
+    from planner.compiler import check_plan
+    from planner.errors import ConfigError
+    from planner.registry import get_model
+
+    plan = compile_plan(model, reward, rho, budget)
+    check_plan(plan)
+    assert plan.rounds == math.ceil(plan.total_prompts / plan.prompts_per_round)
+    assert plan.lm_head_positions == get_model(model).defaults.lm_head_positions
+    f, fp = plan.flops, plan.flops_per_prompt
+    edits = {
+        "completions_kept": {"completions_kept": plan.completions_per_prompt + 1},
+        "rounds": {"rounds": plan.rounds + 1},
+        "max_completion_length": {"max_completion_length": plan.completion_len - 1},
+        "old_logprobs": {"old_logprobs": not plan.old_logprobs},
+        "flops_per_prompt.search": {"flops_per_prompt": fp.model_copy(update={"search": fp.search * 1.001})},
+        "flops.total": {"flops": f.model_copy(update={"total": f.total * 1.001})},
+        "rho": {"rho": plan.rho + 0.001},
+    }
+    for field, update in edits.items():
+        with pytest.raises(ConfigError, match=rf"^plan\.{re.escape(field)}: .*recompile it"):
+            check_plan(plan.model_copy(update=update))
+
+
+def test_a_budget_a_few_groups_miss_names_the_closest_plan_cost() -> None:
+    # At 2e14 qwen2.5-3b prm's rho-0.2 plans (a few prompt groups) all miss by over 2%; the
+    # nearest feasible budget is a plan's cost close to the request, not one group's.
+    with pytest.raises(InfeasibleError) as info:
+        compile_plan("qwen2.5-3b", "prm", 0.2, 2e14)
+    nearest = info.value.nearest
+    assert info.value.field == "budget" and abs(nearest - 2e14) < 0.05 * 2e14
+    assert abs(compile_plan("qwen2.5-3b", "prm", 0.2, nearest).flops.total - nearest) <= 0.02 * nearest
