@@ -3,18 +3,25 @@ FlopCounterMode checks of the same formulas: test_accountant_flopcounter.py."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.accountant import (
+    FlopsBreakdown,
     LoRA,
     decode_flops,
+    forward_flops,
     generation_flops,
     lora_backward_flops_per_token,
     lora_forward_flops_per_token,
     prefill_flops,
+    reward_model_flops,
+    score_head_flops_per_token,
+    train_pass_flops,
 )
-from planner.architecture import LINEAR_MODULES
+from planner.architecture import LINEAR_MODULES, Architecture
 from planner.registry import get_model
 
 MODELS = ("tiny-s", "qwen2.5-1.5b", "qwen2.5-7b")
@@ -45,3 +52,70 @@ def test_lora_backward_is_twice_its_forward_when_every_input_needs_a_gradient(na
     # Without input gradients, layer 0's q/k/v adapters need no gradient of x: 2 r in each.
     skipped = 3 * 2 * rank * arch.hidden_size
     assert lora_backward_flops_per_token(arch, lora, input_requires_grad=False) == 2 * fwd - skipped
+
+
+# A toy decoder small enough to count by hand: L 2, d 8, 2 heads of 4 (q_dim 8), one kv head
+# (kv_dim 4), I 16, V 10. Per layer the linears hold q 64 + k 32 + v 32 + o 64 + gate 128 +
+# up 128 + down 128 = 576 weights, so per token: linears 2 L 576 = 2304, LM head 2 d V = 160,
+# rotary head_dim = 4; attention(q, kv) = 4 L q kv q_dim = 64 q kv; LoRA r 2 on all seven
+# modules: sum(in + out) = 128, forward 2 L r 128 = 1024.
+TOY = Architecture("toy", "policy", "tiny", 8, 2, 2, 1, 16, 10, True)
+TOY_LORA = LoRA(2, LINEAR_MODULES)
+
+
+def test_forward_and_generation_count_by_hand() -> None:
+    # B 3, T 5: 3 * (5 * 2304 + 64 * 25 + 5 * 160 + 5 * 4) = 3 * 13940.
+    assert forward_flops(TOY, 3, 5) == 41820
+    # Adapters on, logits at 2 positions: 3 * (5 * 3328 + 1600 + 2 * 160 + 20).
+    assert forward_flops(TOY, 3, 5, logit_positions=2, lora=TOY_LORA) == 55740
+    assert prefill_flops(TOY, 5) == 5 * 2304 + 1600 + 160 + 20
+    assert decode_flops(TOY, 7) == 2304 + 160 + 64 * 7 + 4
+    # Prefill of 5 yields token 1; tokens 2 and 3 decode at contexts 6 and 7.
+    assert generation_flops(TOY, 5, 3) == 13300 + (2304 + 160 + 64 * 6 + 4) + 2916
+    assert generation_flops(TOY, 5, 1) == 13300 and generation_flops(TOY, 5, 0) == 0
+
+
+def test_train_pass_counts_by_hand() -> None:
+    """B 3, T 5, every position's logits. Forward 3 * (5 * 3328 + 1600 + 800 + 20) = 57180.
+    Backward with every input needing a gradient: frozen linears' grad_x 2304, adapters
+    4 r (in + out) = 2048 per token, attention twice its forward (3200), the head's grad_x
+    once per position: 3 * (5 * 4352 + 3200 + 800) = 77280."""
+    full = train_pass_flops(TOY, 3, 5, TOY_LORA, input_requires_grad=True)
+    assert full == 57180 + 77280
+    # Frozen embeddings: layer 0's q, k, v skip grad_x through their weights (64 + 32 + 32,
+    # doubled) and through A (2 r in each, 3 * 32): 3 * 5 * (256 + 96) less.
+    assert train_pass_flops(TOY, 3, 5, TOY_LORA) == full - 3 * 5 * (256 + 96)
+    # The chunked head recomputes its logits in backward: one more head per position.
+    assert train_pass_flops(TOY, 3, 5, TOY_LORA, input_requires_grad=True, lm_head_recompute=True) == full + 3 * 5 * 160
+    # Fused attention recomputes QK^T, half of each layer's attention forward (800 / 2).
+    assert train_pass_flops(TOY, 3, 5, TOY_LORA, input_requires_grad=True, flash_attention=True) == full + 3 * 2 * 400
+    # Checkpointing runs the body forward again (5 * 3328 + 1600 a sequence) less, with the
+    # early stop, each layer's last matmul: down_proj's adapter B (r * out = 16) here, its
+    # frozen weight (16 * 8) where down_proj has no adapter.
+    redo = 3 * (5 * 3328 + 1600)
+    assert train_pass_flops(TOY, 3, 5, TOY_LORA, gradient_checkpointing=True, checkpoint_early_stop=False) == full + redo
+    assert train_pass_flops(TOY, 3, 5, TOY_LORA, gradient_checkpointing=True) == full + redo - 3 * 5 * 2 * 2 * 16
+    qv = LoRA(2, ("q_proj", "v_proj"))
+    on, off = (train_pass_flops(TOY, 3, 5, qv, gradient_checkpointing=True, checkpoint_early_stop=e) for e in (True, False))
+    assert off - on == 3 * 5 * 2 * 2 * 16 * 8
+
+
+def test_reward_models_pay_their_score_head_not_an_lm_head() -> None:
+    prm = get_model("qwen2.5-math-prm-7b")  # Linear(3584, 3584) -> ReLU -> Linear(3584, 2)
+    assert prm.score_head == (3584, 2)
+    assert score_head_flops_per_token(prm) == 2 * 3584 * 3584 + 2 * 3584 * 2
+    assert score_head_flops_per_token(dataclasses.replace(prm, score_head=(1,))) == 2 * 3584
+    assert score_head_flops_per_token(TOY) == 0
+    # A (4, 2) head on the toy: 2 * 8 * 4 + 2 * 4 * 2 = 80 a position, in place of the 160 LM head.
+    toy_prm = dataclasses.replace(TOY, role="prm", score_head=(4, 2))
+    assert reward_model_flops(toy_prm, 3, 5) == 3 * (5 * 2304 + 1600 + 5 * 80 + 20)
+
+
+def test_a_breakdown_adds_scales_and_splits() -> None:
+    b = FlopsBreakdown(1.0, 3.0, 4.0)
+    assert b.total == 8.0 and b.rho == 0.375
+    assert b.shares() == {"search": 0.125, "learning": 0.375, "reward": 0.5}
+    assert b.scaled(2.0) == FlopsBreakdown(2.0, 6.0, 8.0) == b + b
+    assert b.as_dict() == {"search": 1.0, "learning": 3.0, "reward": 4.0, "total": 8.0}
+    empty = FlopsBreakdown()
+    assert empty.rho == 0.0 and empty.shares() == {"search": 0.0, "learning": 0.0, "reward": 0.0}
