@@ -111,6 +111,7 @@ BASE_YAML = ("model_name_or_path: qwen2.5-3b\nexpected_prompt_length: 8\nexpecte
     ("use_peft: true\nbeta: .inf\n", "config: beta must be a finite number >= 0, got inf"),
     ("use_peft: true\nnum_train_epochs: -1\n", "config: num_train_epochs must be a positive number, got -1"),
     ("use_peft: true\nnum_train_epochs: .nan\n", "config: num_train_epochs must be a positive number, got nan"),
+    ("use_peft: true\nnum_train_epochs: 0\n", "config: num_train_epochs must be a positive number, got 0"),
     # TRL runs a model id given in reward_funcs on every completion; costed as a free rule
     # function it would drop the reward share without a word.
     ("use_peft: true\nreward_funcs: [accuracy_reward, Skywork/Skywork-o1-Open-PRM-Qwen-2.5-7B]\n",
@@ -314,6 +315,8 @@ def test_activation_checkpointing_is_the_name_transformers_reads_first(tmp_path:
                        )["per_round"] == whole["per_round"]
     assert _audit_with(tmp_path, **qv, gradient_checkpointing_kwargs='{"use_reentrant": "false"}'
                        )["per_round"] == _audit_with(tmp_path, **qv)["per_round"]
+    assert _audit_with(tmp_path, **qv, gradient_checkpointing_kwargs='{"use_reentrant": "true"}'
+                       )["per_round"] == whole["per_round"]
     assert _audit_with(tmp_path, gradient_checkpointing=None)["per_round"] == off["per_round"]
     res = runner.invoke(app, ["audit", str(tmp_path / "r0.json")])
     assert res.exit_code == 0
@@ -403,7 +406,7 @@ def test_trl_grpo_script_keys_that_cost_nothing_are_accepted(tmp_path: Path) -> 
     plain = _audit_with(tmp_path)
     more = _audit_with(tmp_path, lora_dropout=0.05, dataset_name="openai/gsm8k", dtype="bfloat16",
                        attn_implementation="sdpa", load_in_4bit=False, use_dora=False,
-                       generation_kwargs={"top_k": 50, "temperature": 0.9, "num_beams": 1})
+                       generation_kwargs={"top_k": 50, "temperature": 0.9, "num_beams": 1, "use_cache": True})
     assert more["per_round"] == plain["per_round"]
 
 
@@ -417,4 +420,36 @@ def test_a_causal_lm_as_reward_model_is_costed_with_a_score_head(tmp_path: Path)
     extra = with_rm["per_round"]["reward"] - plain["per_round"]["reward"]
     completions, seq = with_rm["completions_per_round"], with_rm["knobs"]["prompt_len"] + with_rm["knobs"]["completion_len"]
     body = forward_flops(scorer, completions, seq, logit_positions=0)
-    assert extra == pytest.approx(body + completions * seq * 2 * scorer.hidden_size, rel=1e-6)
+    # The head is ~1e-6 of the body: only a tight tolerance tells Linear(d, 1) from no head.
+    assert extra == pytest.approx(body + completions * seq * 2 * scorer.hidden_size, rel=1e-12)
+
+
+RAW = {"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8, "expected_completion_length": 8}
+
+
+def test_generation_batch_size_is_split_over_devices_and_processes() -> None:
+    # TRL: generation_batch_size = per-device batch x processes x steps_per_generation.
+    from planner.recipe import recipe_from_trl, trl_defaults
+
+    raw = RAW | {"generation_batch_size": 16, "per_device_train_batch_size": 2, "world_size": 2}
+    recipe = recipe_from_trl(raw, trl_defaults())
+    assert recipe.steps_per_generation == 4 and recipe.completions_per_round == 16
+
+
+def test_a_count_of_exactly_the_cap_is_accepted() -> None:
+    from planner.errors import ConfigError
+    from planner.recipe import MAX_COUNT, recipe_from_trl, trl_defaults
+
+    assert MAX_COUNT == 10**12
+    assert recipe_from_trl(RAW | {"dataset_size": 10**12}, trl_defaults()).dataset_size == 10**12
+    with pytest.raises(ConfigError, match="dataset_size is 1e"):
+        recipe_from_trl(RAW | {"dataset_size": 10**12 + 1}, trl_defaults())
+
+
+@pytest.mark.parametrize("spec", [[1], ["q_proj", None], {"q_proj": 1}, 5])
+def test_lora_targets_that_are_no_list_of_names_are_refused(spec: object) -> None:
+    from planner.errors import ConfigError
+    from planner.recipe import lora_targets
+
+    with pytest.raises(ConfigError, match="must be a list of module names"):
+        lora_targets(spec)
