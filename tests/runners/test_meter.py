@@ -325,3 +325,64 @@ def test_vllm_generation_is_billed_without_adapter_flops() -> None:
     assert f == generation_flops(arch, 256, 512) + generation_flops(arch, 200, 300)
     assert f < generation_flops(arch, 256, 512, lora=LoRA(16, tuple(TARGETS))) + \
         generation_flops(arch, 200, 300, lora=LoRA(16, tuple(TARGETS)))
+
+
+# The toy decoder of tests/planner/test_accountant.py, counted by hand there: per token
+# linears 2304, LM head 160, rotary 4, LoRA r 2 on every module 1024; attention(q, kv) =
+# 64 q kv.
+def _toy_meter(lora: LoRA | None = LoRA(2, tuple(TARGETS))) -> FlopMeter:
+    from planner.architecture import Architecture
+
+    return FlopMeter(Architecture("toy", "policy", "tiny", 8, 2, 2, 1, 16, 10, True), lora=lora)
+
+
+def test_explicit_counts_by_hand() -> None:
+    m = _toy_meter()
+    # Two decode steps at context 7, logits at both: 2 * (2304 + 1024 + 64 * 7 + 4) + 2 * 160.
+    assert m.add_generation_forward(2, 1, 7, 2) == 2 * (3328 + 448 + 4) + 320
+    assert m.add_generation_forward(2, 1, 7, 2, lora_active=False) == 2 * (2304 + 448 + 4) + 320  # adapters off
+    # A checkpointed LoRA pass, B 3, T 5, 15 head positions: body forward 3 * (5 * 3328 + 1600
+    # + 20), backward 3 * (5 * (2304 + 2048) + 3200), recompute 3 * (5 * (3328 - 64) + 1600);
+    # the head 15 * 160 three times (forward, grad_x, the chunked head's recompute).
+    body = 3 * (5 * 3328 + 1620) + 3 * (5 * 4352 + 3200) + 3 * (5 * 3264 + 1600)
+    assert m.add_train_pass(3, 5, 15, checkpointing=True, input_requires_grad=True) == body + 15 * 160 * 3
+    assert m.add_train_pass(3, 5, 15, checkpointing=True, input_requires_grad=True, lm_head_recompute=False,
+                            head_trainable=True, early_stop=False) == body + 3 * 5 * 64 + 15 * 160 * 3
+    # A log-prob forward: the body plus its head positions once.
+    assert m.add_logprob_forward(3, 5, 15, lora_active=True) == 3 * (5 * 3328 + 1620) + 15 * 160
+    assert m.add_logprob_forward(3, 5, 15, lora_active=False) == 3 * (5 * 2304 + 1620) + 15 * 160
+    assert m.total == sum(m.flops.values()) == m.flops["search"] + m.flops["learning"]
+    assert m.passes == {"generate": 2, "train": 2, "old_logprobs": 1, "ref_logprobs": 1}
+
+
+def test_full_finetuning_adds_every_weight_gradient() -> None:
+    # No adapter: every input needs a gradient (3 * (5 * 2304 + 3200) backward) and every
+    # linear its weight gradient, one more 2304 a token.
+    m = _toy_meter(lora=None)
+    fwd, bwd, weights = 3 * (5 * 2304 + 1620), 3 * (5 * 2304 + 3200), 3 * 5 * 2304
+    assert m.add_train_pass(3, 5, 15, checkpointing=False, input_requires_grad=False) == fwd + bwd + weights + 15 * 160 * 3
+
+
+def test_a_scorer_forward_needs_a_scorer() -> None:
+    import dataclasses
+
+    m = _toy_meter()
+    with pytest.raises(ValueError, match="no scorer"):
+        m.add_scorer_forward(2, 5)
+    m.scorer = dataclasses.replace(m.policy, role="prm", score_head=(4, 2))  # 80 a position
+    assert m.add_scorer_forward(2, 5) == 2 * (5 * 2304 + 1620 + 5 * 80) == m.flops["reward"]
+    assert m.tokens["reward_scored"] == 10
+
+
+def test_wall_time_goes_to_the_outermost_phase() -> None:
+    import time
+
+    m = _toy_meter()
+    with m.phase("reward"):
+        with m.phase("search"):
+            time.sleep(0.01)
+    assert m.wall["reward"] >= 0.01 and m.wall["search"] == 0.0
+    m.enabled = False
+    with m.phase("learning"):
+        time.sleep(0.001)
+    assert m.wall["learning"] == 0.0
