@@ -34,9 +34,12 @@ def test_a_round_far_costlier_than_estimated_is_still_stopped_mid_way() -> None:
     m = Meter()
     g = BudgetGuard(m, 9.6, steps_per_round=2, groups_per_round=1, group_cost=1.0, partial_rounds=False)
     st, ctl = _state()
+    # Rounds so far cost 1.0 a group (the guard learns that from the last one, 8 -> 9).
+    m.total, st.global_step = 8.0, 16
     g.on_train_begin(None, st, ctl)
     m.total, st.global_step = 9.0, 18
-    g.on_step_end(None, st, ctl)  # boundary: 0.6 left, the round runs
+    g.on_step_end(None, st, ctl)  # boundary: 0.6 left, over half a group: the round runs
+    assert not ctl.should_training_stop and g.group_cost() == 1.0
     m.total, st.global_step = 12.0, 19  # its first pass alone cost 3 groups
     g.on_step_end(None, st, ctl)
     assert ctl.should_training_stop and g.stop_reason == "budget"
@@ -90,3 +93,72 @@ def test_a_bad_budget_is_refused_when_the_callback_is_built() -> None:
             BudgetGuard(Meter(), bad)  # type: ignore[arg-type]
     assert FlopMeterCallback(budget=1e17).budget == 1e17
     assert FlopMeterCallback().budget is None
+
+
+def test_the_cost_of_a_group_is_the_mean_of_the_last_three_rounds() -> None:
+    m = Meter()
+    g = BudgetGuard(m, 100.0, groups_per_round=2, group_cost=1.0)
+    st, ctl = _state()
+    g.on_train_begin(None, st, ctl)
+    assert g.group_cost() == 1.0  # the estimate, before any round ran
+    for per_group in (1.0, 2.0, 3.0, 4.0):
+        m.total += 2 * per_group
+        st.global_step += 1
+        g.on_step_end(None, st, ctl)
+    assert g.group_cost() == 3.0 and not ctl.should_training_stop
+
+
+def test_no_budget_left_buys_no_round_whatever_the_estimate() -> None:
+    for cost in (None, 1.0):
+        for partial in (False, True):
+            m = Meter()
+            m.total = 10.0
+            g = BudgetGuard(m, 10.0, group_cost=cost, partial_rounds=partial)
+            assert g.groups_for_round(4) == 0 and g.rounds == [], (cost, partial)
+
+
+def test_without_an_estimate_a_round_gets_what_it_asks() -> None:
+    g = BudgetGuard(Meter(), 10.0)
+    assert g.groups_for_round(4) == 4 and g.groups_for_round(1) == 1 and g.rounds == [4, 1]
+    # A zero estimate is no estimate (not a division by zero).
+    assert BudgetGuard(Meter(), 10.0, group_cost=0.0, partial_rounds=True).groups_for_round(4) == 4
+
+
+def test_a_stock_trainer_runs_a_whole_round_if_half_of_it_fits() -> None:
+    # All or nothing by default: 2.5 groups' worth left runs a round of 4 (the total lands
+    # 1.5 past the budget, closer than stopping 2.5 short); 1.9 left does not.
+    m = Meter()
+    m.total = 7.5
+    assert BudgetGuard(m, 10.0, group_cost=1.0).groups_for_round(4) == 4
+    m.total = 8.1
+    assert BudgetGuard(m, 10.0, group_cost=1.0).groups_for_round(4) == 0
+    m.total = 7.4  # shrinkable rounds get the nearest whole number of groups instead
+    assert BudgetGuard(m, 10.0, group_cost=1.0, partial_rounds=True).groups_for_round(4) == 3
+
+
+def test_partial_rounds_stop_at_the_step_that_crosses_the_budget() -> None:
+    m = Meter()
+    g = BudgetGuard(m, 10.0, steps_per_round=2, groups_per_round=2, group_cost=1.0, partial_rounds=True)
+    st, ctl = _state()
+    m.total = 6.0
+    g.on_train_begin(None, st, ctl)
+    m.total, st.global_step = 8.0, 2
+    g.on_step_end(None, st, ctl)  # a round boundary, 1.0 a group, 2 left: the next round runs
+    assert not ctl.should_training_stop
+    m.total, st.global_step = 10.1, 3  # mid-round, just past the budget
+    g.on_step_end(None, st, ctl)
+    assert ctl.should_training_stop and g.stop_reason == "budget"
+
+
+def test_without_partial_rounds_a_round_may_run_half_a_round_past_the_budget() -> None:
+    # No groups_per_round: a round is one group; at 1.0 a group the ceiling is 10.5.
+    m = Meter()
+    g = BudgetGuard(m, 10.0, steps_per_round=2, group_cost=1.0)
+    st, ctl = _state()
+    g.on_train_begin(None, st, ctl)
+    m.total, st.global_step = 10.3, 1
+    g.on_step_end(None, st, ctl)
+    assert not ctl.should_training_stop
+    m.total, st.global_step = 10.6, 3
+    g.on_step_end(None, st, ctl)
+    assert ctl.should_training_stop
