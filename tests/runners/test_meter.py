@@ -353,6 +353,9 @@ def test_explicit_counts_by_hand() -> None:
     assert m.add_logprob_forward(3, 5, 15, lora_active=False) == 3 * (5 * 2304 + 1620) + 15 * 160
     assert m.total == sum(m.flops.values()) == m.flops["search"] + m.flops["learning"]
     assert m.passes == {"generate": 2, "train": 2, "old_logprobs": 1, "ref_logprobs": 1}
+    assert m.tokens["trained"] == m.tokens["logprob_forward"] == 2 * 3 * 5
+    with pytest.raises(ValueError):  # a prompt without its completion length
+        m.add_generated_sequences([4, 5], [3])
 
 
 def test_full_finetuning_adds_every_weight_gradient() -> None:
@@ -381,7 +384,7 @@ def test_wall_time_goes_to_the_outermost_phase() -> None:
     with m.phase("reward"):
         with m.phase("search"):
             time.sleep(0.01)
-    assert m.wall["reward"] >= 0.01 and m.wall["search"] == 0.0
+    assert 0.01 <= m.wall["reward"] < 10 and m.wall["search"] == 0.0
     m.enabled = False
     with m.phase("learning"):
         time.sleep(0.001)
