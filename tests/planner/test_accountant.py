@@ -89,6 +89,12 @@ def test_train_pass_counts_by_hand() -> None:
     assert train_pass_flops(TOY, 3, 5, TOY_LORA, input_requires_grad=True, lm_head_recompute=True) == full + 3 * 5 * 160
     # Fused attention recomputes QK^T, half of each layer's attention forward (800 / 2).
     assert train_pass_flops(TOY, 3, 5, TOY_LORA, input_requires_grad=True, flash_attention=True) == full + 3 * 2 * 400
+    # ... in the layers whose attention runs a backward at all: with the embeddings frozen,
+    # layer 0's attention has one only if q, k or v carries an adapter (v alone suffices).
+    for targets, layers in ((("v_proj",), 2), (("o_proj",), 1)):
+        lora = LoRA(2, targets)
+        eager, fused = (train_pass_flops(TOY, 3, 5, lora, flash_attention=f) for f in (False, True))
+        assert fused - eager == 3 * layers * 400, targets
     # Checkpointing runs the body forward again (5 * 3328 + 1600 a sequence) less, with the
     # early stop, each layer's last matmul: down_proj's adapter B (r * out = 16) here, its
     # frozen weight (16 * 8) where down_proj has no adapter.

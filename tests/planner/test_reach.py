@@ -98,3 +98,24 @@ def test_range_minimum_is_the_minimum_of_every_slice(n: int) -> None:
     lo, hi = np.array([(a, b) for a in range(n) for b in range(a + 1, n + 1)]).T
     got = _SparseMin(values).query(lo, hi)
     assert got.tolist() == [int(values[a:b].min()) for a, b in zip(lo, hi, strict=True)]
+
+
+def test_a_tolerance_past_half_a_bin_gets_its_outer_bin_too() -> None:
+    """At 0.057 the disk of bins reaches radius 0.055 (bin 5) before the tolerance itself;
+    only near the ends of reach, where the nearest candidates sit in the outer bins, does
+    that bin decide the pick: requests there are swept densely."""
+    model, reward, opts = "tiny-s", "sparse", CompileOptions(rho_tolerance=0.057)
+    rm = request_map(model, reward, opts)
+    arch, rs = get_model(model), get_reward(reward)
+    o = opts.resolve(arch)
+    cands = _candidates(per_completion(arch, rs, o), o)
+    lo, hi = float(rm.rho.min()), float(rm.rho.max())
+    ends = np.concatenate([np.linspace(max(lo - 0.06, 0.001), lo + 0.01, 300), np.linspace(hi - 0.01, min(hi + 0.06, 0.999), 300)])
+    for rho in np.round(ends, 6):
+        w = int(rm.winner[rm.interval(rho)])
+        try:
+            p = compile_plan(model, reward, float(rho), 1e30, opts)
+        except InfeasibleError:
+            assert w == -1, rho
+            continue
+        assert cands[w][1:4] == (p.completions_per_prompt, p.completions_kept, p.num_iterations), rho

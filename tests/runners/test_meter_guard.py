@@ -132,8 +132,8 @@ def test_a_stock_trainer_runs_a_whole_round_if_half_of_it_fits() -> None:
     assert BudgetGuard(m, 10.0, group_cost=1.0).groups_for_round(4) == 4
     m.total = 8.1
     assert BudgetGuard(m, 10.0, group_cost=1.0).groups_for_round(4) == 0
-    m.total = 7.4  # shrinkable rounds get the nearest whole number of groups instead
-    assert BudgetGuard(m, 10.0, group_cost=1.0, partial_rounds=True).groups_for_round(4) == 3
+    m.total = 4.8  # shrinkable rounds get the nearest whole number of groups instead: 5.2 / 2
+    assert BudgetGuard(m, 10.0, group_cost=2.0, partial_rounds=True).groups_for_round(4) == 3
 
 
 def test_partial_rounds_stop_at_the_step_that_crosses_the_budget() -> None:
@@ -160,5 +160,16 @@ def test_without_partial_rounds_a_round_may_run_half_a_round_past_the_budget() -
     g.on_step_end(None, st, ctl)
     assert not ctl.should_training_stop
     m.total, st.global_step = 10.6, 3
+    g.on_step_end(None, st, ctl)
+    assert ctl.should_training_stop
+    # Rounds of 2 groups may run a group past it.
+    m = Meter()
+    g = BudgetGuard(m, 10.0, steps_per_round=2, groups_per_round=2, group_cost=1.0)
+    st, ctl = _state()
+    g.on_train_begin(None, st, ctl)
+    m.total, st.global_step = 10.8, 1
+    g.on_step_end(None, st, ctl)
+    assert not ctl.should_training_stop
+    m.total, st.global_step = 11.1, 3
     g.on_step_end(None, st, ctl)
     assert ctl.should_training_stop
