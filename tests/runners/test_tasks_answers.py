@@ -183,3 +183,86 @@ def test_math500_solutions_score_through_extract_answer() -> None:
     ok = [verify(extract_answer(r["solution"]), r["answer"]) for r in rows]
     print(f"MATH-500: {sum(ok)}/{len(rows)} solutions verify through extract_answer")
     assert all(ok), [i for i, k in enumerate(ok) if not k]
+
+
+def test_last_number_is_the_last_one_written() -> None:
+    from runners.tasks import last_number
+
+    assert last_number("3 apples, then 1,234 pears and -5.5 kg") == "-5.5"
+    assert last_number("x is 7, and .5 more") == ".5"
+    assert last_number("no digits here") is None
+
+
+def test_the_last_gsm8k_answer_line_is_the_answer() -> None:
+    assert extract_gsm8k_answer("first try\n#### 5\nno, wait\n#### $1,207") == "1207"
+    assert extract_answer("#### 5\n#### 7") == "7"
+
+
+@pytest.mark.parametrize(("solution", "result"), [
+    # Only the text before "####" is read, so a result that disagrees with it is seen.
+    ("3 * 4 = <<3*4=12>>12 eggs.\n#### 13", "12"),
+    # The last calculator annotation of the line, not the first.
+    ("She has <<2*3=6>>6 and then <<6+1=7>>7 pens.\n#### 7", "7"),
+    # The annotation over a later "=": "1 box = 4" is a unit, not the result.
+    ("<<10/2=5>>5 boxes, where 1 box = 4 cookies.\n#### 5", "5"),
+    # No annotation: the first number after the last "=", not the line's last number.
+    ("So 10 - 4 = 6 eggs are left for 2 days.\n#### 6", "6"),
+    # ... also where the line starts with "=" (a computation carried over a line break).
+    ("16 - 3 - 4\n= 9 eggs for 2 days\n#### 9", "9"),
+    # No "=" either: the line's last number.
+    ("She sells 9 eggs at $2 each, so 18 dollars.\n#### 18", "18"),
+    # The last line that holds a number, not a closing line of words.
+    ("12 + 3 = 15 marbles.\nThat is all.\n#### 15", "15"),
+])
+def test_the_worked_result_follows_the_documented_rules(solution: str, result: str) -> None:
+    assert gsm8k_worked_result(solution) == result
+
+
+def test_every_box_must_agree_with_the_last() -> None:
+    # The first box agrees with the last, the middle one does not: still a hedge.
+    assert extract_answer("\\boxed{18} \\boxed{19} \\boxed{\\frac{36}{2}}") is None
+
+
+@pytest.mark.parametrize(("pred", "gold", "same"), [
+    # A non-integer against an integer is compared to 6 decimals, either way round.
+    ("18.0000004", "18", True), ("18", "18.0000004", True), ("18.000001", "18", False),
+    # A unit word of two letters is still a unit; one letter is a variable.
+    ("12 km", "12", True), ("12 kg", "13", False), ("12 x", "12", False),
+])
+def test_plain_number_edge_cases(pred: str, gold: str, same: bool) -> None:
+    assert verify(pred, gold, exact_shortcut=False) is same
+
+
+def test_an_answer_math_verify_cannot_read_is_wrong_not_right() -> None:
+    # An empty or cut-off box parses to nothing: that is no answer, and verify says so
+    # with a bool.
+    assert verify("\\boxed{}", "18", exact_shortcut=False) is False
+    assert verify("18", "\\boxed{", exact_shortcut=False) is False
+    # The exact-match shortcut (the default) accepts equal strings before parsing, even
+    # where math-verify reads nothing; without it they go through the parser.
+    assert verify("\\$", "\\$") is True
+    assert verify("\\$", "\\$", exact_shortcut=False) is False
+
+
+def test_a_dollar_delimited_answer_is_read_by_its_delimiters() -> None:
+    # "$...$" marks the mathematics in an answer written in words: only it is compared.
+    assert verify("The answer is $5$ and $7$", "\\{5, 7\\}", exact_shortcut=False)
+
+
+def test_verify_works_off_the_main_thread() -> None:
+    """math-verify's timeouts use SIGALRM, which raises ValueError off the main thread; a
+    reward computed in a worker thread must still be checked."""
+    import threading
+
+    out: list[object] = []
+
+    def check() -> None:
+        try:
+            out.append(verify("\\frac{1}{2}", "0.5", exact_shortcut=False))
+        except Exception as exc:
+            out.append(exc)
+
+    t = threading.Thread(target=check)
+    t.start()
+    t.join(60)
+    assert out == [True]
