@@ -48,16 +48,16 @@ def all_boxed(text: str) -> list[str]:
     pos = 0
     pattern = re.compile(r"\\(?:boxed|fbox)\s*\{")
     while (m := pattern.search(text, pos)) is not None:
-        inner = _balanced(text, m.end())
-        if inner is None:
+        end = _closing(text, m.end())
+        if end is None:
             break
-        out.append(inner)
-        pos = m.end() + len(inner) + 1
+        out.append(text[m.end() : end].strip())
+        pos = end + 1  # past the closing brace: not the stripped length, which drops blanks
     return out
 
 
-def _balanced(text: str, start: int) -> str | None:
-    """The text from ``start`` to its matching closing brace (the opening one precedes it)."""
+def _closing(text: str, start: int) -> int | None:
+    """Index of the brace that closes the one just before ``start``; None if unbalanced."""
     i, depth = start, 1
     while i < len(text):
         c = text[i]
@@ -66,9 +66,15 @@ def _balanced(text: str, start: int) -> str | None:
         elif c == "}":
             depth -= 1
             if depth == 0:
-                return text[start:i].strip()
+                return i
         i += 1
     return None  # unbalanced: a truncated completion
+
+
+def _balanced(text: str, start: int) -> str | None:
+    """The text from ``start`` to its matching closing brace (the opening one precedes it)."""
+    end = _closing(text, start)
+    return None if end is None else text[start:end].strip()
 
 
 def extract_gsm8k_answer(solution: str) -> str | None:

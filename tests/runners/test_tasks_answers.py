@@ -223,6 +223,19 @@ def test_every_box_must_agree_with_the_last() -> None:
     assert extract_answer("\\boxed{18} \\boxed{19} \\boxed{\\frac{36}{2}}") is None
 
 
+def test_a_box_inside_a_box_is_part_of_it_after_any_whitespace() -> None:
+    """all_boxed resumed its search from the length of the *stripped* content: after ten or
+    more leading blanks the search restarted inside the box, and a box in it was listed as
+    a second top-level one."""
+    from runners.tasks.answers import all_boxed
+
+    for pad in ("", " ", "\n" + " " * 12, " " * 40):
+        text = "\\boxed{" + pad + "17 or \\boxed{18}} done"
+        assert all_boxed(text) == ["17 or \\boxed{18}"], pad
+        assert extract_answer(text) == "18"
+    assert all_boxed("\\boxed{1} \\boxed{ 2 } \\fbox{3}") == ["1", "2", "3"]
+
+
 @pytest.mark.parametrize(("pred", "gold", "same"), [
     # A non-integer against an integer is compared to 6 decimals, either way round.
     ("18.0000004", "18", True), ("18", "18.0000004", True), ("18.000001", "18", False),
