@@ -239,8 +239,9 @@ def test_a_box_inside_a_box_is_part_of_it_after_any_whitespace() -> None:
 @pytest.mark.parametrize(("pred", "gold", "same"), [
     # A non-integer against an integer is compared to 6 decimals, either way round.
     ("18.0000004", "18", True), ("18", "18.0000004", True), ("18.000001", "18", False),
-    # A unit word of two letters is still a unit; one letter is a variable.
-    ("12 km", "12", True), ("12 kg", "13", False), ("12 x", "12", False),
+    # A unit word of two letters is still a unit ("7 cm." is 7 cm, not 7 * c * m); one
+    # letter is a variable.
+    ("7 cm.", "7", True), ("1 000 km", "1000", True), ("12 kg", "13", False), ("12 x", "12", False),
 ])
 def test_plain_number_edge_cases(pred: str, gold: str, same: bool) -> None:
     assert verify(pred, gold, exact_shortcut=False) is same
