@@ -305,3 +305,63 @@ def test_an_answer_reached_in_words_keeps_the_chain_that_feeds_it() -> None:
     assert arithmetic_step_share(text, "She sold 2/3 of them, 2 more, and half of 5 * 2.") == 1.0
     # A step whose result is not written again after it is a dead end there.
     assert arithmetic_step_share("7 + 1 = 8. " + text, "7 1 5 2") == pytest.approx(2 / 3)
+
+
+def test_chat_messages_are_read_as_their_text() -> None:
+    """TRL passes conversational prompts and completions as message lists: the rewards read
+    the messages' text, the completion's last message."""
+    from runners.rewards.rules import completion_text, prompt_text
+
+    user = [{"role": "user", "content": PROMPT}]
+    assert prompt_text(user) == PROMPT and prompt_text(PROMPT) == PROMPT and prompt_text(7) == "7"
+    two = [{"role": "assistant", "content": "draft"}, {"role": "assistant", "content": "final"}]
+    assert completion_text(two) == "final" and completion_text("final") == "final" and completion_text(7) == "7"
+    for name, expected in (("sparse", 1.0), ("structured", 1.0), ("dense", 1.0)):
+        out = build_reward_system(name, "tiny").funcs[0]([user], [[{"role": "assistant", "content": RIGHT}]])
+        assert out == pytest.approx([expected]), name
+    qwen = [{"role": "user", "content": "What is (2 + 3) * 2?"}]
+    comp = [{"role": "assistant", "content": "\\boxed{7}"},
+            {"role": "assistant", "content": "2+3=5 and 5*2=10.\n\nSo the answer is \\boxed{10}."}]
+    for name in ("sparse", "structured", "dense"):
+        assert build_reward_system(name, "qwen2.5").funcs[0]([qwen], [comp], answer=["10"]) == [1.0], name
+
+
+def test_qwen_rule_rewards_need_the_answer_column_and_one_per_completion() -> None:
+    for name in ("sparse", "structured", "dense"):
+        f = build_reward_system(name, "qwen2.5").funcs[0]
+        with pytest.raises(ValueError, match="`answer` dataset column"):
+            f(["q"], ["\\boxed{1}"])
+        with pytest.raises(ValueError):  # zip(strict=True): a missing gold is no silent drop
+            f(["q", "q"], ["\\boxed{1}", "\\boxed{2}"], answer=["1"])
+    with pytest.raises(ValueError):  # the dense reward reads each completion's prompt
+        build_reward_system("dense", "qwen2.5").funcs[0](["q"], ["\\boxed{1}", "\\boxed{2}"], answer=["1", "2"])
+    with pytest.raises(ValueError):
+        build_reward_system("sparse", "tiny").funcs[0]([PROMPT], [RIGHT, RIGHT])
+
+
+def test_the_format_bonus_is_for_one_boxed_answer_at_the_end() -> None:
+    structured = build_reward_system("structured", "qwen2.5").funcs[0]
+    comps = ["So it is \\fbox{18}.",  # correct, but not the \\boxed{} asked for
+             "\\boxed{18}" + " And that is how the eggs were counted, one by one." * 10,  # not at the end
+             "\\boxed{17} or rather \\boxed{18}"]
+    assert structured(["q"] * 3, comps, answer=["18"] * 3) == pytest.approx([0.8, 0.8, 0.0])
+
+
+def test_a_boxed_fraction_is_the_answer_the_chain_reaches() -> None:
+    # \\frac{1}{2} is 0.5, which the step computes: the chain ends there.
+    assert arithmetic_step_share("6 / 12 = 0.5\n\\boxed{\\frac{1}{2}}", "6 12") == 1.0
+    # -\\frac{5}{8} is -0.625: the last step computes it from the first one's result.
+    assert arithmetic_step_share("3 - 8 = -5. -5 / 8 = -0.625.\n\\boxed{-\\frac{5}{8}}", "3 8") == 1.0
+
+
+def test_an_equation_rewritten_with_another_result_is_another_equation() -> None:
+    # Each distinct *equation* counts once, not each left-hand side: the second is wrong.
+    assert arithmetic_step_share("3 + 4 = 7. 3 + 4 = 8.") == pytest.approx(1 / 2)
+
+
+def test_every_bulleted_line_is_read() -> None:
+    """The second bullet's step must be read too (a wrong one costs its share), not skipped
+    as the tail of an expression on the line before."""
+    for bullet in ("- ", "* ", "+ "):
+        text = f"{bullet}3 + 4 = 7\n{bullet}7 * 2 = 15\n\\boxed{{15}}"
+        assert arithmetic_step_share(text, "Add 3 and 4, then double it.") == pytest.approx(1 / 2), bullet
