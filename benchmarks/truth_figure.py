@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from runners.sim.truth import Frontier
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _p in (ROOT / "benchmarks", ROOT):  # sibling scripts (bench_cli), and the repository's packages
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
 REWARDS = ("sparse", "prm")
 
