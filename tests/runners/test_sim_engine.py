@@ -194,3 +194,48 @@ def test_rho_and_budget_that_do_not_broadcast_are_named() -> None:
     with pytest.raises(ConfigError, match=r"^budget: .*\(5,\).*got shape \(3,\)"):
         simulate("paper", "qwen2.5-1.5b", "sparse", np.linspace(0.2, 0.8, 5), np.full(3, 1e16))
     assert simulate("paper", "qwen2.5-1.5b", "sparse", np.linspace(0.2, 0.8, 5), np.full(5, 1e16)).shape == (5,)
+
+
+def test_seed_entropy_words_past_32_bits_are_fixed() -> None:
+    """Seeds past 32 bits split into 32-bit words plus a sign word (1 negative, 2 not): a
+    fixed list, so such a seed replays its draws (a missing list would seed from the OS,
+    and two runs of one seed would differ)."""
+    from runners.sim.simulate import seed_entropy
+
+    assert seed_entropy(2**32, 7) == [0, 7, 1, 2]
+    assert seed_entropy(2**64 + 5, 7) == [5, 7, 0, 1, 2]
+    assert seed_entropy(-1, 7) == [1, 7, 1]
+    assert seed_entropy(2**32 - 1, 7) == [2**32 - 1, 7]
+    assert seed_entropy(0, 7) == [0, 7]
+    big = [float(simulate("paper", M15, "sparse", 0.7, 1e16, seed=2**40)) for _ in range(2)]
+    assert big[0] == big[1]
+    assert SimEngine().run(_proposal(), seed=-5).metrics == SimEngine().run(_proposal(), seed=-5).metrics
+
+
+@pytest.mark.parametrize("bad", [0.0, -1e16, float("nan"), float("inf")])
+def test_a_budget_that_is_not_positive_and_finite_is_named(bad: float) -> None:
+    """A budget <= 0 or non-finite is a one-line ConfigError naming the budget, not a NaN
+    metric (no prompt bought) or a numpy warning."""
+    from planner.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^budget: FLOP budgets must be positive and finite"):
+        simulate("paper", M15, "sparse", np.array([0.5, 0.6]), np.array([1e16, bad]))
+    # A positive budget too small to buy one prompt group is a run that learns nothing: NaN.
+    tiny = simulate("paper", M15, "sparse", np.array([0.5, 0.6]), np.array([1e16, 1.0]))
+    assert np.isfinite(tiny[0]) and np.isnan(tiny[1])
+
+
+def test_noise_is_the_generators_draw_added_and_clipped_to_0_1() -> None:
+    """add_noise is ``clip(value + N(0, sd^2), 0, 1)`` with the generator's own draws: a
+    subtracted draw has the same distribution but other records for every stored seed."""
+    from dataclasses import replace
+
+    from runners.sim.simulate import add_noise
+
+    w = replace(load_world("paper"), noise={"native": 0.3, "pass1": 0.01, "judge": 0.01})
+    values = np.tile([0.0, 0.5, 1.0], 200)
+    got = add_noise(w, "native", values, np.random.default_rng(11))
+    z = np.random.default_rng(11).normal(0.0, 1.0, size=values.shape)
+    want = np.minimum(np.maximum(values + 0.3 * z, 0.0), 1.0)
+    assert np.allclose(got, want, rtol=0, atol=1e-15)
+    assert got.min() == 0.0 and got.max() == 1.0  # clipped exactly at the ends of [0, 1]
