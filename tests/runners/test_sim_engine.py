@@ -239,3 +239,61 @@ def test_noise_is_the_generators_draw_added_and_clipped_to_0_1() -> None:
     want = np.minimum(np.maximum(values + 0.3 * z, 0.0), 1.0)
     assert np.allclose(got, want, rtol=0, atol=1e-15)
     assert got.min() == 0.0 and got.max() == 1.0  # clipped exactly at the ends of [0, 1]
+
+
+def test_levers_at_are_the_compiled_plans_levers_and_shares() -> None:
+    """levers_at gives what compile_plan buys, the fallback plans of a small budget included:
+    their rho, prompts, (G, K, mu) and the shares of C_total that the truth labels the
+    regime by (those were not checked: only the metrics were)."""
+    from runners.sim.levers import levers_at
+
+    table = lever_table(M15, "prm")
+    fallback = 0
+    for budget in (1e16, 3e14):  # 3e14: the table's first-ranked levers miss the budget
+        for r in table.grid[::10]:
+            try:
+                plan = compile_plan(M15, "prm", float(r), budget)
+            except InfeasibleError:
+                continue
+            lv = levers_at(M15, "prm", r, budget)
+            f = plan.flops
+            assert lv.rho[0] == pytest.approx(plan.rho, rel=1e-12)
+            assert (lv.prompts[0], lv.generated[0], lv.kept[0], lv.iterations[0]) == (
+                plan.total_prompts, plan.completions_per_prompt, plan.completions_kept, plan.num_iterations)
+            assert lv.shares[0] == pytest.approx([f.search / f.total, f.learning / f.total, f.reward / f.total],
+                                                 rel=1e-12)
+            i = int(table.index(np.array([r]))[0])
+            fallback += budget < 1e15 and plan.completions_per_prompt != table.generated[i]
+    assert fallback > 0
+    # index: the table's entry of any request is the plan compile_plan picks for it
+    for r in np.random.default_rng(0).uniform(table.lo, table.hi, 30):
+        i = int(table.index(np.array([r]))[0])
+        plan = compile_plan(M15, "prm", float(r), 1e30)
+        assert (plan.completions_per_prompt, plan.completions_kept, plan.num_iterations) == (
+            table.generated[i], table.kept[i], table.iterations[i]), r
+
+
+def test_a_rho_below_the_compilers_reach_is_out_of_reach() -> None:
+    """1.5b sparse's lowest plan is at rho 0.089: a request of 0.02, beyond the compiler's
+    0.05 tolerance of it, is out of reach, and the error names the reachable end."""
+    lo = float(lever_table(M15, "sparse").lo)
+    assert 0.07 < lo < 0.1
+    with pytest.raises(InfeasibleError, match="out of reach") as err:
+        simulate("paper", M15, "sparse", np.array([0.5, 0.02]), 1e16)
+    assert err.value.nearest == pytest.approx(lo)
+    with pytest.raises(InfeasibleError):
+        compile_plan(M15, "sparse", 0.02, 1e16)  # as the compiler itself says
+
+
+def test_levers_at_compiles_nothing_where_the_table_lands_the_budget() -> None:
+    """docs/sim.md: the vectorised path scales N in numpy and calls compile_plan only where
+    that N misses the budget by more than 2% (1e16 buys 1.5b sparse 26 or more prompts up
+    to rho 0.9, so rounding N misses it by at most 0.5 / 26 < 2% there: nowhere)."""
+    from runners.sim.levers import _compiled, levers_at
+
+    table = lever_table(M15, "sparse")
+    _compiled.cache_clear()
+    assert levers_at(M15, "sparse", np.linspace(table.lo, 0.9, 500), 1e16).prompts.min() >= 26
+    assert _compiled.cache_info().misses == 0
+    levers_at(M15, "sparse", table.grid[::20], 3e13)  # tiny: the compiler walks its ranking
+    assert _compiled.cache_info().misses > 0
