@@ -74,3 +74,73 @@ def test_not_toml_and_missing_model(tmp_path: Path) -> None:
         w.capacity("qwen9-huge", "native")
     with pytest.raises(ConfigError, match="no world file"):
         load_world(tmp_path / "absent.toml")
+
+
+# Each range of docs/sim.md's world keys at its edges: (old text, new text, accepted?, key).
+# "[" ends are in the range, "(" or ")" ends are not.
+Q15N = "base = 0.557, ceiling = 0.744, scale = 1000.0"
+EDGES = [
+    ("stages = 8", "stages = 1", True, "world.stages"),
+    ("stages = 8", "stages = 64", True, "world.stages"),
+    ("stages = 8", "stages = 65", False, "world.stages"),
+    ("native = 0.010", "native = 0.5", True, "noise.native"),  # [0, 0.5]
+    ("native = 0.010", "native = 0.5001", False, "noise.native"),
+    ("reuse_decay = { native = 0.55,", "reuse_decay = { native = 0.0,", True, "dynamics.reuse_decay.native"),
+    ("reuse_decay = { native = 0.55,", "reuse_decay = { native = -0.01,", False, "dynamics.reuse_decay.native"),
+    ("reuse_decay = { native = 0.55,", "reuse_decay = { native = 1.0,", False, "dynamics.reuse_decay.native"),
+    ("graded = 0.25", "graded = 1.0", True, "rewards.structured.graded"),  # [0, 1]
+    ("graded = 0.25", "graded = 1.0001", False, "rewards.structured.graded"),
+    ("selection = 0.20", "selection = 1.0", True, "rewards.sparse.selection"),
+    ("selection = 0.20", "selection = 0.0", True, "rewards.sparse.selection"),
+    ("selection = 0.20", "selection = 1.0001", False, "rewards.sparse.selection"),
+    ("native_lift = 0.10", "native_lift = 0.99", True, "rewards.structured.native_lift"),  # [0, 1)
+    ("native_lift = 0.10", "native_lift = 1.0", False, "rewards.structured.native_lift"),
+    ("signal = { native = 1.05,", "signal = { native = 100.0,", True, "rewards.structured.signal.native"),
+    ("signal = { native = 1.05,", "signal = { native = 0.0,", True, "rewards.structured.signal.native"),
+    ("signal = { native = 1.05,", "signal = { native = 100.5,", False, "rewards.structured.signal.native"),
+    ("signal = { native = 1.05,", "signal = { native = -0.5,", False, "rewards.structured.signal.native"),
+    (Q15N, "base = 0.0, ceiling = 0.744, scale = 1000.0", True, "models.qwen2.5-1.5b.native.base"),  # [0, 1)
+    (Q15N, "base = 1.0, ceiling = 1.0, scale = 1000.0", False, "models.qwen2.5-1.5b.native.base"),
+    (Q15N, "base = 0.557, ceiling = 0.557, scale = 1000.0", True, "models.qwen2.5-1.5b.native.ceiling"),  # [base, 1]
+    (Q15N, "base = 0.557, ceiling = 1.0, scale = 1000.0", True, "models.qwen2.5-1.5b.native.ceiling"),
+    (Q15N, "base = 0.557, ceiling = 1.0001, scale = 1000.0", False, "models.qwen2.5-1.5b.native.ceiling"),
+    (Q15N, "base = 0.557, ceiling = 0.744, scale = 0.005", True, "models.qwen2.5-1.5b.native.scale"),  # (0, inf)
+    (Q15N, "base = 0.557, ceiling = 0.744, scale = 0.0", False, "models.qwen2.5-1.5b.native.scale"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "ok", "key"), EDGES)
+def test_each_range_holds_its_ends(tmp_path: Path, old: str, new: str, ok: bool, key: str) -> None:
+    path = _broken(tmp_path, old, new)
+    if ok:
+        load_world(path)
+    else:
+        with pytest.raises(ConfigError, match=re.escape(repr(key))):
+            load_world(path)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key", "why"),
+    [
+        ('name = "paper"', 'name = ""', "world.name", "non-empty string"),
+        ('name = "paper"', "name = 3", "world.name", "non-empty string"),
+        ('"Wilhelm & Kao', '3, "Wilhelm & Kao', "world.sources", "list of strings"),
+        ("[noise]", "[bogus]\nx = 1\n\n[noise]", "bogus", "unknown top-level key"),
+        ("[models.tiny-l]", "[models.tiny-xl]", "models.tiny-xl", "unknown policy"),
+        ("reuse_decay = { native = 0.55, pass1 = 0.35, judge = 0.50 }", "reuse_decay = 0.5",
+         "dynamics.reuse_decay", "must be a table"),
+        ("prompt_cap = { native = 0.0, pass1 = 6.0, judge = 0.0 }", "", "dynamics.prompt_cap", "missing table"),
+    ],
+)
+def test_malformed_world_says_what_is_wrong(tmp_path: Path, old: str, new: str, key: str, why: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_world(_broken(tmp_path, old, new))
+    msg = str(err.value)
+    assert "\n" not in msg and repr(key) in msg and why in msg, msg
+
+
+def test_stages_default_to_8_and_a_missing_reward_is_named(tmp_path: Path) -> None:
+    assert load_world(_broken(tmp_path, "stages = 8", "")).stages == 8
+    assert load_world(_broken(tmp_path, "stages = 8", "stages = 3")).stages == 3
+    with pytest.raises(ConfigError, match=re.escape("'rewards.no-such-reward' is missing")):
+        load_world(PAPER).reward("no-such-reward")
