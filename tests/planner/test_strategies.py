@@ -86,6 +86,88 @@ def test_quadratic_calls_the_regime_its_rho_star_lies_in() -> None:
     assert call.rho_star == pytest.approx(0.5, abs=2e-3)
 
 
+def test_quadratic_call_with_fewer_than_three_rho_values_is_the_best_observed() -> None:
+    """No curvature to fit below three distinct rho values: rho* is the best observed rho
+    (replicates averaged), a point call (exact_fit); one run, or none, is the prior's call."""
+    from planner.strategies import flat_prior_call
+
+    two = quadratic_call(S, PROBLEM, [0.3, 0.3, 0.7, 0.7], [0.50, 0.60, 0.56, 0.56])  # means 0.55 < 0.56
+    assert two.rho_star == 0.7 and two.rho_star_ci == (0.7, 0.7)
+    assert two.regime == "update-heavy" and two.confidence == 1.0 and two.extra["exact_fit"] is True
+    low = quadratic_call(S, PROBLEM, [0.3, 0.7], [0.6, 0.5])
+    assert low.rho_star == 0.3 and low.regime == "search-heavy"
+    prior = flat_prior_call(S, PROBLEM)
+    one = quadratic_call(S, PROBLEM, [0.6], [0.55])
+    assert one.probabilities == prior.probabilities and one.extra["no_trend"] is True
+    none = quadratic_call(S, PROBLEM, [], [])
+    assert none.probabilities == prior.probabilities and "no_trend" not in none.extra
+
+
+def test_quadratic_call_fits_three_rho_values() -> None:
+    """Three distinct rho values are enough to fit: rho* is the parabola's vertex (0.7 for
+    0.6 - 2 (rho - 0.7)^2), not the best observed rho (0.6)."""
+    r = [0.3, 0.6, 0.9]
+    call = quadratic_call(S, PROBLEM, r, [bump(x, 0.7) for x in r])
+    assert call.rho_star == pytest.approx(0.7, abs=1e-9) and call.extra["exact_fit"] is True
+
+
+def test_quadratic_call_of_a_convex_window_takes_its_better_end() -> None:
+    """A convex fit has no maximum inside the window: rho* is the end of higher value. For
+    0.1 (rho - 0.45)^2 the best run is 0.7, the window 0.5-0.7, and f(0.7) > f(0.5)."""
+    r = [0.3, 0.4, 0.5, 0.6, 0.7]
+    call = quadratic_call(S, PROBLEM, r, [0.1 * (x - 0.45) ** 2 for x in r])
+    assert call.rho_star == pytest.approx(0.7, abs=1e-12)
+    assert call.regime == "update-heavy"
+    # and mirrored: the lower end when it is the better one (best run 0.3, window 0.3-0.5)
+    low = quadratic_call(S, PROBLEM, r, [0.1 * (x - 0.55) ** 2 for x in r])
+    assert low.rho_star == pytest.approx(0.3, abs=1e-12) and low.regime == "search-heavy"
+
+
+def test_quadratic_call_fits_the_best_rho_and_two_neighbours_each_side() -> None:
+    """The window is the best observed rho and up to two distinct rho values on each side
+    (rounded to 4 digits: 0.39996 is 0.4 and 0.70004 is 0.7, both inside): farther runs,
+    off the local curve here, do not move the fit. Expected: numpy's least-squares parabola
+    through the four window runs."""
+    r = np.array([0.1, 0.2, 0.3, 0.39996, 0.5, 0.6, 0.70004])
+    y = np.array([bump(x, 0.62) for x in r]) + np.array([-0.1, -0.1, -0.1, 0.01, -0.01, 0.0, 0.01])
+    assert int(np.argmax(y)) == 5
+    c = np.polyfit(r[3:], y[3:], 2)
+    vertex = -c[1] / (2 * c[0])
+    assert 0.55 < vertex < 0.7
+    call = quadratic_call(S, PROBLEM, r, y)
+    assert call.rho_star == pytest.approx(vertex, abs=1e-9)
+    assert call.extra["exact_fit"] is False  # four runs, three coefficients: residuals
+
+
+def test_quadratic_call_below_the_boundary_takes_the_best_rho_of_the_called_regime() -> None:
+    """The mirror of the case above: the vertex 0.4995 is search-heavy, most refits'
+    vertices update-heavy; rho* is the fit's best rho within update-heavy, just above 0.5
+    (not the window's far end)."""
+    r = [1 - x for x in (0.178, 0.356, 0.535, 0.713, 0.891)]
+    call = quadratic_call(S, PROBLEM, r, [0.5026, 0.5851, 0.6117, 0.5471, 0.464])
+    assert call.regime == "update-heavy" == max(call.probabilities, key=call.probabilities.__getitem__)
+    assert 0.5 < call.rho_star < 0.502
+
+
+def test_quadratic_call_interval_is_the_central_level_of_the_refits() -> None:
+    """rho_star_ci is the central ``level`` interval of the bootstrap refits' vertices, whose
+    regime shares are the probabilities: with k of n = 200 vertices search-heavy (below
+    0.5), a lower tail of (k - 1.5) / 199 ends below 0.5 and one of (k + 0.5) / 199 at or
+    above it (numpy's linear quantiles over the sorted vertices)."""
+    r = np.repeat(np.linspace(0.3, 0.7, 5), 3)
+    y = [bump(x, 0.51) + e for x, e in zip(r, [0.04, -0.05, 0.01] * 5, strict=True)]
+    base = quadratic_call(S, PROBLEM, r, y, n_boot=200)
+    assert base.level == 0.9
+    k = round(base.probabilities["search-heavy"] * 200)
+    assert 10 < k < 190
+    below = quadratic_call(S, PROBLEM, r, y, n_boot=200, level=1 - 2 * (k - 1.5) / 199)
+    above = quadratic_call(S, PROBLEM, r, y, n_boot=200, level=1 - 2 * (k + 0.5) / 199)
+    assert below.rho_star_ci[0] < 0.5 <= above.rho_star_ci[0]
+    for call in (base, below, above):
+        assert call.rho_star_ci[0] <= call.rho_star_ci[1]
+    assert below.rho_star_ci[1] >= above.rho_star_ci[1]  # a larger level, a wider interval
+
+
 def test_quadratic_call_names_a_non_finite_metric() -> None:
     with pytest.raises(ConfigError, match=r"^y: qwen2.5-1.5b/sparse's runs include a non-finite value \(nan\)"):
         quadratic_call(S, PROBLEM, [0.2, 0.5, 0.8], [0.4, float("nan"), 0.5])
