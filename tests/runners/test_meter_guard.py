@@ -151,25 +151,19 @@ def test_partial_rounds_stop_at_the_step_that_crosses_the_budget() -> None:
 
 
 def test_without_partial_rounds_a_round_may_run_half_a_round_past_the_budget() -> None:
+    def check(groups_per_round: int | None, within: float, past: float) -> None:
+        m = Meter()
+        g = BudgetGuard(m, 10.0, steps_per_round=2, groups_per_round=groups_per_round, group_cost=1.0)
+        st, ctl = _state()
+        g.on_train_begin(None, st, ctl)
+        m.total, st.global_step = within, 1
+        g.on_step_end(None, st, ctl)
+        assert not ctl.should_training_stop
+        m.total, st.global_step = past, 3
+        g.on_step_end(None, st, ctl)
+        assert ctl.should_training_stop
+
     # No groups_per_round: a round is one group; at 1.0 a group the ceiling is 10.5.
-    m = Meter()
-    g = BudgetGuard(m, 10.0, steps_per_round=2, group_cost=1.0)
-    st, ctl = _state()
-    g.on_train_begin(None, st, ctl)
-    m.total, st.global_step = 10.3, 1
-    g.on_step_end(None, st, ctl)
-    assert not ctl.should_training_stop
-    m.total, st.global_step = 10.6, 3
-    g.on_step_end(None, st, ctl)
-    assert ctl.should_training_stop
+    check(None, 10.3, 10.6)
     # Rounds of 2 groups may run a group past it.
-    m = Meter()
-    g = BudgetGuard(m, 10.0, steps_per_round=2, groups_per_round=2, group_cost=1.0)
-    st, ctl = _state()
-    g.on_train_begin(None, st, ctl)
-    m.total, st.global_step = 10.8, 1
-    g.on_step_end(None, st, ctl)
-    assert not ctl.should_training_stop
-    m.total, st.global_step = 11.1, 3
-    g.on_step_end(None, st, ctl)
-    assert ctl.should_training_stop
+    check(2, 10.8, 11.1)
