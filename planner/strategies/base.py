@@ -292,11 +292,16 @@ def flat_prior_call(setting: Setting, problem: RaceProblem, level: float = 0.9) 
     g = rho_grid(setting.model, setting.reward, 201, problem.opts)
     labels = regime_labels(allocation_shares(setting.model, setting.reward, g, problem.opts))
     probs = np.bincount(labels, minlength=len(LABELS)) / len(labels)
+    top = int(np.argmax(probs))
     a = (1 - level) / 2
+    inside = g[labels == top]
     return RegimeCall(
         rho_star=float(np.median(g)),
-        rho_star_ci=(float(np.quantile(g, a)), float(np.quantile(g, 1 - a))),
-        regime=LABELS[int(np.argmax(probs))],
+        # rho_star_ci within the called regime and optimum_ci over the whole range, as
+        # RegimeCall defines them.
+        rho_star_ci=(float(np.quantile(inside, a)), float(np.quantile(inside, 1 - a))),
+        optimum_ci=(float(np.quantile(g, a)), float(np.quantile(g, 1 - a))),
+        regime=LABELS[top],
         probabilities={lab: float(p) for lab, p in zip(LABELS, probs, strict=True)},
         level=level,
         extra={"method": "prior"},

@@ -72,9 +72,8 @@ def quadratic_call(
         rs = np.array([uniq[best]])
         stars = rs
     else:
+        # Three or more rho values: at an edge the window still spans three of them.
         lo_i, hi_i = max(0, best - 2), min(uniq.size, best + 3)
-        while hi_i - lo_i < 3:  # at an edge: widen to three distinct rho values
-            lo_i, hi_i = max(0, lo_i - 1), min(uniq.size, hi_i + 1)
         lo, hi = float(uniq[lo_i]), float(uniq[hi_i - 1])
         mask = (np.round(r, 4) >= uniq[lo_i]) & (np.round(r, 4) <= uniq[hi_i - 1])
         poly = PolynomialFeatures(2)
@@ -107,9 +106,14 @@ def quadratic_call(
         cand = cand[regime_labels(shares_of(cand)) == top]
         rho_star = float(cand[np.argmax(c[0] + c[1] * cand + c[2] * cand**2)])
     tail = (1 - level) / 2
+    inside = stars[labels == top]  # never empty: the called regime is the refits' majority
     return RegimeCall(
         rho_star=rho_star,
-        rho_star_ci=(float(np.quantile(stars, tail)), float(np.quantile(stars, 1 - tail))),
+        # As RegimeCall defines them: rho_star_ci over the refits that land in the called
+        # regime (where the optimum lies if one commits to the call), optimum_ci over all
+        # refits (how far the optimum itself is pinned down).
+        rho_star_ci=(float(np.quantile(inside, tail)), float(np.quantile(inside, 1 - tail))),
+        optimum_ci=(float(np.quantile(stars, tail)), float(np.quantile(stars, 1 - tail))),
         regime=LABELS[top],
         probabilities={lab: float(p) for lab, p in zip(LABELS, probs, strict=True)},
         level=level,

@@ -44,7 +44,11 @@ def test_quadratic_call_bootstrap_spreads_probability_near_the_boundary() -> Non
     y = [bump(x, 0.5) + e for x, e in zip(r, [0.05, -0.05, 0.0] * 5, strict=True)]
     call = quadratic_call(S, PROBLEM, r, y)
     assert 0.2 < call.probabilities["update-heavy"] < 0.8
-    assert call.rho_star_ci[0] < 0.5 < call.rho_star_ci[1]
+    # The optimum's interval straddles the boundary; the interval of rho* given the call
+    # stays inside the called regime (RegimeCall's definitions, as ours' calls use them).
+    assert call.optimum_ci is not None and call.optimum_ci[0] < 0.5 < call.optimum_ci[1]
+    lo, hi = call.rho_star_ci
+    assert (0.5 <= lo <= hi) if call.regime == "update-heavy" else (lo <= hi < 0.5)
 
 
 def test_quadratic_call_marks_a_fit_with_no_residual_as_exact() -> None:
@@ -103,6 +107,23 @@ def test_quadratic_call_with_fewer_than_three_rho_values_is_the_best_observed() 
     assert none.probabilities == prior.probabilities and "no_trend" not in none.extra
 
 
+def test_the_prior_call_bounds_rho_star_within_its_regime_and_the_optimum_over_the_range() -> None:
+    """Before any data rho* is uniform over the reachable range: optimum_ci is that range's
+    central 90%, rho_star_ci the same within the called regime (RegimeCall's definitions)."""
+    from planner.frontier import allocation_shares, rho_grid
+    from planner.regime import LABELS, regime_labels
+    from planner.strategies import flat_prior_call
+
+    prior = flat_prior_call(S, PROBLEM)
+    g = rho_grid(S.model, S.reward, 201, PROBLEM.opts)
+    labels = regime_labels(allocation_shares(S.model, S.reward, g, PROBLEM.opts))
+    inside = g[labels == LABELS.index(prior.regime)]
+    assert prior.optimum_ci == pytest.approx((np.quantile(g, 0.05), np.quantile(g, 0.95)))
+    assert prior.rho_star_ci == pytest.approx((np.quantile(inside, 0.05), np.quantile(inside, 0.95)))
+    assert inside.min() <= prior.rho_star_ci[0] < prior.rho_star_ci[1] <= inside.max()
+    assert prior.rho_star_ci != prior.optimum_ci  # the regime is a strict part of the range
+
+
 def test_quadratic_call_fits_three_rho_values() -> None:
     """Three distinct rho values are enough to fit: rho* is the parabola's vertex (0.7 for
     0.6 - 2 (rho - 0.7)^2), not the best observed rho (0.6)."""
@@ -150,10 +171,11 @@ def test_quadratic_call_below_the_boundary_takes_the_best_rho_of_the_called_regi
 
 
 def test_quadratic_call_interval_is_the_central_level_of_the_refits() -> None:
-    """rho_star_ci is the central ``level`` interval of the bootstrap refits' vertices, whose
+    """optimum_ci is the central ``level`` interval of the bootstrap refits' vertices, whose
     regime shares are the probabilities: with k of n = 200 vertices search-heavy (below
     0.5), a lower tail of (k - 1.5) / 199 ends below 0.5 and one of (k + 0.5) / 199 at or
-    above it (numpy's linear quantiles over the sorted vertices)."""
+    above it (numpy's linear quantiles over the sorted vertices). rho_star_ci is the same
+    over the vertices in the called regime only."""
     r = np.repeat(np.linspace(0.3, 0.7, 5), 3)
     y = [bump(x, 0.51) + e for x, e in zip(r, [0.04, -0.05, 0.01] * 5, strict=True)]
     base = quadratic_call(S, PROBLEM, r, y, n_boot=200)
@@ -162,10 +184,13 @@ def test_quadratic_call_interval_is_the_central_level_of_the_refits() -> None:
     assert 10 < k < 190
     below = quadratic_call(S, PROBLEM, r, y, n_boot=200, level=1 - 2 * (k - 1.5) / 199)
     above = quadratic_call(S, PROBLEM, r, y, n_boot=200, level=1 - 2 * (k + 0.5) / 199)
-    assert below.rho_star_ci[0] < 0.5 <= above.rho_star_ci[0]
+    assert below.optimum_ci is not None and above.optimum_ci is not None
+    assert below.optimum_ci[0] < 0.5 <= above.optimum_ci[0]
     for call in (base, below, above):
-        assert call.rho_star_ci[0] <= call.rho_star_ci[1]
-    assert below.rho_star_ci[1] >= above.rho_star_ci[1]  # a larger level, a wider interval
+        assert call.optimum_ci is not None and call.optimum_ci[0] <= call.optimum_ci[1]
+        lo, hi = call.rho_star_ci
+        assert lo <= hi and ((lo >= 0.5) if call.regime == "update-heavy" else (hi < 0.5))
+    assert below.optimum_ci[1] >= above.optimum_ci[1]  # a larger level, a wider interval
 
 
 def test_quadratic_call_names_a_non_finite_metric() -> None:
