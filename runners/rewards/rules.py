@@ -55,11 +55,14 @@ def completion_text(c: Any) -> str:
 
 
 def prompt_text(p: Any) -> str:
-    """A prompt as text (the last user message for chat prompts)."""
+    """A prompt as text: the problem, which for chat prompts is the last user message (a
+    system message's instructions and numbers are not part of the problem; a list without a
+    user message is read by its last message, as completions are)."""
     if isinstance(p, str):
         return p
     if isinstance(p, Sequence) and p and isinstance(p[-1], dict):
-        return "\n".join(str(m.get("content", "")) for m in p)
+        users = [m for m in p if isinstance(m, dict) and m.get("role") == "user"]
+        return str((users or list(p))[-1].get("content", ""))
     return str(p)
 
 
@@ -427,7 +430,7 @@ def qwen_structured(prompts: Sequence[Any], completions: Sequence[Any], **kw: An
 def qwen_dense(prompts: Sequence[Any], completions: Sequence[Any], **kw: Any) -> list[float]:
     ok = _correct(completions, kw)
     return [
-        STEP_WEIGHT * arithmetic_step_share(completion_text(c), completion_text(p)) + (1 - STEP_WEIGHT) * k
+        STEP_WEIGHT * arithmetic_step_share(completion_text(c), prompt_text(p)) + (1 - STEP_WEIGHT) * k
         for p, c, k in zip(prompts, completions, ok, strict=True)
     ]
 

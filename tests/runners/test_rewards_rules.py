@@ -314,6 +314,11 @@ def test_chat_messages_are_read_as_their_text() -> None:
 
     user = [{"role": "user", "content": PROMPT}]
     assert prompt_text(user) == PROMPT and prompt_text(PROMPT) == PROMPT and prompt_text(7) == "7"
+    # The problem is the last user message: a system prompt's text (and its numbers) is not,
+    # nor is an assistant turn after it.
+    chat = [{"role": "system", "content": "Answer in 3 steps."}, *user, {"role": "assistant", "content": "Sure."}]
+    assert prompt_text(chat) == PROMPT
+    assert prompt_text([{"role": "system", "content": "a"}, {"role": "other", "content": "b"}]) == "b"
     two = [{"role": "assistant", "content": "draft"}, {"role": "assistant", "content": "final"}]
     assert completion_text(two) == "final" and completion_text("final") == "final" and completion_text(7) == "7"
     for name, expected in (("sparse", 1.0), ("structured", 1.0), ("dense", 1.0)):
@@ -324,6 +329,18 @@ def test_chat_messages_are_read_as_their_text() -> None:
             {"role": "assistant", "content": "2+3=5 and 5*2=10.\n\nSo the answer is \\boxed{10}."}]
     for name in ("sparse", "structured", "dense"):
         assert build_reward_system(name, "qwen2.5").funcs[0]([qwen], [comp], answer=["10"]) == [1.0], name
+
+
+def test_qwen_dense_grounds_steps_in_the_user_message_not_a_later_turn() -> None:
+    """A chat prompt that ends in an assistant prefill: the problem's numbers are in the user
+    message, so a step on them is grounded (the prefill alone would ground nothing)."""
+    prompt = [{"role": "system", "content": "Be brief."},
+              {"role": "user", "content": "Tom has 3 apples and buys 4 more. How many now?"},
+              {"role": "assistant", "content": "Let me think."}]
+    dense = build_reward_system("dense", "qwen2.5").funcs[0]
+    assert dense([prompt], ["3 + 4 = 7 apples. \\boxed{7}"], answer=["7"]) == pytest.approx([1.0])
+    ungrounded = dense([prompt], ["5 + 2 = 7 apples. \\boxed{7}"], answer=["7"])[0]
+    assert ungrounded < 1.0
 
 
 def test_qwen_rule_rewards_need_the_answer_column_and_one_per_completion() -> None:
