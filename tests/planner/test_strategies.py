@@ -244,6 +244,34 @@ def test_a_resumed_grid_calls_from_its_stored_runs_before_it_asks() -> None:
     assert abs(got.rho_star - 0.7) < 0.1  # the stored runs' call, not the flat prior's
 
 
+@pytest.mark.parametrize("off", [1.06, 0.5, 10.0])
+def test_grid_calls_from_its_isoflop_budget_only(off: float) -> None:
+    """The paper's protocol is an IsoFLOP fit: runs of the setting at another budget (6%
+    off and beyond; a target-budget anchor of another strategy in the same store) do not
+    enter the quadratic, however they would pull it; runs within 5% do."""
+    from planner.design import compile_feasible
+    from planner.proposals import make_proposal
+
+    g = make_strategy("grid", RaceProblem((S,), budget=1e16, pilot_budget=1e15), n_points=5)
+    grid = [run(p, {S: 0.72}) for p in g.ask()]
+    g.tell(grid)
+    alone = g.decide()[S]
+
+    def at(budget: float, rho: float, seed: int) -> RunRecord:
+        plan = compile_feasible(S, rho, budget, None)[0]
+        assert plan is not None
+        rec = run(make_proposal(plan, target="native", reason="elsewhere"), {S: 0.2}, seed)
+        return rec.model_copy(update={"metrics": Metrics(native=0.9 - abs(plan.rho - 0.2))})
+
+    far = [at(1e15 * off, r, i) for i, r in enumerate((0.15, 0.2, 0.25, 0.3))]
+    g.tell(far)
+    call = g.decide()[S]
+    assert call.rho_star == pytest.approx(alone.rho_star) and call.probabilities == alone.probabilities
+    near = [at(g.budget_for(S) * 1.04, r, 10 + i) for i, r in enumerate((0.15, 0.2, 0.25, 0.3))]
+    g.tell(near)
+    assert g.decide()[S].rho_star < 0.5  # within 5%: they count, and their higher values win
+
+
 def test_random_is_seeded_and_round_robin() -> None:
     a, b = make_strategy("random", PROBLEM, seed=3), make_strategy("random", PROBLEM, seed=3)
     pa, pb = a.ask(4), b.ask(4)
