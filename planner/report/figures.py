@@ -35,6 +35,7 @@ __all__ = ["FigureSpec", "all_figures", "save"]
 COLORS = {"search": "#4C72B0", "learning": "#DD8452", "reward": "#55A868"}
 TARGET_COLORS = {"native": "#4C72B0", "pass1": "#C44E52", "judge": "#8172B3"}
 MAX_SPLIT_RUNS = 120
+FOOTER_SIZE = 7  # points
 Z50, Z90 = 0.6744897501960817, 1.6448536269514722
 
 
@@ -54,11 +55,44 @@ def _figure(w: float, h: float) -> Any:
 
 
 def _footer(fig: Any, data: ReportData, target: str | None = None) -> str:
+    """Write the footer under ``fig`` and return it on one line (for the caption)."""
     text = f"engine: {data.engine_text} | data: {data.source_text}"
     if target:
         text += f" | target: {target}"
-    fig.supxlabel(text, fontsize=7, color="#555555")
+    fig.supxlabel(_fit_lines(text, fig, FOOTER_SIZE), fontsize=FOOTER_SIZE, color="#555555")
     return text
+
+
+def _fit_lines(text: str, fig: Any, size: float) -> str:
+    """``text`` in lines that fit ``fig``'s width at ``size`` points: its " | " parts
+    side by side while they fit, a part wider than a line broken at its spaces (a word,
+    such as a path without spaces, stays whole). One line as wide as the text was cut off
+    at both edges of a narrow figure (one size panel, one LOO panel), its "engine:
+    SIMULATED" first."""
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.font_manager import FontProperties
+
+    # Measured at the figure's dpi, as the PNG draws it (hinting widens small text there).
+    renderer, prop = RendererAgg(1, 1, fig.dpi), FontProperties(size=size)
+    room = (fig.get_figwidth() - 0.2) * fig.dpi
+
+    def fits(line: str) -> bool:
+        return bool(renderer.get_text_width_height_descent(line, prop, ismath=False)[0] <= room)
+
+    lines: list[str] = []
+    for k, part in enumerate(text.split(" | ")):
+        if k and fits(f"{lines[-1]} | {part}"):
+            lines[-1] += f" | {part}"
+            continue
+        line = ""
+        for word in part.split(" "):
+            if line and not fits(f"{line} {word}"):
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return "\n".join(lines)
 
 
 @contextmanager

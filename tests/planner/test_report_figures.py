@@ -211,3 +211,38 @@ def test_a_predicted_rho_star_outside_its_interval_is_explained(runs: tuple[list
     calls = next(bl.text for bl in blocks(data, {}) if bl.kind == "p" and bl.text.startswith("Per setting under"))
     for text in (calls, size_figure(data).caption, disagreement_figure(data).caption):
         assert "nearly flat" in text, text
+
+
+def _loo(n: int, outside: int) -> Any:
+    """A LOO result of ``n`` points, ``outside`` of them beyond their 90% interval."""
+    from surrogate.cv import LOOResult
+
+    z = np.where(np.arange(n) < outside, 3.0, 0.5)
+    return LOOResult(mean=np.zeros(n), std=np.ones(n), observed=z, X=np.zeros((n, 4)), rmse=1.0,
+                     coverage90=float(np.mean(z <= 1.6448536269514722)), loglik=-1.0)
+
+
+def test_a_narrow_figure_keeps_its_whole_footer(runs: tuple[list[Any], list[Any]]) -> None:
+    # One policy (one size panel) or one fitted target (one LOO panel) makes a figure about
+    # 5 inches wide; its footer was one line wider than that, cut off at both edges: a figure
+    # copied out of the report lost "engine: SIMULATED" first.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from planner.report.figures import loo_figure, size_figure
+
+    ok, _ = runs
+    a = SettingAt(MODELS[0], REWARDS[0], 1e16)
+    data = _report_data(ok, [], {"native": {a: _call(0.5, (0.4, 0.6))}})
+    data.data_dir = Path("/home/alice/experiments/race-campaigns/qwen-sweep-2026-12/data")
+    data.fits["native"].loo = _loo(20, 2)
+    for spec in (size_figure(data), loo_figure(data)):
+        canvas = FigureCanvasAgg(spec.fig)
+        canvas.draw()
+        foot = spec.fig._supxlabel
+        box = foot.get_window_extent(canvas.get_renderer())
+        assert 0 <= box.x0 and box.x1 <= spec.fig.bbox.width, (spec.name, box, spec.fig.bbox.width)
+        text = foot.get_text()
+        assert "engine: SIMULATED (sim)" in text and str(data.data_dir) in text, text
+        words = spec.caption[spec.caption.index("engine: "):].removesuffix(".").split()
+        assert [w for w in text.split() if w != "|"] == [w for w in words if w != "|"]  # all of it, in lines
+
