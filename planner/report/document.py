@@ -95,6 +95,12 @@ def _decided(entry: dict[str, Any]) -> str:
     return str(state)
 
 
+def _fmt_coverage(p: float) -> str:
+    """LOO coverage in whole percent, rounded down as probabilities beside a threshold are
+    (:func:`format_probability`): 26 of 29 points (89.7%) read "90%" beside the nominal 90%."""
+    return f"{format_probability(p, 0, percent=True)}%"
+
+
 def _fmt_ci(ci: Sequence[float]) -> str:
     return f"[{ci[0]:.2f}, {ci[1]:.2f}]"
 
@@ -294,7 +300,7 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
         for tf in fitted:
             loo = tf.loo
             rows.append([tf.target, str(tf.n_obs), str(loo.n) if loo else "-",
-                         f"{loo.coverage90:.0%}" if loo else "-", f"{loo.rmse:.3g}" if loo else "-",
+                         _fmt_coverage(loo.coverage90) if loo else "-", f"{loo.rmse:.3g}" if loo else "-",
                          f"{loo.loglik:.2f}" if loo else (tf.loo_error or "-"), f"{tf.fit_seconds:.1f} s"])
         out.append(Block("table", headers=["target", "runs", "LOO points", "90% coverage", "RMSE",
                                            "log lik / point", "fit time"], rows=rows))

@@ -408,7 +408,9 @@ def loo_figure(data: ReportData) -> FigureSpec | None:
         ax.plot(lim, lim, color="#888888", lw=1, ls="--")
         ax.set_xlabel("observed")
         ax.set_ylabel("LOO predicted (90% interval)")
-        ax.set_title(f"{f.target}: coverage {loo.coverage90:.0%} of {loo.n}, RMSE {loo.rmse:.3g}", fontsize=9)
+        # Rounded down, as the diagnostics table has it: 89.7% is not the nominal 90%.
+        cover = format_probability(loo.coverage90, 0, percent=True)
+        ax.set_title(f"{f.target}: coverage {cover}% of {loo.n}, RMSE {loo.rmse:.3g}", fontsize=9)
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     fig.suptitle("Surrogate diagnostics: leave-one-out predicted vs observed", fontsize=10)

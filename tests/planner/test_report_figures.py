@@ -246,3 +246,19 @@ def test_a_narrow_figure_keeps_its_whole_footer(runs: tuple[list[Any], list[Any]
         words = spec.caption[spec.caption.index("engine: "):].removesuffix(".").split()
         assert [w for w in text.split() if w != "|"] == [w for w in words if w != "|"]  # all of it, in lines
 
+
+def test_loo_coverage_below_nominal_does_not_print_as_nominal(runs: tuple[list[Any], list[Any]]) -> None:
+    # 26 of 29 points inside their 90% intervals (89.7%) printed "90%" beside the nominal
+    # 90%, and 249 of 250 "100%": coverage rounds down, as probabilities beside a
+    # threshold do (format_probability).
+    from planner.report.document import blocks
+    from planner.report.figures import loo_figure
+
+    ok, _ = runs
+    a = SettingAt(MODELS[0], REWARDS[0], 1e16)
+    for n, outside, shown in ((29, 3, "89%"), (250, 1, "99%"), (20, 2, "90%"), (20, 0, "100%")):
+        data = _report_data(ok, [], {"native": {a: _call(0.5, (0.4, 0.6))}})
+        data.fits["native"].loo = _loo(n, outside)
+        table = next(b for b in blocks(data, {}) if b.kind == "table" and "90% coverage" in b.headers)
+        assert table.rows[0][3] == shown, (n, outside, table.rows[0])
+        assert loo_figure(data).fig.axes[0].get_title().startswith(f"native: coverage {shown} of {n},")
