@@ -175,7 +175,8 @@ def _race(data: ReportData) -> list[Block]:
                              "or (\"unchecked\") at it but not yet checked by runs at the target budget."))
     if any(r[-1] == "n/a" for r in rows):
         target = race.get("target", "?")
-        out.append(Block("note", f"n/a: the {target} surrogate could not be fitted (below)." if not (fit and fit.ok)
+        why = (fit.error if fit and fit.error else "no ok run measured it")
+        out.append(Block("note", f"n/a: the {target} surrogate could not be fitted ({why})." if not (fit and fit.ok)
                          else f"n/a: no run of the setting measured {target}; the report calls only settings "
                               "with one (the race's call there is its surrogate's prediction from the others)."))
     if differ:

@@ -207,6 +207,23 @@ def test_report_cli_warns_of_skipped_records_and_an_unreadable_race_summary(tmp_
     assert any("1 unreadable record file(s)" in w and victim.name in w for w in warnings)
 
 
+def test_a_race_whose_runs_all_failed_says_why_its_refit_is_missing(tmp_path: Path) -> None:
+    """The race table's n/a note gives the reason inline: with every run failed no fit was
+    tried, so there is no fit note "below" to point at."""
+    data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=2,
+                         seeds=(0,), only_failed=True)
+    race = {"budget": TARGET_BUDGET, "target": "native", "strategy": "ours", "rounds": 1, "runs": 2,
+            "stop_reason": "max-runs", "confidence": 0.9,
+            "settings": [{"model": MODELS[0], "reward": REWARDS[0], "budget": TARGET_BUDGET, "rho_star": 0.5,
+                          "rho_star_ci": [0.4, 0.6], "regime": "update-heavy",
+                          "probabilities": {"search-heavy": 0.5, "update-heavy": 0.5, "reward-heavy": 0.0},
+                          "runs": 0, "decided": "open"}]}
+    (data / "regimes.json").write_text(json.dumps(race))
+    md = build_report(data, tmp_path / "out").markdown.read_text()
+    assert "n/a: the native surrogate could not be fitted (no ok run measured it)." in md
+    assert "(below)" not in md
+
+
 def test_report_with_too_few_runs_to_fit(tmp_path: Path) -> None:
     data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=1,
                          seeds=(0,), n_failed=0)
