@@ -22,9 +22,14 @@ from planner.errors import ConfigError
 if TYPE_CHECKING:
     from runners.task import Outcome, Task
 
-__all__ = ["BACKENDS", "Backend", "Handle", "WorkerLost", "make_backend", "require"]
+__all__ = ["BACKENDS", "MAX_WORKERS", "Backend", "Handle", "WorkerLost", "make_backend", "require"]
 
 BACKENDS: tuple[str, ...] = ("local", "ray", "slurm")
+
+# The most runs a backend keeps in flight: more is a typo, not a cluster. The local backend
+# sizes its worker slots by it (--workers 99999999999999999999 was an OverflowError traceback,
+# 2**40 a MemoryError).
+MAX_WORKERS = 10_000
 
 
 class WorkerLost(RuntimeError):
@@ -91,8 +96,8 @@ def make_backend(
 
     if name not in BACKENDS:
         raise ConfigError(f"backend: unknown backend {name!r}; use one of: {', '.join(BACKENDS)}")
-    if workers < 1:
-        raise ConfigError(f"workers: must be >= 1, got {workers}")
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ConfigError(f"workers: must be 1-{MAX_WORKERS} (runs in flight at once), got {workers}")
     opts = validate_options(name, options)
     device = str((engine_options or {}).get("device", ""))
     cuda = device.startswith("cuda")

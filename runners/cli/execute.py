@@ -48,11 +48,12 @@ def execute(
     from planner.errors import ConfigError
     from planner.proposals import read_proposals
     from planner.schema import check_seed_count
+    from runners.backends import MAX_WORKERS
 
     # Everything is validated before anything runs: bad input must leave the store untouched.
     check_seed_count(seeds)
-    if workers < 1:
-        raise ConfigError(f"workers: must be >= 1, got {workers}")
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ConfigError(f"workers: must be 1-{MAX_WORKERS} (runs in flight at once), got {workers}")
     if retries < 0:
         raise ConfigError(f"retries: must be >= 0, got {retries}")
     if timeout_min is not None and not (math.isfinite(timeout_min) and timeout_min > 0):

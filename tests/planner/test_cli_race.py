@@ -674,6 +674,20 @@ def test_race_refuses_a_seed_count_past_the_cap_before_anything_runs(tmp_path: P
     assert not (tmp_path / "d").exists()
 
 
+def test_race_refuses_a_worker_count_past_the_cap_before_anything_runs(tmp_path: Path) -> None:
+    """--workers with a digit too many was an OverflowError traceback from the local backend
+    (its worker slots are a list that long); one far past any cluster, a MemoryError."""
+    from runners.backends import MAX_WORKERS
+
+    for workers in ("99999999999999999999999", str(2**40), str(MAX_WORKERS + 1)):
+        res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
+                                  "--rewards", "sparse", "--data", str(tmp_path / "d"), "--quiet",
+                                  "--workers", workers])
+        assert res.exit_code == 2, (res.output, res.exception)
+        assert res.stderr.strip() == f"error: workers: must be 1-{MAX_WORKERS} (runs in flight at once), got {workers}"
+        assert not (tmp_path / "d").exists()
+
+
 def test_a_race_that_replaces_another_races_summary_says_so(tmp_path: Path) -> None:
     data = tmp_path / "d"
     base = ["race", "--data", str(data), "--models", "qwen2.5-1.5b", "--quiet", "--max-runs", "4"]

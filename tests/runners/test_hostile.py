@@ -198,6 +198,8 @@ def _good(store: PilotStore) -> bytes:
         (["--backend", "mpi"], {}, "backend"),
         (["--seeds", "0"], {}, "seeds"),
         (["--workers", "0"], {}, "workers"),
+        # A digit too many was an OverflowError traceback from the local backend's worker slots.
+        (["--workers", "99999999999999999999999"], {}, "workers: must be 1-10000 (runs in flight at once)"),
         (["--retries", "-1"], {}, "retries"),
         (["--timeout-min", "nan"], {}, "timeout"),
         (["--device", "tpu"], {}, "device"),
