@@ -38,7 +38,9 @@ def card(
     records = scan.records
     matches = [r for r in records if r.run_id == run_id]
     if not matches:
-        wrecks = [c for c in scan.corrupt if c.path.name.startswith(f"{run_id}.")]
+        # This run's own files only: run ids share dotted prefixes, so a prefix ("tiny-s.sparse")
+        # matched another run's wreck and was called corrupt itself.
+        wrecks = [c for c in scan.corrupt if _is_record_of(c.path.name, run_id)]
         if wrecks:
             raise ConfigError(f"run_id: the record of {run_id!r} is corrupt ({wrecks[0].path.name}: "
                               f"{wrecks[0].reason}); the next `runners execute` of its proposal reruns it")
@@ -56,3 +58,11 @@ def card(
     if len(matches) > 1:
         Console(stderr=True).print(f"({len(matches)} records of this run: "
                                    f"{sum(r.status != 'ok' for r in matches)} failed attempt(s))")
+
+
+def _is_record_of(name: str, run_id: str) -> bool:
+    """Whether ``name`` is the file of a record of ``run_id`` in a store: runs/RUN_ID.parquet
+    or failed/RUN_ID.aN.parquet."""
+    import re
+
+    return re.fullmatch(rf"{re.escape(run_id)}(\.a\d+)?\.parquet", name) is not None

@@ -238,6 +238,28 @@ def test_card_of_a_corrupt_record_says_so(proposals: Path, tmp_path: Path) -> No
     assert f"the record of '{path.stem}' is corrupt" in res.stderr and "reruns it" in res.stderr
 
 
+def test_card_of_a_prefix_of_a_corrupt_records_id_does_not_call_it_corrupt(proposals: Path, tmp_path: Path) -> None:
+    """Run ids share dotted prefixes: `card tiny-s` found another run's wreck by prefix and
+    said that the record of 'tiny-s' was corrupt."""
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(tmp_path), "--engine", "sim", "--seeds", "2"])
+    assert res.exit_code == 0, res.output
+    broken, intact = sorted((tmp_path / "runs").glob("*.parquet"))
+    broken.write_bytes(b"garbage")
+    for prefix in ("tiny-s", "tiny-s.sparse", broken.name.rsplit(".", 2)[0]):
+        assert broken.name.startswith(f"{prefix}.")
+        res = RUNNER.invoke(app, ["card", prefix, "--data", str(tmp_path)])
+        assert res.exit_code == 2 and len(res.stderr.splitlines()) == 1, res.stderr
+        assert f"no run {prefix!r} in {tmp_path}" in res.stderr and "corrupt" not in res.stderr, res.stderr
+    res = RUNNER.invoke(app, ["card", broken.stem, "--data", str(tmp_path)])  # its own id: corrupt
+    assert res.exit_code == 2 and f"the record of '{broken.stem}' is corrupt" in res.stderr, res.stderr
+    assert RUNNER.invoke(app, ["card", intact.stem, "--data", str(tmp_path)]).exit_code == 0
+    failed = broken.stem[:-1] + "9"  # a failed attempt's wreck is its run's too
+    (tmp_path / "failed").mkdir()
+    (tmp_path / "failed" / f"{failed}.a1.parquet").write_bytes(b"garbage")
+    res = RUNNER.invoke(app, ["card", failed, "--data", str(tmp_path)])
+    assert res.exit_code == 2 and f"the record of '{failed}' is corrupt ({failed}.a1.parquet" in res.stderr, res.stderr
+
+
 def test_card_of_an_unknown_run_counts_runs_not_records(proposals: Path, tmp_path: Path) -> None:
     from planner.proposals import read_proposals
 
