@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from planner.cli.paths import nonempty, path_value
+from planner.cli.paths import check_not_store_folder, nonempty, path_value
 from runners.cli.app import command
 
 __all__ = ["calibrate_cmd"]
@@ -45,6 +45,9 @@ def calibrate_cmd(
         check_output_file(out, "out")
     if not Path(data).is_dir():
         raise ConfigError(f"data: {str(data)!r} is not a directory; give the pilot store of your runs")
+    # DIR/runs read as a store holds no run: "no real runs ... run `runners execute` first"
+    # sent the user to redo runs that are there.
+    check_not_store_folder(data)
     base_world = load_world(world)
     scan = PilotStore(data).scan()
     for c in scan.corrupt:  # left where it is, not fitted

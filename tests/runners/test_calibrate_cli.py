@@ -65,6 +65,15 @@ def test_calibrate_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args
     assert list(tmp_path.iterdir()) == []
 
 
+def test_calibrate_names_the_store_for_its_runs_folder(tmp_path: Path) -> None:
+    """DIR/runs (a slip of the shell's completion) read as a store without runs, and the error
+    said to run `runners execute ... --engine trl` first: runs that are there."""
+    res = runner.invoke(app, ["calibrate", "--data", str(CAMPAIGN / "runs"), "--models", "tiny-m"])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1, res.output
+    assert res.output.strip() == (f"error: data: {str(CAMPAIGN / 'runs')!r} is a pilot store's runs/ folder; "
+                                  f"pass the store itself, {str(CAMPAIGN)!r}")
+
+
 def test_calibrate_refuses_a_store_without_real_runs(tmp_path: Path) -> None:
     store = tmp_path / "store"
     shutil.copytree(CAMPAIGN, store)
