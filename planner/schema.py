@@ -222,10 +222,31 @@ class ProposalSet(BaseModel):
             # wrong, not something to coerce.
             return cls.model_validate_json(text, strict=True)
         except Exception as exc:  # pydantic.ValidationError, or not JSON at all
+            if other := _not_proposals(text):
+                # A race's regimes.json given for its proposals: "fix field 'strategy'" was no fix.
+                raise ConfigError(f"{field}: the file is {other} with no 'proposals' list, not a proposals file; "
+                                  "give the proposals.json that `planner suggest` (or `planner plan --out`) "
+                                  "wrote") from None
             msg = first_error(exc)
             fix = "" if msg.startswith("not valid JSON") else "; fix that field"
             raise ConfigError(f"{field}: {msg}{fix}, or write the file anew with "
                               "`planner suggest` (or `planner plan`)") from None
+
+
+def _not_proposals(text: str | bytes) -> str | None:
+    """What a JSON object without a ``proposals`` key is (a race's or a report's summary,
+    or some other object), or None for anything else: that is a proposals file's to name."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or not doc or "proposals" in doc:
+        return None
+    if doc.get("generated_by") == "planner report":
+        return "a report's regime calls"
+    if "stop_reason" in doc and "settings" in doc:
+        return "a race's summary (regimes.json)"
+    return f"a JSON object of other keys ({', '.join(map(repr, list(doc)[:3]))}{', ...' if len(doc) > 3 else ''})"
 
 
 class ComputeCard(BaseModel):

@@ -597,6 +597,15 @@ def test_suggest_names_pending_for_a_broken_pending_file(tmp_path: Path) -> None
     res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
                               "--pending", str(bad), "--out", str(tmp_path / "p.json")])
     assert res.exit_code == 2 and res.stderr.startswith("error: pending: ") and "planner suggest" in res.stderr
+    race = tmp_path / "d"  # a race's summary for the pending proposals: no field of it to fix
+    res = runner.invoke(app, ["race", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                              "--max-runs", "2", "--data", str(race), "--quiet"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                              "--pending", str(race / "regimes.json"), "--out", str(tmp_path / "p.json")])
+    assert res.exit_code == 2 and res.stderr.startswith(
+        "error: pending: the file is a race's summary (regimes.json) with no 'proposals' list"), res.stderr
+    assert not (tmp_path / "p.json").exists()
 
 
 def test_suggest_leaves_out_a_design_point_that_failed_twice_in_a_store_of_failures(tmp_path: Path) -> None:

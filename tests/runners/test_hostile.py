@@ -291,6 +291,21 @@ def test_a_changed_plan_under_a_recorded_id_is_refused(store: PilotStore) -> Non
     assert line.startswith(f"error: proposals: {PROPS[0].id}: ") and "another plan" in line
 
 
+@pytest.mark.parametrize(("doc", "what"), [
+    ({"schema_version": 1, "strategy": "ours", "target": "native", "budget": 1e16, "stop_reason": "confident",
+      "settings": []}, "a race's summary (regimes.json)"),
+    ({"generated_by": "planner report", "settings": []}, "a report's regime calls"),
+    ({"model": "tiny-s", "rho": 0.5}, "a JSON object of other keys ('model', 'rho')"),
+])
+def test_another_kind_of_json_is_named_not_a_proposals_file(store: PilotStore, doc: dict[str, Any],
+                                                             what: str) -> None:
+    """A race's regimes.json given as the proposals (a slip of the shell's completion) said
+    "field 'strategy': Extra inputs are not permitted (+16 more); fix that field"."""
+    line = invoke_bad(store, json.dumps(doc).encode())
+    assert line == (f"error: proposals: the file is {what} with no 'proposals' list, not a proposals file; "
+                    "give the proposals.json that `planner suggest` (or `planner plan --out`) wrote"), line
+
+
 def test_proposals_path_that_is_a_directory(store: PilotStore, tmp_path: Path) -> None:
     res = RUNNER.invoke(app, ["execute", str(tmp_path), "--data", str(store.root), "--engine", "sim"])
     assert res.exit_code == 2 and "is a directory; give the proposals.json file in it" in res.stderr
