@@ -181,6 +181,10 @@ def architecture_from_hf_config(
     for k, v in fields.items():
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise ConfigError(f"{name}: config.json {k} is {v!r}; it must be a positive whole number")
+    tied = config.get("tie_word_embeddings", False)
+    if tied is not None and not isinstance(tied, bool):
+        # bool("false") is True: the LM head went uncounted, without a word.
+        raise ConfigError(f"{name}: config.json tie_word_embeddings is {tied!r}; it must be true or false (unquoted)")
     head_dim = config.get("head_dim")
     if head_dim is not None:
         derived = fields["hidden_size"] // fields["num_attention_heads"]
@@ -191,7 +195,7 @@ def architecture_from_hf_config(
         name=name,
         role=role,
         family=family or ("qwen2.5" if fields["vocab_size"] > 1000 else "tiny"),
-        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        tie_word_embeddings=bool(tied),
         score_head=((1,) if role == "prm" else ()) if score_head is None else score_head,
         **fields,
     )

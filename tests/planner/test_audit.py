@@ -256,6 +256,9 @@ def test_lora_settings_that_peft_or_trl_would_read_otherwise(tmp_path: Path, bod
     ({"hidden_size": None}, "config.json lacks 'hidden_size'"),
     ({"hidden_size": 896.7}, "hidden_size is 896.7"),
     ({"hidden_size": 0}, "hidden_size is 0"),
+    # A string is truthy: "false" costed an untied model with no LM head, exit 0.
+    ({"tie_word_embeddings": "false"}, "tie_word_embeddings is 'false'; it must be true or false"),
+    ({"tie_word_embeddings": 0}, "tie_word_embeddings is 0"),
 ])
 def test_a_malformed_config_json_is_one_line_naming_the_key(tmp_path: Path, edit: dict, says: str) -> None:
     # Each was a traceback (ValueError, ZeroDivisionError, TypeError) or, for 896.7 and 0,
