@@ -48,16 +48,31 @@ def race_problem(budget: str, models: str | None, rewards: str | None, target: s
     """The shared options, parsed, as a :class:`~planner.strategies.RaceProblem` (which
     validates them: one place for every check, whoever builds a problem)."""
     from planner.frontier import Setting
-    from planner.registry import POLICIES_QWEN, REWARD_SYSTEMS
+    from planner.registry import POLICIES_QWEN, REWARD_SYSTEMS, get_model, get_reward
     from planner.strategies import RaceProblem
 
     b = parse_budget(budget)
     pilot = parse_budget(pilot_budget, "pilot-budget") if pilot_budget is not None else b / 100
     ms = parse_list(models, "models") or list(POLICIES_QWEN)
     rs = parse_list(rewards, "rewards") or list(REWARD_SYSTEMS)
+    _check_names(ms, "models", "model", get_model)
+    _check_names(rs, "rewards", "reward", get_reward)
     settings = tuple(Setting(m, r) for m in dict.fromkeys(ms) for r in dict.fromkeys(rs))
     return RaceProblem(settings, budget=b, pilot_budget=pilot, target=target, confidence=confidence,
                        indifference=indifference)
+
+
+def _check_names(names: list[str], option: str, field: str, lookup: Any) -> None:
+    """Each name of a list option in the registry; an unknown one's error names the option
+    the user typed (``rewards:``), not the registry's singular field (``reward:``)."""
+    from planner.errors import ConfigError
+
+    for name in names:
+        try:
+            lookup(name)
+        except ConfigError as exc:
+            msg = str(exc)
+            raise ConfigError(f"{option}:{msg[len(field) + 1:]}" if msg.startswith(f"{field}:") else msg) from None
 
 
 def _ours_options(seed: int, anchors: int | None, cost_power: float | None) -> dict[str, Any]:

@@ -154,9 +154,9 @@ def test_suggest_lists_and_n(tmp_path: Path) -> None:
     ("args", "field"),
     [
         (["--budget", "lots"], "budget"),
-        (["--budget", "1e16", "--models", "nope"], "model"),
+        (["--budget", "1e16", "--models", "nope"], "models: unknown model 'nope'"),
         (["--budget", "1e16", "--models", "qwen2.5-math-prm-7b"], "models"),
-        (["--budget", "1e16", "--rewards", "vibes"], "reward"),
+        (["--budget", "1e16", "--rewards", "vibes"], "rewards: unknown reward system 'vibes'"),
         (["--budget", "1e16", "--target", "elo"], "target"),
         (["--budget", "1e16", "--pilot-budget", "1e17"], "pilot-budget"),
         (["--budget", "1e10", "--models", "qwen2.5-7b"], "budget"),
