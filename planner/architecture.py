@@ -181,6 +181,12 @@ def architecture_from_hf_config(
     for k, v in fields.items():
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise ConfigError(f"{name}: config.json {k} is {v!r}; it must be a positive whole number")
+    heads, kv = fields["num_attention_heads"], fields["num_key_value_heads"]
+    if heads % kv:
+        # GQA shares each k/v head among heads / kv query heads: transformers' repeat_kv
+        # fails on any other layout, so no run of it exists to cost.
+        raise ConfigError(f"{name}: config.json num_key_value_heads {kv} does not divide num_attention_heads "
+                          f"{heads}; it must be a divisor of it")
     tied = config.get("tie_word_embeddings", False)
     if tied is not None and not isinstance(tied, bool):
         # bool("false") is True: the LM head went uncounted, without a word.

@@ -259,6 +259,9 @@ def test_lora_settings_that_peft_or_trl_would_read_otherwise(tmp_path: Path, bod
     # A string is truthy: "false" costed an untied model with no LM head, exit 0.
     ({"tie_word_embeddings": "false"}, "tie_word_embeddings is 'false'; it must be true or false"),
     ({"tie_word_embeddings": 0}, "tie_word_embeddings is 0"),
+    # GQA needs the query heads in whole groups per k/v head: no such model runs.
+    ({"num_key_value_heads": 3}, "num_key_value_heads 3 does not divide num_attention_heads 4"),
+    ({"num_key_value_heads": 8}, "num_key_value_heads 8 does not divide num_attention_heads 4"),
 ])
 def test_a_malformed_config_json_is_one_line_naming_the_key(tmp_path: Path, edit: dict, says: str) -> None:
     # Each was a traceback (ValueError, ZeroDivisionError, TypeError) or, for 896.7 and 0,
