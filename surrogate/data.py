@@ -197,6 +197,11 @@ def _feature(o: Observation, rewards: Sequence[str], rho: float, flops: float) -
     return [math.log10(o.model_params), float(rewards.index(o.reward)), rho, math.log10(flops), math.log2(o.reuse)]
 
 
+def _plan_of(o: Observation) -> tuple[str, str, float, float]:
+    """What seed replicates share: (model, reward, planned rho, nominal budget)."""
+    return (o.model, o.reward, round(o.rho_planned, 4), o.budget)
+
+
 def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> TrainingData:
     """Average seed replicates and estimate their noise.
 
@@ -213,7 +218,7 @@ def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> Trai
         raise ValueError(f"rewards: the category order lacks {missing} that the observations carry; list every reward system")
     groups: dict[tuple[str, str, float, float], list[Observation]] = {}
     for o in obs:
-        groups.setdefault((o.model, o.reward, round(o.rho_planned, 4), o.budget), []).append(o)
+        groups.setdefault(_plan_of(o), []).append(o)
     all_y = np.array([o.y for o in obs], dtype=float)
     floor = max(1e-8, 1e-6 * float(all_y.var())) if len(obs) else 1e-8  # keeps the noise matrix well conditioned
     # Within-group sums of squares and degrees of freedom, per reward system.
@@ -238,9 +243,15 @@ def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> Trai
         # but a group of identical replicates is one row: as separate rows, copies of one
         # value read as evidence of no noise, and the fit's level fell with every copy (a
         # race's runs, each duplicated: noise sd 0.0094 -> 0.0012, P 0.80 -> 0.99).
-        runs = [([o], o.rho, o.flops) for o in obs if o.reward not in identical]
+        # A group agrees as a reward system does (within the floor), whether or not the
+        # other groups of its reward system do.
+        def one_row(g: list[Observation]) -> bool:
+            ys = np.array([o.y for o in g])
+            return g[0].reward in identical or (len(g) > 1 and float(((ys - ys.mean()) ** 2).sum()) <= floor * (len(g) - 1))
+
+        runs = [([o], o.rho, o.flops) for o in obs if not one_row(groups[_plan_of(o)])]
         runs += [(g, float(np.mean([o.rho for o in g])), float(np.mean([o.flops for o in g])))
-                 for g in groups.values() if g[0].reward in identical]
+                 for g in groups.values() if one_row(g)]
         X = np.array([_feature(g[0], rewards, rho, flops) for g, rho, flops in runs], dtype=float)
         y = np.array([float(np.mean([o.y for o in g])) for g, _, _ in runs], dtype=float)
         return TrainingData(X.reshape(-1, len(FEATURES)), y, None, np.array([len(g) for g, _, _ in runs], dtype=np.int64),

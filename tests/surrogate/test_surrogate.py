@@ -102,6 +102,22 @@ def test_copies_of_runs_do_not_shrink_the_inferred_noise() -> None:
     assert b.run_noise_variance("sparse") == pytest.approx(a.run_noise_variance("sparse"), rel=0.05)
 
 
+def test_a_group_of_identical_replicates_is_one_row_beside_groups_that_differ() -> None:
+    # Too few replicate degrees of freedom (2): the noise is inferred, each run a row, but
+    # copies of one value are one row, also where another group of the same reward system
+    # differs (so the reward system as a whole is not "identical"): as two rows they read
+    # as evidence of no noise.
+    once = rows(n_rho=4, noise=0.02)
+    same, other = once[0], once[1]  # two sparse plans of the small policy
+    assert (same["reward"], other["reward"]) == ("sparse", "sparse") and same["rho_planned"] != other["rho_planned"]
+    data = group_replicates(extract([*once, dict(same, seed=1), dict(other, seed=1, native=other["native"] + 0.03)],
+                                    "native"), REWARDS)
+    assert data.yvar is None and data.identical_rewards == ()
+    assert len(data.y) == len(once) + 1  # the differing pair is two rows, the copies one
+    assert sorted(data.counts.tolist()) == [1] * len(once) + [2]
+    assert data.y[data.counts == 2] == pytest.approx([same["native"]])
+
+
 def test_a_reward_whose_replicates_agree_takes_the_others_noise() -> None:
     # prm's seeds scatter, sparse's agree exactly: sparse's noise is prm's pooled level,
     # not its own zero shrunk toward it, and it says so.
