@@ -248,8 +248,12 @@ def rho_star_interval(
         raise ValueError(f"samples must be (S, {grid.shape[0] if grid.ndim == 1 else 'G'}) with S >= 1 for a 1-D rho grid, got {s.shape}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie in (0, 1), got {level}")
+    if not np.isfinite(s).all():  # argmax reads the first NaN as the maximum
+        raise ValueError("samples must be finite; the surrogate returned NaN or inf sample paths")
     if within is not None:
         w = np.asarray(within, dtype=bool)
+        if w.shape != grid.shape:  # a length-1 mask would broadcast to every grid point
+            raise ValueError(f"within must be ({grid.shape[0]},) like rho_grid, got {w.shape}")
         if w.any():
             s = np.where(w, s, -np.inf)
     stars = grid[sample_argmax(s)]

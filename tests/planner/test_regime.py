@@ -315,11 +315,16 @@ def test_to_dict_carries_the_optimum_interval_where_there_is_one() -> None:
     lambda: rho_star_interval(humps(np.array([0.3]))[:, :5], GRID),  # another grid's paths
     lambda: rho_star_interval(humps(np.array([0.3])), GRID, 0.0),
     lambda: rho_star_interval(humps(np.array([0.3])), GRID, 1.0),
+    # A NaN path read as peaking at the grid's first point: (0.05, 0.8) for paths all at 0.8.
+    lambda: rho_star_interval(np.where(np.arange(GRID.size) == 0, np.nan, humps(np.full(4, 0.8))), GRID),
+    # A mask of another length broadcast (length 1: every point) or failed inside numpy.
+    lambda: rho_star_interval(humps(np.array([0.3])), GRID, within=np.ones(1, dtype=bool)),
+    lambda: rho_star_interval(humps(np.array([0.3])), GRID, within=np.ones(GRID.size - 1, dtype=bool)),
     lambda: classify(humps(np.array([0.3])), np.where(GRID > 0.9, np.nan, GRID), RULE),
     # Length-1 arrays broadcast against the grid: they would silently apply to every point.
     lambda: classify(humps(np.array([0.3])), GRID, RULE, mean=np.zeros(1)),
     lambda: classify(humps(np.array([0.3])), GRID, RULE, eligible=np.ones(1, dtype=bool)),
 ])
 def test_interval_and_call_inputs_are_checked_where_they_enter(call) -> None:
-    with pytest.raises(ValueError, match=r"samples must be|level must|rho_grid must|mean must|eligible must"):
+    with pytest.raises(ValueError, match=r"samples must be|level must|rho_grid must|mean must|eligible must|within must"):
         call()
