@@ -225,7 +225,9 @@ def calibrate(
         for t in TARGETS})
     for t in ("native", *[x for x in TARGETS if x != "native"]):
         observed = runs.metrics[t] - runs.base[t]
-        grid = np.linspace(base[t] + 0.01, 1.0, ceilings)
+        # Just above the base, and never above 1 (a base past 0.99 left a grid of ceilings
+        # > 1, which the fit could pick and no world file accepts).
+        grid = np.linspace(min(base[t] + 0.01, (base[t] + 1.0) / 2), 1.0, ceilings)
         loss = np.full((grid.size, scales.size), np.inf)
         for i, c in enumerate(grid):  # every scale at once: learn() broadcasts over the capacity
             w = with_capacities(current, model, {t: Capacity(base=base[t], ceiling=float(c), scale=scales[:, None])})  # type: ignore[arg-type]

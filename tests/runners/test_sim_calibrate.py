@@ -18,6 +18,7 @@ from runners.sim.calibrate import (
     measured_base,
     measured_runs,
     prompts_trained,
+    world_text_with,
 )
 from runners.sim.dynamics import base_metrics, learn
 from runners.sim.levers import levers_at
@@ -31,10 +32,10 @@ TRUE = {"native": Capacity(0.40, 0.80, 3000.0), "pass1": Capacity(0.20, 0.45, 60
         "judge": Capacity(0.60, 0.90, 2000.0)}
 
 
-def _simulated_runs(world, model: str, rewards=("sparse", "dense", "prm")) -> MeasuredRuns:
-    """Noise-free runs of ``model`` at capacities ``TRUE``, spread over rho and budgets
+def _simulated_runs(world, model: str, rewards=("sparse", "dense", "prm"), true=TRUE) -> MeasuredRuns:
+    """Noise-free runs of ``model`` at capacities ``true``, spread over rho and budgets
     from the start of the curve to its shoulder (so the ceiling is identified)."""
-    w = dataclasses.replace(world, models={**world.models, model: TRUE})
+    w = dataclasses.replace(world, models={**world.models, model: true})
     cols: dict[str, list] = {k: [] for k in ("reward", "budget", "n", "g", "k", "mu")}
     metrics: dict[str, list] = {t: [] for t in TARGETS}
     base: dict[str, list] = {t: [] for t in TARGETS}
@@ -74,6 +75,22 @@ def test_calibrate_recovers_known_capacities_from_simulated_runs() -> None:
         assert abs(np.log10(got.scale / truth.scale)) <= 0.1 + 1e-9, (t, got)
         assert cal.targets[t].ceiling_range[0] <= got.ceiling <= cal.targets[t].ceiling_range[1]
         assert cal.targets[t].predicted_gain == pytest.approx(cal.targets[t].observed_gain, abs=0.02)
+
+
+def test_calibrate_never_fits_a_ceiling_above_one_for_a_base_near_one(tmp_path: Path) -> None:
+    """A judge base of 0.993 (a strong policy on easy prompts): the ceiling grid started at
+    base + 0.01 = 1.003, the fit picked 1.00008, and the world written with it did not load."""
+    world = load_world("paper")
+    true = {**TRUE, "judge": Capacity(0.993, 1.0, 2.2e5)}
+    runs = _simulated_runs(world, "tiny-m", true=true)
+    cal = calibrate(world, "tiny-m", runs, scales=np.logspace(4, 7, 61))
+    fit = cal.targets["judge"]
+    assert fit.capacity.base == pytest.approx(0.993)
+    assert fit.capacity.base < fit.capacity.ceiling <= 1.0, fit.capacity
+    assert fit.ceiling_range[1] <= 1.0
+    out = tmp_path / "fitted.toml"
+    out.write_text(world_text_with(Path(world.path).read_text(), {"tiny-m": cal}, note="test", name="fitted"))
+    assert load_world(out).capacity("tiny-m", "judge").ceiling <= 1.0
 
 
 def test_measured_base_reads_native_from_rewards_without_partial_credit() -> None:
