@@ -211,6 +211,10 @@ def calibrate(
     scales = np.logspace(0, 7, 141) if scales is None else np.asarray(scales, dtype=float)
     base = measured_base(world, runs)
     for t, b in base.items():
+        if b < 0.0:  # only a native base read back through a lift can fall below 0
+            raise ValueError(f"calibrate: {model}'s native base, read through the world's native_lift from "
+                             f"runs of partial-credit rewards only, is {b:.3f}: their base reward sits below "
+                             "the lift; add runs with a rule reward (sparse) to measure it")
         if not 0.0 <= b < 1.0:
             raise ValueError(f"calibrate: {model}'s measured base {t} is {b:.3f}: a world needs a base in "
                              "[0, 1) (nothing left to learn at 1); evaluate that target on harder prompts")

@@ -93,6 +93,19 @@ def test_calibrate_never_fits_a_ceiling_above_one_for_a_base_near_one(tmp_path: 
     assert load_world(out).capacity("tiny-m", "judge").ceiling <= 1.0
 
 
+def test_calibrate_names_the_fix_for_a_native_base_below_zero() -> None:
+    """prm runs alone, in a world whose prm lift exceeds their base reward: the base mapped
+    back is negative, and the error said to evaluate on harder prompts (that makes it worse)."""
+    world = load_world("paper")
+    lifted = dataclasses.replace(world.reward("prm"), native_lift=0.6)
+    world = dataclasses.replace(world, rewards={**world.rewards, "prm": lifted})
+    runs = _simulated_runs(world, "tiny-m", rewards=("prm",))
+    runs = dataclasses.replace(runs, base={**runs.base, "native": np.full(len(runs), 0.45)})
+    with pytest.raises(ValueError, match=r"native base.* is -0\.375.*rule reward \(sparse\)") as exc:
+        calibrate(world, "tiny-m", runs, ceilings=3, scales=np.logspace(2, 4, 3))
+    assert "harder prompts" not in str(exc.value)
+
+
 def test_measured_base_reads_native_from_rewards_without_partial_credit() -> None:
     world = load_world("paper")
     runs = _simulated_runs(world, "tiny-m")
