@@ -181,6 +181,13 @@ class _Reader:
             raise self.fail(full, f"must be in {lb}{lo:g}, {hi:g}{hb}, got {v:g}")
         return v
 
+    def text(self, raw: dict[str, Any], key: str, name: str) -> str:
+        """An optional free-text key (a description, notes, a source): a string if given."""
+        v = raw.get(name, "")
+        if not isinstance(v, str):
+            raise self.fail(f"{key}.{name}", f"must be a string (quoted text), got {v!r}")
+        return v
+
     def per_target(self, raw: dict[str, Any], key: str, lo: float, hi: float, **kw: bool) -> dict[str, float]:
         return {t: self.number(raw, key, t, lo, hi, **kw) for t in TARGETS}
 
@@ -223,6 +230,7 @@ def _parse(raw: dict[str, Any], path: str, sha: str) -> World:
         if rname not in list_rewards():  # a typo would only show when a run needs it
             raise r.fail(key, f"unknown reward system; known: {', '.join(list_rewards())}")
         body = r.table(raw["rewards"], key, rname, _REWARD_KEYS)
+        r.text(body, key, "notes")
         rewards[rname] = RewardDynamics(
             graded=r.number(body, key, "graded", 0.0, 1.0),
             selection=r.number(body, key, "selection", 0.0, 1.0),
@@ -237,10 +245,12 @@ def _parse(raw: dict[str, Any], path: str, sha: str) -> World:
         if mname not in list_models(role="policy"):
             raise r.fail(key, f"unknown policy; known: {', '.join(list_models(role='policy'))}")
         body = r.table(raw["models"], key, mname, set(TARGETS) | {"notes"})
+        r.text(body, key, "notes")
         caps: dict[str, Capacity] = {}
         for t in TARGETS:
             tk = f"{key}.{t}"
             c = r.table(body, tk, t, _CAP_KEYS)
+            r.text(c, tk, "source")
             base = r.number(c, tk, "base", 0.0, 1.0, hi_open=True)
             ceiling = r.number(c, tk, "ceiling", base, 1.0)
             scale = r.number(c, tk, "scale", 0.0, _INF, lo_open=True, hi_open=True)
@@ -249,7 +259,7 @@ def _parse(raw: dict[str, Any], path: str, sha: str) -> World:
 
     return World(
         name=name,
-        description=str(head.get("description", "")),
+        description=r.text(head, "world", "description"),
         sources=tuple(sources),
         stages=stages,
         noise=noise,

@@ -130,6 +130,10 @@ def test_each_range_holds_its_ends(tmp_path: Path, old: str, new: str, ok: bool,
         ("reuse_decay = { native = 0.55, pass1 = 0.35, judge = 0.50 }", "reuse_decay = 0.5",
          "dynamics.reuse_decay", "must be a table"),
         ("prompt_cap = { native = 0.0, pass1 = 6.0, judge = 0.0 }", "", "dynamics.prompt_cap", "missing table"),
+        # Free text read as str() took any value: a number or a table was written back as text.
+        ('description = "Default world: rule rewards favour update-heavy splits (rho* ~0.7), PRMs ~0.45."', "description = 5", "world.description", "must be a string"),
+        ('notes = "1/0 answer correctness: ties whenever all completions agree"', "notes = 1", "rewards.sparse.notes", "must be a string"),
+        ('notes = "interpolated in log(parameters) between 1.5B and 7B"', 'notes = ["a"]', "models.qwen2.5-3b.notes", "must be a string"),
     ],
 )
 def test_malformed_world_says_what_is_wrong(tmp_path: Path, old: str, new: str, key: str, why: str) -> None:
