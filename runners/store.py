@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from polars.exceptions import PanicException
 
 from planner.errors import ConfigError
 from planner.files import default_file_mode, remove_idle
@@ -168,7 +169,13 @@ def _read_one(path: Path) -> list[RunRecord]:
         raise ConfigError("not a regular file (a pipe, socket or device)")
     if not os.access(path, os.R_OK):  # polars' own error for it is no PermissionError
         raise _unreadable(path, PermissionError(errno.EACCES, "permission denied"))
-    frame = pl.read_parquet(path)
+    try:
+        frame = pl.read_parquet(path)
+    except PanicException as exc:
+        # A BaseException, past every `except Exception`: polars panics on some damaged files
+        # (a flipped byte in a compressed page), and one such file crashed status and execute.
+        why = str(exc).strip().splitlines()
+        raise ConfigError(f"not a readable parquet file (polars panicked: {why[0] if why else 'no message'})") from None
     if frame.height == 0:
         raise ConfigError("empty file (no rows)")
     recs = []

@@ -429,3 +429,47 @@ def test_a_record_published_between_the_check_and_the_move_is_put_back(
     monkeypatch.setattr(store_mod.os, "replace", real_replace)
     assert store.run_ids() == {run_id_for("p12", 0)}
     assert [c.path.read_bytes() for c in store.corrupt()] == [b"PAR1 garbage"]
+
+
+def _panicking_copy(good: bytes) -> bytes | None:
+    """``good`` with one byte flipped where this polars panics reading it (a BaseException,
+    not an error): a flipped byte in a compressed page's frame header does it."""
+    import io
+
+    from polars.exceptions import PanicException
+
+    magic = b"\x28\xb5\x2f\xfd"  # each zstd frame: one per page
+    for start in [i for i in range(len(good)) if good.startswith(magic, i)]:
+        for off in range(4, 16):
+            bad = bytearray(good)
+            bad[start + off] ^= 0xFF
+            try:
+                pl.read_parquet(io.BytesIO(bytes(bad)))
+            except PanicException:
+                return bytes(bad)
+            except Exception:
+                continue
+    return None
+
+
+def test_a_file_polars_panics_on_is_corrupt_not_a_crash(tmp_path: Path) -> None:
+    # polars' PanicException is a BaseException: scan, has_ok and add let it through, so
+    # one damaged file crashed `runners status` and every `execute` on the store.
+    store = PilotStore(tmp_path)
+    store.write(record(0))
+    path = store.write(record(1))
+    bad = _panicking_copy(path.read_bytes())
+    if bad is None:
+        pytest.skip("no flipped byte makes this polars panic")
+    path.unlink()
+    path.write_bytes(bad)
+    scan = store.scan()
+    assert [r.run_id for r in scan.records] == [run_id_for("p0", 0)]
+    assert [c.path.name for c in scan.corrupt] == [path.name]
+    assert "polars panicked" in scan.corrupt[0].reason
+    assert not store.has_ok(run_id_for("p1", 0))
+    # A rerun's record moves the wreck aside and takes its place.
+    again, created = store.add(record(1))
+    assert created and again == path
+    assert [r.run_id for r in store.records()] == [run_id_for("p0", 0), run_id_for("p1", 0)]
+    assert len(list((tmp_path / "corrupt").iterdir())) == 1
