@@ -336,6 +336,10 @@ def _run_held(task: Task, store: PilotStore, prog: ProgressFile, lease: RunLease
         record = record.model_copy(update={"attempt": task.attempt, "run_id": task.run_id})
         if (bad := diverged(record)) is not None:
             raise RunFailed(bad[0], kind="nan", card=bad[1])
+        if (wrong := record.inconsistency()) is not None:
+            # The store reads such a record back as corrupt: written to runs/, it was reported
+            # ok, then moved aside and run again by every later execute.
+            raise RunFailed(f"the engine's record is invalid: {wrong}", card=record.card)
     except RunFailed as exc:
         record = failed_record(task, str(exc), exc.kind, card=exc.card, metrics=exc.metrics,
                                engine=engine, wall_s=time.monotonic() - t0, last_progress=last)

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from planner.cli import app as planner_app
 from planner.engine import ProgressFn
-from planner.schema import Proposal, RunRecord
+from planner.schema import Metrics, Proposal, RunRecord
 from runners.cli import app
 from runners.engines.sim import SimEngine
 from runners.store import PilotStore
@@ -490,3 +490,30 @@ def test_card_of_an_unknown_run_names_the_store_not_a_placeholder(proposals: Pat
     res = RUNNER.invoke(app, ["card", "zzzz", "--data", str(data)])
     assert res.exit_code == 2 and len(res.stderr.splitlines()) == 1, res.stderr
     assert "DIR" not in res.stderr and f"`runners status --data {data}` lists them" in res.stderr, res.stderr
+
+
+class PercentSim(SimEngine):
+    """An engine that reports its target metric as a percentage, not a rate."""
+
+    def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
+        rec = super().run(proposal, seed, progress)
+        return rec.model_copy(update={"metrics": Metrics(native=100 * (rec.metrics.native or 0.0))})
+
+
+def test_an_engine_record_the_store_would_read_as_corrupt_is_a_failed_attempt(
+    proposals: Path, tmp_path: Path
+) -> None:
+    # It was written to runs/ and reported ok; every later read listed it corrupt, and
+    # every later execute moved it aside and ran it again, reporting it ok once more.
+    from planner.proposals import read_proposals
+    from runners.task import Task, run_task
+
+    (p,) = read_proposals(proposals).proposals
+    out = run_task(Task(p, 0, 1, f"{__name__}:PercentSim", str(tmp_path)))
+    assert out.status == "failed" and out.kind == "error"
+    assert out.error and "metrics.native" in out.error and "not a rate" in out.error
+    store = PilotStore(tmp_path)
+    scan = store.scan(status=None)
+    assert scan.corrupt == [] and store.records() == []
+    (rec,) = scan.records
+    assert rec.status == "failed" and rec.metrics.native is None and rec.card.flops.total > 0
