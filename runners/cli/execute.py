@@ -171,6 +171,7 @@ def status(
         }, indent=2, default=str))
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     # A wreck a rerun already moved aside is history, not a live problem: counted apart.
@@ -188,9 +189,11 @@ def status(
         t.add_row(
             r.run_id, "[green]ok[/]" if r.status == "ok" else "[red]failed[/]", str(r.attempt),
             r.model, r.reward, f(r.budget, ".2e"), f(r.rho_planned), f(r.card.metered_rho), f(r.card.flops.total, ".2e"),
-            f(m.native), f(m.pass1), f(m.judge), f"{r.wall_s:.0f}s", (r.error or "")[:60],
+            f(m.native), f(m.pass1), f(m.judge), f"{r.wall_s:.0f}s",
+            # Recorded text, not markup: an engine's "[/INST]" was a MarkupError traceback.
+            escape((r.error or "")[:60]),
         )
     console = Console(width=200) if not Console().is_terminal else Console()
     console.print(t)
     for c in corrupt:
-        console.print(f"[red]corrupt[/] {c.path}: {c.reason}", markup=True, highlight=False)
+        console.print(f"[red]corrupt[/] {escape(str(c.path))}: {escape(c.reason)}", markup=True, highlight=False)

@@ -517,3 +517,19 @@ def test_an_engine_record_the_store_would_read_as_corrupt_is_a_failed_attempt(
     assert scan.corrupt == [] and store.records() == []
     (rec,) = scan.records
     assert rec.status == "failed" and rec.metrics.native is None and rec.card.flops.total > 0
+
+
+def test_status_shows_recorded_text_as_text_not_markup(tmp_path: Path) -> None:
+    # An engine's error quoting a chat template's "[/INST]" made `runners status` a rich
+    # MarkupError traceback: the store could not be listed at all.
+    from planner.compiler import compile_plan
+    from planner.proposals import make_proposal
+
+    prop = make_proposal(compile_plan("tiny-s", "sparse", 0.7, 1e12))
+    error = "error: E: no [bold] answer after [/INST]"
+    PilotStore(tmp_path).write(RunRecord.failed(prop, 0, engine="sim", simulated=True, error=error))
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "x[bold]-s0.parquet").write_bytes(b"not parquet")  # a corrupt file's name
+    res = RUNNER.invoke(app, ["status", "--data", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "no [bold] answer after [/INST]" in res.stdout and "x[bold]-s0.parquet" in res.stdout
