@@ -170,7 +170,9 @@ def _read_one(path: Path) -> list[RunRecord]:
     if not os.access(path, os.R_OK):  # polars' own error for it is no PermissionError
         raise _unreadable(path, PermissionError(errno.EACCES, "permission denied"))
     try:
-        frame = pl.read_parquet(path)
+        # Not a glob: a store under "pilot[v2]" read every record as a pattern matching
+        # nothing, listed each corrupt, and the next execute moved each aside and reran it.
+        frame = pl.read_parquet(path, glob=False)
     except PanicException as exc:
         # A BaseException, past every `except Exception`: polars panics on some damaged files
         # (a flipped byte in a compressed page), and one such file crashed status and execute.

@@ -473,3 +473,20 @@ def test_a_file_polars_panics_on_is_corrupt_not_a_crash(tmp_path: Path) -> None:
     assert created and again == path
     assert [r.run_id for r in store.records()] == [run_id_for("p0", 0), run_id_for("p1", 0)]
     assert len(list((tmp_path / "corrupt").iterdir())) == 1
+
+
+@pytest.mark.parametrize("name", ["pilot[v2]", "runs*", "run?"])
+def test_a_store_whose_path_has_glob_characters_reads_its_records(tmp_path: Path, name: str) -> None:
+    # polars reads a path as a glob: under "pilot[v2]" every record matched nothing and
+    # read as corrupt, and the next execute moved each aside and ran it again.
+    store = PilotStore(tmp_path / name)
+    path = store.write(record(0))
+    for sibling in ("run1", "runs1"):  # other stores "run?" and "runs*" would match too
+        (tmp_path / sibling / "runs").mkdir(parents=True)
+        (tmp_path / sibling / "runs" / path.name).write_bytes(path.read_bytes())
+    scan = store.scan()
+    assert scan.corrupt == [] and [r.run_id for r in scan.records] == [run_id_for("p0", 0)]
+    assert store.has_ok(run_id_for("p0", 0))
+    before = store.fingerprint()
+    assert store.add(record(0, native=0.9)) == (path, False)  # kept, not moved aside
+    assert store.fingerprint() == before and not (tmp_path / name / "corrupt").exists()
