@@ -230,6 +230,11 @@ def _one_by_one(
                 if (bad := diverged(rec)) is not None:
                     error, card = bad
                     rec = _failed(engine, p, seed, "nan", error, time.perf_counter() - t0, card=card)
+                elif (wrong := rec.inconsistency()) is not None:
+                    # The store reads such a record back as corrupt: stored as ok, the run would
+                    # count now and be moved aside and run again on a resume (as a worker's does).
+                    rec = _failed(engine, p, seed, "error", f"the engine's record is invalid: {wrong}",
+                                  time.perf_counter() - t0, card=rec.card)
             except RaceError:
                 raise
             except Exception as exc:

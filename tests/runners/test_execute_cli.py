@@ -519,6 +519,23 @@ def test_an_engine_record_the_store_would_read_as_corrupt_is_a_failed_attempt(
     assert rec.status == "failed" and rec.metrics.native is None and rec.card.flops.total > 0
 
 
+def test_the_races_in_process_runner_fails_a_record_the_store_would_read_as_corrupt(
+    proposals: Path, tmp_path: Path
+) -> None:
+    # As a worker does (above): stored ok, the race counted the run, and a resume moved
+    # the file aside and ran it again.
+    from planner.loop import _one_by_one
+    from planner.proposals import read_proposals
+
+    (p,) = read_proposals(proposals).proposals
+    store = PilotStore(tmp_path)
+    (rec,) = _one_by_one(PercentSim(), store, {})([(p, 0)])
+    assert rec.status == "failed" and rec.error and "metrics.native" in rec.error
+    assert rec.card.flops.total > 0 and rec.attempt == 1
+    scan = store.scan(status=None)
+    assert scan.corrupt == [] and [r.status for r in scan.records] == ["failed"]
+
+
 def test_status_shows_recorded_text_as_text_not_markup(tmp_path: Path) -> None:
     # An engine's error quoting a chat template's "[/INST]" made `runners status` a rich
     # MarkupError traceback: the store could not be listed at all.
