@@ -348,6 +348,11 @@ class RunRecord(BaseModel):
         if card is None:
             card = ComputeCard(flops=FlopsSplit(search=0.0, learning=0.0, reward=0.0, total=0.0), rho=0.0,
                                partial=True)
+        if metrics is not None and (bad := _not_rates(metrics)):
+            # What a dying run measured is a bonus; one that is not a rate would make the store
+            # read the record back as corrupt, and the failure, with its card, would be lost.
+            error += " (its metrics were dropped: " + ", ".join(f"{n} {v}" for n, v in bad) + " not rates in [0, 1])"
+            metrics = None
         return cls._of(proposal, seed, status="failed", engine=engine, simulated=simulated, card=card,
                        metrics=metrics or Metrics(), wall_s=wall_s, provenance=provenance or {},
                        error=error, attempt=attempt)
@@ -395,9 +400,8 @@ class RunRecord(BaseModel):
         if self.run_id != run_id_for(self.proposal_id, self.seed):
             return (f"run_id: {self.run_id!r} is not proposal_id-s<seed> "
                     f"({run_id_for(self.proposal_id, self.seed)!r}; edited by hand?)")
-        for name, v in self.metrics.model_dump().items():
-            if v is not None and not (math.isfinite(v) and -1e-9 <= v <= 1 + 1e-9):
-                return f"metrics.{name}: {v} is not a rate in [0, 1]"
+        for name, v in _not_rates(self.metrics):
+            return f"metrics.{name}: {v} is not a rate in [0, 1]"
         f = self.card.flops
         if self.status == "ok" and f.total > 0:
             if not math.isclose(f.search + f.learning + f.reward, f.total, rel_tol=1e-6):
@@ -498,6 +502,12 @@ FLAT_COLUMNS: tuple[str, ...] = (
     "pass1",
     "judge",
 )
+
+
+def _not_rates(metrics: Metrics) -> list[tuple[str, float]]:
+    """The metrics that are not rates in [0, 1] (non-finite, or out of range), by name."""
+    return [(name, v) for name, v in metrics.model_dump().items()
+            if v is not None and not (math.isfinite(v) and -1e-9 <= v <= 1 + 1e-9)]
 
 
 def run_id_for(proposal_id: str, seed: int) -> str:

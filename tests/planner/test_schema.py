@@ -258,6 +258,20 @@ def test_ok_and_failed_records_of_a_proposal() -> None:
     assert third.card == card and third.attempt == 3
 
 
+def test_a_failed_record_drops_metrics_that_are_not_rates_and_says_so() -> None:
+    """A dying run's metrics are a bonus: one that is not a rate made the store read the
+    failure back as corrupt, so the attempt and its card were lost (and the run retried)."""
+    p = _proposal()
+    card = ComputeCard(flops=p.plan.flops, rho=p.plan.rho)
+    rec = RunRecord.failed(p, 0, engine="sim", simulated=True, error="error: oom", card=card,
+                           metrics=Metrics(native=55.0, pass1=0.25, judge=float("nan")))
+    assert rec.metrics == Metrics() and rec.card == card and rec.inconsistency() is None
+    assert rec.error == "error: oom (its metrics were dropped: native 55.0, judge nan not rates in [0, 1])"
+    good = RunRecord.failed(p, 0, engine="sim", simulated=True, error="error: oom", metrics=Metrics(native=0.5))
+    assert good.metrics == Metrics(native=0.5) and good.error == "error: oom"
+    assert RunRecord.from_row(rec.to_row()) == rec  # the store reads it back
+
+
 def test_a_consistent_record_is_not_called_inconsistent() -> None:
     """Metrics at the ends of [0, 1] are rates, and an ok card's split with reward FLOPs
     (a PRM's) sums to its total."""
