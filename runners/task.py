@@ -204,6 +204,12 @@ def failed_record(
     )
 
 
+def _secs(seconds: float) -> str:
+    """A time limit as text: whole seconds, but a sub-second limit (--timeout-min 0.001)
+    as its value, not "0 s"."""
+    return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.2g} s"
+
+
 # The signal of the run's hard time limit. Not SIGALRM: math-verify (the qwen2.5 rewards'
 # answer check) times itself with signal.alarm(n) and alarm(0) on the main thread, which
 # share ITIMER_REAL, so one reward call cancelled the limit. A watchdog thread sends this
@@ -224,7 +230,7 @@ def _alarm(seconds: float | None) -> Iterator[None]:
         return
     main = threading.main_thread().ident
     done, fired = threading.Event(), threading.Event()
-    message = f"run exceeded its time limit of {seconds:.0f} s"
+    message = f"run exceeded its time limit of {_secs(seconds)}"
 
     def _fire(signum: int, frame: Any) -> None:
         if not done.is_set():  # a signal still pending as the block ended is not a timeout
@@ -314,7 +320,7 @@ def _run_held(task: Task, store: PilotStore, prog: ProgressFile, lease: RunLease
         if not math.isfinite(float(flops)):
             raise RunFailed(f"metered FLOPs became {flops} in phase {phase!r}", kind="nan")
         if task.timeout_s and time.monotonic() - t0 > task.timeout_s:
-            raise RunFailed(f"run exceeded its time limit of {task.timeout_s:.0f} s", kind="timeout")
+            raise RunFailed(f"run exceeded its time limit of {_secs(task.timeout_s)}", kind="timeout")
         prog.update(phase, flops, budget, info)
 
     engine: Engine | None = None

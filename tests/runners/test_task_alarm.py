@@ -82,3 +82,10 @@ def test_off_the_main_thread_it_does_nothing() -> None:
     t.start()
     t.join()
     assert done == [True]
+
+
+def test_a_sub_second_time_limit_is_named_by_its_value_not_as_zero() -> None:
+    # `--timeout-min 0.0001` failed its run with "time limit of 0 s".
+    from runners.task import _secs
+
+    assert [_secs(s) for s in (0.006, 3.5, 60.0, 14400.0)] == ["0.006 s", "3.5 s", "60 s", "14400 s"]
