@@ -118,10 +118,8 @@ def resolve_world_path(world: str | Path | None) -> Path:
     named = configs_dir() / "worlds" / f"{world}.toml"
     if path.suffix == "" and named.is_file():
         return named.resolve()
-    raise ConfigError(
-        f"world: no world file {str(world)!r}; give a path or one of: "
-        + ", ".join(p.stem for p in list_worlds())
-    )
+    what = f"{str(world)!r} is a directory, not a world file" if path.is_dir() else f"no world file {str(world)!r}"
+    raise ConfigError(f"world: {what}; give a path or one of: " + ", ".join(p.stem for p in list_worlds()))
 
 
 def load_world(world: str | Path | World | None = None) -> World:

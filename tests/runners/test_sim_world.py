@@ -74,6 +74,8 @@ def test_not_toml_and_missing_model(tmp_path: Path) -> None:
         w.capacity("qwen9-huge", "native")
     with pytest.raises(ConfigError, match="no world file"):
         load_world(tmp_path / "absent.toml")
+    with pytest.raises(ConfigError, match=r"^world: '.*' is a directory, not a world file; give a path"):
+        load_world(tmp_path)
 
 
 # Each range of docs/sim.md's world keys at its edges: (old text, new text, accepted?, key).
