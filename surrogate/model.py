@@ -105,6 +105,11 @@ def _canonical(o: Any) -> tuple[Any, ...]:
     return (o.model, o.reward, o.budget, o.rho_planned, o.seed, o.flops, o.rho, o.reuse, o.y)
 
 
+# What a fit learns (scikit-learn's trailing underscore), set together or not at all.
+_LEARNED = ("rewards_", "models_", "data_", "domain_", "log_posterior_", "model_", "start_posteriors_",
+            "n_records_", "fit_seconds_")
+
+
 class FrontierSurrogate:
     """GP surrogate of one target metric; scikit-learn style (``fit`` returns self).
 
@@ -197,6 +202,18 @@ class FrontierSurrogate:
                 f"surrogate: all {len(obs)} records measured the same {self.target} ({obs[0].y:g}); "
                 "no trend to fit until a run measures another value"
             )
+        # A refit that raises (an optimiser or linear-algebra failure) leaves the previous
+        # fit whole: its data, domain and model belong together.
+        before = {k: self.__dict__[k] for k in _LEARNED if k in self.__dict__}
+        try:
+            return self._fit(obs, t0)
+        except BaseException:
+            for k in _LEARNED:
+                self.__dict__.pop(k, None)
+            self.__dict__.update(before)
+            raise
+
+    def _fit(self, obs: list[Any], t0: float) -> FrontierSurrogate:
         rewards = list(self.rewards or ())
         rewards += sorted({o.reward for o in obs} - set(rewards))
         self.rewards_ = tuple(rewards)

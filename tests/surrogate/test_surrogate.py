@@ -191,6 +191,30 @@ def test_warm_start_reuses_hyperparameters() -> None:
     assert set(cold.start_posteriors_) == {"fresh"}
 
 
+def test_a_refit_that_raises_leaves_the_previous_fit_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The refit replaced the data, domain and reward order before its optimiser ran; when
+    that raised, the old model_ sat beside the new data and predicted on another encoding."""
+    sur = FrontierSurrogate(rewards=REWARDS).fit(rows(n_rho=4))
+    X = sur.encode("small", "prm", np.linspace(0.2, 0.8, 5), 1e15)
+    mean, std = sur.predict(X)
+    data, domain, n = sur.data_, sur.domain_, sur.n_records_
+
+    def boom(*_: object, **__: object) -> float:
+        raise RuntimeError("optimiser failed")
+
+    monkeypatch.setattr(FrontierSurrogate, "_fit_hyperparameters", staticmethod(boom))
+    with pytest.raises(RuntimeError, match="optimiser failed"):
+        sur.fit(rows(n_rho=6, budgets=(1e15, 1e16)))
+    assert sur.data_ is data and sur.domain_ == domain and sur.n_records_ == n
+    m2, s2 = sur.predict(X)
+    np.testing.assert_allclose(m2, mean)
+    np.testing.assert_allclose(s2, std)
+    fresh = FrontierSurrogate(rewards=REWARDS)
+    with pytest.raises(RuntimeError):
+        fresh.fit(rows(n_rho=4))
+    assert not any(hasattr(fresh, k) for k in ("data_", "domain_", "rewards_", "model_"))
+
+
 def test_lookahead_matches_conditioning(fitted: FrontierSurrogate) -> None:
     """The rank-one look-ahead equals refitting-free conditioning on the fantasised outcome."""
     grid = np.linspace(0.2, 0.9, 8)
