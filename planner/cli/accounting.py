@@ -118,6 +118,7 @@ def plan(
         emit_json(data)
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     t = Table(title=f"{model} / {reward}: rho {p.rho:.3f} (asked {rho}), budget {b:.3g}")
@@ -141,4 +142,4 @@ def plan(
     c.print(t)
     c.print(knobs)
     if out is not None:
-        c.print(f"wrote {out}")
+        c.print(f"wrote {escape(str(out))}")

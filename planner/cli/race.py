@@ -180,6 +180,7 @@ def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float
                      n_store: int = 0) -> None:
     from rich import box
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     # Runs of other settings (or targets) are not fitted: say so, not "from 9 records" of 20.
@@ -207,7 +208,7 @@ def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float
         t.add_row(*r, _why(p.reason))
     c = Console()
     c.print(t)
-    c.print(f"wrote {out} (each proposal's full reason is in it)")
+    c.print(f"wrote {escape(str(out))} (each proposal's full reason is in it)")
     guessed = sorted({f"{p.model}/{p.reward}" for p in props if p.prediction and p.prediction.extrapolated})
     if guessed:
         c.print(f"(...): a guess for {', '.join(guessed)}: its reward system has no run in the fit, or its "

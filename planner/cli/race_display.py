@@ -58,12 +58,13 @@ class RaceDisplay:
 
     def final(self, result: Any, path: Path) -> None:
         from rich.console import Console
+        from rich.markup import escape
 
         c = Console()
         c.print(calls_table(f"regimes at {self.problem.budget:.3g} FLOPs ({self.problem.target})",
                              self.problem, result.calls, result, posterior=self.posterior))
         c.print(f"stopped: {result.stop_reason} after {result.total_runs} runs, "
-                f"{result.total_flops:.3g} FLOPs; wrote {path}")
+                f"{result.total_flops:.3g} FLOPs; wrote {escape(str(path))}")
 
 
 def round_line(progress: Any, problem: Any) -> str:

@@ -176,7 +176,7 @@ def status(
 
     # A wreck a rerun already moved aside is history, not a live problem: counted apart.
     moved = sum(c.path.parent == store.corrupt_dir for c in corrupt)
-    t = Table(title=f"{data}: {len(ok)} ok, {len(failed)} failed, {len(corrupt) - moved} corrupt"
+    t = Table(title=f"{escape(str(data))}: {len(ok)} ok, {len(failed)} failed, {len(corrupt) - moved} corrupt"
                     + (f" ({moved} moved aside earlier)" if moved else ""))
     for col in ("run", "status", "try", "model", "reward", "budget", "rho plan", "rho", "FLOPs", "native", "pass1", "judge", "wall", "error"):
         t.add_column(col, justify="left" if col in ("run", "status", "model", "reward", "error") else "right")

@@ -31,6 +31,7 @@ def pretrain(
     import json
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from planner.cli.app import parse_list
@@ -67,12 +68,12 @@ def pretrain(
             rep = policy_report(policy, tok, n=n)
         table.add_row(name, f"{meta['parameters']:,}", f"{meta['train_seconds']:.0f}",
                       *(f"{rep[k]:.3f}" for k in ("greedy", "sampled", "pass1", "pass1_sampled", "judge")))
-        console.print(f"{name}: {path}")
+        console.print(f"{name}: {escape(str(path))}")
     if prms:
         for prm in ("tiny-prm", "tiny-prm-s"):
             path = ensure_prm(prm, quick=quick, seed=seed, cache_dir=cache_dir, progress=True)
             meta = json.loads((path / "meta.json").read_text())
-            console.print(f"{prm}: {path}  step accuracy {meta['step_accuracy']:.3f}, "
+            console.print(f"{prm}: {escape(str(path))}  step accuracy {meta['step_accuracy']:.3f}, "
                           f"outcome accuracy of the min score {meta['outcome_accuracy']:.3f}, "
                           f"{meta['train_seconds']:.0f} s")
     Console().print(table)

@@ -865,3 +865,14 @@ def test_a_setting_whose_ok_runs_measure_no_target_is_not_said_to_have_failed(
     assert "qwen2.5-1.5b/prm: its ok runs measured no judge" in said and "every attempt failed" not in said
     prm = next(e for e in json.loads((data / "regimes.json").read_text())["settings"] if e["reward"] == "prm")
     assert prm["runs"] == 0 and prm["failed_runs"] > 0
+
+
+@pytest.mark.parametrize("name", ["run[v2]", "a[/b]"])
+def test_suggest_prints_an_output_path_with_brackets_as_written(tmp_path: Path, name: str) -> None:
+    # Printed as rich markup, "run[v2]" lost its "[v2]" and "a[/b]" (a closing tag) was a
+    # MarkupError traceback after proposals.json had been written.
+    out = tmp_path / name / "p.json"
+    res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                              "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.exists() and f"wrote{out}" in "".join(res.output.split())  # however rich wraps it
