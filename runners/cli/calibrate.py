@@ -67,6 +67,7 @@ def calibrate_cmd(
             raise ConfigError(f"models: {m!r} has {len(runs[m])} real runs; at least 3 are needed to fit it; {fix}")
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import (
         BarColumn,
         Progress,
@@ -87,7 +88,7 @@ def calibrate_cmd(
                                     on_target=lambda _t: bar.advance(task))
             except ValueError as exc:
                 raise ConfigError(f"models: {exc}") from None
-    table = Table(title=f"capacities fitted to real runs ({base_world.name} world's reward constants)")
+    table = Table(title=f"capacities fitted to real runs ({escape(base_world.name)} world's reward constants)")
     for col in ("policy", "target", "runs", "base", "ceiling", "scale", "ceilings within 5%",
                 "gain measured / sim", "residual sd"):
         table.add_column(col, justify="left" if col in ("policy", "target") else "right")

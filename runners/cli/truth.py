@@ -49,9 +49,10 @@ def truth(
         emit_json(f.to_json())
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"{f.world}: {model} / {reward} / {target} at {f.budget:.3g} FLOPs (simulated)")
+    table = Table(title=f"{escape(f.world)}: {model} / {reward} / {target} at {f.budget:.3g} FLOPs (simulated)")
     table.add_column("rho", justify="right")
     table.add_column(target, justify="right")
     table.add_column("", justify="left")
