@@ -229,13 +229,14 @@ def pooled(outcomes: list[Outcome], rows: list[dict[str, Any]]) -> list[dict[str
     if const:
         from planner.regime import LABELS
 
-        # One label for every setting of every world: the best single call over the pool.
+        # One label for every setting of every world: the best single call over the pool,
+        # scored on the decidable settings too (the same label, as each world's row is).
         every = [x for r in const for x in r["true_regimes"]]
         dec = [x for r in const for x in r["true_regimes_decidable"]]
         best = max(LABELS, key=every.count)
         out.append({"strategy": "constant", "config": best, "worlds": len(const),
                     "same_regime": every.count(best) / len(every),
-                    "same_regime_decidable": max(dec.count(lab) for lab in LABELS) / len(dec) if dec else float("nan"),
+                    "same_regime_decidable": dec.count(best) / len(dec) if dec else float("nan"),
                     "regret_median": float("nan"), "flops_target_units": 0.0})
     return out
 

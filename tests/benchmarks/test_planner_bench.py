@@ -188,3 +188,21 @@ def test_rescore_scores_a_stored_file_under_both_rules(load_script: Callable[...
             for a, b in zip(got["regret"], stored["regret"], strict=True)]
     assert 0.3 < np.mean(same) < 1.0
     assert all(r >= 0 for o in scored["frontier"] for r in o["regret"])
+
+
+def test_pooled_constant_row_scores_its_own_label_on_the_decidable_settings(bench: ModuleType) -> None:
+    """The pooled ``constant`` row is one label called everywhere (its ``config``); its
+    decidable rate is that label's, as each world's row is, not another label's best."""
+    nan = float("nan")
+
+    def row(world: str, regimes: list[str], dec: list[str]) -> dict:
+        return {"world": world, "strategy": "constant", "config": "", "true_regimes": regimes,
+                "true_regimes_decidable": dec, "same_regime_decidable": nan}
+
+    rows = [row("a", ["update-heavy"] * 5 + ["search-heavy"], ["search-heavy"]),
+            row("b", ["update-heavy"] * 4 + ["search-heavy"] * 2, ["search-heavy", "search-heavy", "update-heavy"])]
+    (const,) = bench.pooled([], rows)
+    assert const["config"] == "update-heavy" and const["same_regime"] == pytest.approx(9 / 12)
+    # Calling update-heavy everywhere is right on 1 of the 4 decidable settings (search-heavy
+    # would be right on 3, but that is another row's call).
+    assert const["same_regime_decidable"] == pytest.approx(1 / 4)
