@@ -53,6 +53,13 @@ def compare(results: dict[str, Any], margin: float = 0.3) -> list[dict[str, Any]
     rows = []
     for w in c["worlds"]:
         truth = Truth(w, problem)
+        # The gaps of the truth the file's calls were scored against: stored with every
+        # outcome since 12-02 (the sim's truth has changed since; 12-03 moved shifted 3b
+        # sparse from 0.51 to 0.44 noise sd). Older files have none: today's truth. JSON
+        # holds an infinite gap (one regime along the whole frontier) as null.
+        stored = next((o["gap"] for o in results["outcomes"] if o["world"] == w and o.get("gap")), None)
+        gap = ({s: float("inf") if g is None else float(g) for s, g in zip(problem.settings, stored, strict=True)}
+               if stored else truth.gap)
         configs = sorted({o["config"] for o in results["outcomes"]
                           if o["world"] == w and o["strategy"] == "grid" and o["config"].endswith("@target")})
         for cfg in configs:
@@ -61,10 +68,10 @@ def compare(results: dict[str, Any], margin: float = 0.3) -> list[dict[str, Any]
             runs = int(m[1]) * int(m[2])  # target-budget runs per setting
             outs = [o for o in results["outcomes"] if o["world"] == w and o["strategy"] == "grid" and o["config"] == cfg]
             grid = np.array([o["same"] for o in outs], dtype=float).mean(axis=0)
-            duel = np.array([1.0 if truth.gap[s] == float("inf")
-                             else _phi(truth.gap[s] / (truth.noise * sqrt(2.0 / (runs / 2))))
+            duel = np.array([1.0 if gap[s] == float("inf")
+                             else _phi(gap[s] / (truth.noise * sqrt(2.0 / (runs / 2))))
                              for s in problem.settings])
-            wins = [(s.key, float(truth.gap[s] / truth.noise), float(g), float(d))
+            wins = [(s.key, float(gap[s] / truth.noise), float(g), float(d))
                     for s, g, d in zip(problem.settings, grid, duel, strict=True) if g - d > margin]
             rows.append({"world": w, "design": cfg, "runs": runs, "grid": float(grid.mean()),
                          "duel": float(duel.mean()), "wins": wins})

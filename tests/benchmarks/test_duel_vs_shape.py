@@ -66,3 +66,19 @@ def test_non_decidable_compares_ours_with_the_grid_on_undecidable_calls_only(
 def test_paper_is_not_a_mixed_regime_world(mods: tuple[ModuleType, ModuleType]) -> None:
     _, dvs = mods
     assert set(dvs.MIXED) == {"contrast", "shifted"}
+
+
+def test_the_duel_uses_the_gaps_the_files_calls_were_scored_against(mods: tuple[ModuleType, ModuleType]) -> None:
+    """A file's ``same`` was scored against the sim's truth of its day, whose gaps it stores
+    with every outcome; the duel beside it must rest on those gaps, not on today's truth
+    (12-03 moved shifted 3b sparse from 0.51 to 0.44 noise sd, and two settings' regimes)."""
+    _, dvs = mods
+    config = {"worlds": ["paper"], "models": ["qwen2.5-1.5b"], "rewards": ["sparse", "prm"],
+              "budget": 1e16, "pilot_budget": 1e15, "target": "native"}
+    # paper's noise sd is 0.01: a stored gap of 1 sd and an infinite one (stored as null).
+    outcomes = [{"world": "paper", "strategy": "grid", "config": "3pts x2 @target", "same": [True, True],
+                 "gap": [0.01, None]} for _ in range(2)]
+    (r,) = dvs.compare({"config": config, "outcomes": outcomes}, margin=0.3)
+    # 6 runs: 3 per arm, so P(right) = Phi(1 / sqrt(2 / 3)) on the first, 1 on the second.
+    assert r["duel"] == pytest.approx((dvs._phi(1 / (2 / 3) ** 0.5) + 1.0) / 2)
+    assert r["wins"] == []  # the grid's 1.0 against 0.89 and 1.0
