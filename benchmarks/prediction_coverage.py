@@ -40,16 +40,20 @@ Z90 = 1.6448536269514722
 
 
 class Recording:
-    """An engine that runs through ``inner`` and keeps (kind, prediction, measured)."""
+    """An engine that runs through ``inner`` and keeps (kind, prediction, measured).
 
-    def __init__(self, inner: Any, target: str) -> None:
-        self.inner, self.target, self.name = inner, target, inner.name
+    ``rep`` seeds the runs as the benchmark does (``planner_bench.SeededEngine``): replicate
+    ``i`` of repetition ``rep`` draws with seed ``1000 * rep + i``, so repetitions draw
+    their own noise (the sim's is a function of world, plan and seed)."""
+
+    def __init__(self, inner: Any, target: str, rep: int = 0) -> None:
+        self.inner, self.target, self.name, self.rep = inner, target, inner.name, rep
         self.simulated = True
         self.source = getattr(inner, "source", None)
         self.rows: list[tuple[str, float, float, float]] = []
 
     def run(self, proposal: Any, seed: int, progress: Any = None) -> Any:
-        rec = self.inner.run(proposal, seed, progress)
+        rec = self.inner.run(proposal, 1000 * self.rep + seed, progress)
         pred = proposal.prediction
         value = getattr(rec.metrics, self.target)
         if pred is not None and value is not None:
@@ -66,7 +70,7 @@ def race(world: str, rep: int, tmp: Path) -> list[tuple[str, float, float, float
 
     settings = [(m, r) for m in ("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b") for r in ("sparse", "prm")]
     problem = RaceProblem(settings, budget=1e16, pilot_budget=1e15)
-    eng = Recording(load_engine("sim", world=world), problem.target)
+    eng = Recording(load_engine("sim", world=world), problem.target, rep)
     run_race(problem, make_strategy("ours", problem, seed=rep), eng, PilotStore(tmp / f"{world}-{rep}"),
              max_flops=6 * 1e16 * len(settings), max_runs=40 * len(settings))
     return eng.rows
