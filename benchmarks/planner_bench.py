@@ -338,6 +338,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if not 0 < a.flops_per_setting < float("inf"):
         raise ConfigError(f"flops-per-setting: {a.flops_per_setting} is not a positive number of "
                           "target-budget runs; the default is 6")
+    # Before any race: records_N_first_s is the first fit in this process only if no race
+    # has fitted here yet (with --jobs 1 the races run in this process).
+    latency = suggest_latency(problem, worlds[0]) if "ours" in strategies else {}
+    if latency and not a.quick:  # what a user waits for: `planner suggest` as its own process
+        latency.update(cli_suggest_latency(worlds[0]))
     ours_opts: dict[str, Any] = {"n_anchor": N_ANCHOR if a.anchors is None else a.anchors, "anchor": a.anchor,
                                  "cost_power": cost_power}
     if a.ours_seeds > 1:  # _race's own keyword: every ours proposal runs this many seeds
@@ -392,9 +397,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "oracle_duel_decidable": {str(k): oracle_duel(truths[w], k, decidable_only=True)
                                       for k in ORACLE_RUNS},
         }
-    latency = suggest_latency(problem, worlds[0]) if "ours" in strategies else {}
-    if latency and not a.quick:  # what a user waits for: `planner suggest` as its own process
-        latency.update(cli_suggest_latency(worlds[0]))
     pool = pooled(outcomes, rows)
     print_table(rows, latency)
     print_pooled(pool)
