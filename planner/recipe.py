@@ -115,9 +115,13 @@ def lora_targets(spec: Any, layers: int | None = None) -> tuple[str, ...]:
     """The adapted module types, as peft reads ``target_modules``: None -> its Qwen2
     default (q, v); ``"all-linear"``; another string is a regex that must match a whole
     module name, in every one of the policy's ``layers`` (the audit costs adapters on every
-    layer); a list names modules by their last component."""
+    layer); a list names modules by their last component, except a one-entry list, which
+    TRL's ``ModelConfig`` turns into its entry (a string)."""
     if spec is None:
         return PEFT_QWEN2_DEFAULT_TARGETS
+    one_entry = isinstance(spec, list) and len(spec) == 1 and isinstance(spec[0], str)
+    if one_entry:  # [q_proj] is the regex "q_proj" to peft: it matches no full module name
+        spec = spec[0]
     if spec == "all-linear":
         return tuple(LINEAR_MODULES)
     if isinstance(spec, str):
@@ -138,7 +142,8 @@ def lora_targets(spec: Any, layers: int | None = None) -> tuple[str, ...]:
                               f"'.*{partial[0]}', or give a list like [{partial[0]}]")
         found = tuple(m for m, h in hits.items() if all(h))
         if not found:
-            raise ConfigError(f"config: lora_target_modules: the pattern {spec!r} matches no module (peft reads "
+            trl = "TRL reads a one-entry list as that string, and " if one_entry else ""
+            raise ConfigError(f"config: lora_target_modules: the pattern {spec!r} matches no module ({trl}peft reads "
                               "a string as a regex on full names, e.g. '.*q_proj'); give a list like [q_proj, v_proj]")
         return found
     if not isinstance(spec, list) or not all(isinstance(t, str) for t in spec):

@@ -196,6 +196,10 @@ def test_a_directory_or_binary_file_is_one_line(tmp_path: Path) -> None:
     ("all-linear", tuple(LINEAR_MODULES)),
     (".*\\.(q_proj|o_proj)", ("q_proj", "o_proj")),  # a string is a regex on full names
     (["self_attn.k_proj", "down_proj"], ("k_proj", "down_proj")),
+    # TRL's ModelConfig turns a one-entry list into that entry, which peft reads as a string:
+    # these were refused as unknown modules, though TRL adapts every linear and q, o.
+    (["all-linear"], tuple(LINEAR_MODULES)),
+    ([".*\\.(q_proj|o_proj)"], ("q_proj", "o_proj")),
 ])
 def test_lora_targets_as_peft_reads_them(tmp_path: Path, spec: object, want: tuple[str, ...]) -> None:
     body = {"use_peft": True, "model_name_or_path": "qwen2.5-3b", "expected_prompt_length": 8,
@@ -222,14 +226,18 @@ def test_a_regex_target_must_match_every_layer_of_the_policy() -> None:
 
 @pytest.mark.parametrize(("body", "says"), [
     ({"lora_target_modules": "q_proj"}, "matches no module"),
+    # Costed as q_proj adapters, but TRL reads a one-entry list as its entry, a regex on full
+    # names to peft: get_peft_model finds no module and the run never starts.
+    ({"lora_target_modules": ["q_proj"]}, "matches no module (TRL reads a one-entry list as that string"),
     ({"use_peft": None}, "use_peft is missing"),
     # These were costed as no LoRA, as q_proj on every layer, and as q_proj: peft adapts
-    # nothing (refusing the empty list), one layer's, and nothing.
+    # nothing (refusing the empty list), one layer's, and nothing. (Two entries: TRL reads a
+    # one-entry list as a string, below.)
     ({"lora_target_modules": []}, "lora_target_modules is empty"),
-    ({"lora_target_modules": ["model.layers.0.self_attn.q_proj"]}, "names part of the model"),
-    ({"lora_target_modules": ["foo.q_proj"]}, "names part of the model"),
-    ({"lora_target_modules": ["mlp.q_proj"]}, "names part of the model"),
-    ({"lora_target_modules": ["qproj"]}, "unknown module 'qproj'"),
+    ({"lora_target_modules": ["model.layers.0.self_attn.q_proj", "v_proj"]}, "names part of the model"),
+    ({"lora_target_modules": ["foo.q_proj", "v_proj"]}, "names part of the model"),
+    ({"lora_target_modules": ["mlp.q_proj", "v_proj"]}, "names part of the model"),
+    ({"lora_target_modules": ["qproj", "v_proj"]}, "unknown module 'qproj'"),
     # A regex naming one layer was costed on every layer; one naming layer 1 "matched no module".
     ({"lora_target_modules": r".*layers\.0\.self_attn\.q_proj"}, "adapts q_proj in some layers only"),
     ({"lora_target_modules": r".*layers\.1\..*q_proj"}, "adapts q_proj in some layers only"),
