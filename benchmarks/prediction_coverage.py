@@ -110,7 +110,9 @@ def transfer(world: str, rep: int, tmp: Path) -> list[tuple[str, float, float, f
 
     fitted = SUBSETS[rep % len(SUBSETS)]
     store = PilotStore(tmp / f"transfer-{world}-{rep}")
-    eng = load_engine("sim", world=world)
+    # A subset's second round (rep >= len(SUBSETS)) draws new noise; the first keeps seed 0,
+    # the draws of the stored prediction_transfer_1202.json (--reps 4).
+    eng = Recording(load_engine("sim", world=world), "native", rep // len(SUBSETS))
     first = RaceProblem(list(fitted), budget=1e16, pilot_budget=1e15)
     run_race(first, make_strategy("ours", first, seed=rep), eng, store, max_runs=8 * len(fitted))
     every = RaceProblem([(m, r) for m in MODELS for r in REWARDS], budget=1e16, pilot_budget=1e15)

@@ -59,3 +59,27 @@ def test_repetitions_draw_their_own_noise(pc: ModuleType, monkeypatch: pytest.Mo
     for rep in (0, 1):
         pc.race("paper", rep, tmp_path)
     assert measured[0] != measured[1]
+
+
+def test_a_transfer_subset_raced_again_draws_new_noise(pc: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    """``--reps`` past the number of subsets races a subset again: at seed 0 it repeated the
+    first round's runs exactly. The first round keeps seed 0 (the stored --reps 4 file)."""
+    import planner.loop
+    from planner.compiler import compile_plan
+    from planner.proposals import make_proposal
+
+    prop = make_proposal(compile_plan("qwen2.5-1.5b", "sparse", 0.5, 1e16), target="native")
+    measured: list[float] = []
+
+    def one_run(problem: object, strategy: object, engine: Any, store: object, **_: object) -> None:
+        measured.append(float(engine.run(prop, 0).metrics.native))
+
+    monkeypatch.setattr(planner.loop, "run_race", one_run)
+    n = len(pc.SUBSETS)
+    for rep in (0, n, 2 * n):
+        pc.transfer("paper", rep, tmp_path)
+    assert len(set(measured)) == 3
+    from planner.engine import load_engine
+
+    assert measured[0] == load_engine("sim", world="paper").run(prop, 0).metrics.native
