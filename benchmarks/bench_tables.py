@@ -48,7 +48,8 @@ def print_pooled(pool: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title="all worlds pooled (± one binomial standard error; constant: one label called everywhere)")
+    t = Table(title="all worlds pooled (± one standard error: binomial for the rates, bootstrap for the median regret; "
+                    "constant: one label called everywhere)")
     for col in ("strategy", "design", "same-regime", "decidable", "regret med", "FLOPs"):
         t.add_column(col)
     def pm(r: dict[str, Any], key: str, digits: int = 3) -> str:
