@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,7 +42,9 @@ def _pairs(outcomes: Sequence[dict[str, Any]], noise: dict[str, float]) -> dict[
         sd = noise[o["world"]]
         for st, gap in zip(o.get("stake") or [], o.get("gap") or [], strict=False):
             if st is not None and np.isfinite(st):
-                pairs.setdefault(o["world"], []).append((st / sd, gap / sd))
+                # A stored gap of null is an infinite one (JSON has no inf): no other regime
+                # is reachable there, the call cannot be wrong.
+                pairs.setdefault(o["world"], []).append((st / sd, (math.inf if gap is None else gap) / sd))
     return pairs
 
 
@@ -79,7 +82,8 @@ def stake_by_gap(outcomes: Sequence[dict[str, Any]], noise: dict[str, float]) ->
     a = np.array([p for ps in _pairs(outcomes, noise).values() for p in ps]).reshape(-1, 2)
     out = []
     for lo, hi in itertools.pairwise(GAP_BINS_SD):
-        st = a[(a[:, 1] >= lo) & (a[:, 1] < hi), 0]
+        top = np.isinf(a[:, 1]) if hi == math.inf else False  # the last bin holds an infinite gap
+        st = a[(a[:, 1] >= lo) & ((a[:, 1] < hi) | top), 0]
         if len(st):
             q1, med, q3 = np.percentile(st, [25, 50, 75])
             out.append({"gap_lo": lo, "gap_hi": hi, "calls": len(st), "q1": float(q1), "median": float(med),

@@ -54,3 +54,12 @@ def test_scatter_is_drawn_from_the_outcomes(stake: ModuleType, tmp_path: Path) -
     outs = [_outcome("a", [0.0001, 0.002, 0.0], [0.0005, 0.01, 0.0])]  # a zero stake and gap sit at the floor
     out = stake.plot_stake(outs, {"a": 0.01}, tmp_path / "fig" / "s.png")
     assert out.is_file() and out.stat().st_size > 10_000
+
+
+def test_a_stored_null_gap_is_an_infinite_one_not_a_crash(stake: ModuleType) -> None:
+    """JSON stores an infinite gap (no other regime reachable) as null: a TypeError here."""
+    outs = [_outcome("a", [0.01, 0.02], [None, 0.03])]
+    (row,) = stake.stake_table(outs, {"a": 0.01})
+    assert row["calls"] == 2 and row["decidable_calls"] == 2 and row["near_tie_calls"] == 0
+    (top,) = stake.stake_by_gap(outs, {"a": 0.01})
+    assert top["gap_hi"] == float("inf") and top["calls"] == 2
