@@ -129,6 +129,12 @@ def lora_targets(spec: Any, layers: int | None = None) -> tuple[str, ...]:
             pattern = re.compile(spec)
         except re.error as exc:
             raise ConfigError(f"config: lora_target_modules: {spec!r} is not a valid regex ({exc})") from None
+        # peft adapts whatever full name the pattern matches, the LM head and the embedding
+        # too; the audit costs adapters inside the decoder layers only.
+        outside = [n for n in ("lm_head", "model.embed_tokens") if pattern.fullmatch(n)]
+        if outside:
+            raise ConfigError(f"config: lora_target_modules: the pattern {spec!r} also adapts {outside[0]}, which "
+                              "the audit does not cost; narrow it to the layers' modules, e.g. '.*_proj'")
         attn = {"q_proj", "k_proj", "v_proj", "o_proj"}
         # Every layer (or, without the policy's depth, a sample of them): a pattern naming
         # some layers adapts fewer modules than the audit, which costs every layer, would

@@ -226,6 +226,10 @@ def test_a_regex_target_must_match_every_layer_of_the_policy() -> None:
 
 @pytest.mark.parametrize(("body", "says"), [
     ({"lora_target_modules": "q_proj"}, "matches no module"),
+    # peft adapts the LM head or the embedding a pattern matches too: learning the audit
+    # did not cost, without a word.
+    ({"lora_target_modules": ".*_proj|lm_head"}, "also adapts lm_head, which the audit does not cost"),
+    ({"lora_target_modules": ".*(_proj|embed_tokens)"}, "also adapts model.embed_tokens"),
     # Costed as q_proj adapters, but TRL reads a one-entry list as its entry, a regex on full
     # names to peft: get_peft_model finds no module and the run never starts.
     ({"lora_target_modules": ["q_proj"]}, "matches no module (TRL reads a one-entry list as that string"),
