@@ -52,7 +52,6 @@ class FlopMeterCallback(TrainerCallback):
         self._walls_at_step: dict[str, float] = {}
         self.train_wall = 0.0
         self._reference: Any = None
-        self._reference_watched = False
 
     @classmethod
     def attach(cls, trainer: Any, **kwargs: Any) -> FlopMeterCallback:
@@ -85,18 +84,24 @@ class FlopMeterCallback(TrainerCallback):
         trainer.evaluate = evaluate
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        scorer = None
+        if self.reward_models:
+            scorer = architecture_from_config(self.reward_models[0].config, "reward-model", score_head=self.scorer_head)
         if self.meter is None:
             base = unwrap(model)
-            scorer = None
-            if self.reward_models:
-                scorer = architecture_from_config(self.reward_models[0].config, "reward-model", score_head=self.scorer_head)
             self.meter = FlopMeter(architecture_from_config(base.config), lora=lora_from_model(model), scorer=scorer)
+        elif self.meter.scorer is None:
+            self.meter.scorer = scorer
+        # The reward and reference models are watched with the policy, whatever built the
+        # meter, and again at each train(): on_train_end's detach drops their hooks too (a
+        # meter passed in, or a second train(), billed their forwards nothing).
+        fresh = not self.meter.attached
+        self.meter.attach(model)
+        if fresh:
             for rm in self.reward_models:
                 self.meter.watch_scorer(rm)
-        self.meter.attach(model)
-        if self._reference is not None and not self._reference_watched:
-            self.meter.watch_reference(self._reference)
-            self._reference_watched = True
+            if self._reference is not None:
+                self.meter.watch_reference(self._reference)
         if self.budget is not None:
             steps = self.steps_per_round or round_steps(args)
             self.guard = BudgetGuard(self.meter, self.budget, steps_per_round=steps)

@@ -199,6 +199,11 @@ class FlopMeter:
 
     # ----------------------------------------------------------------- hooks
 
+    @property
+    def attached(self) -> bool:
+        """Whether the policy is hooked (:meth:`attach`, until :meth:`detach`)."""
+        return self._policy_attached
+
     def attach(self, model: Any) -> None:
         """Hook the policy (a peft model, or a plain causal LM) until :meth:`detach`."""
         if self._policy_attached:
@@ -239,6 +244,7 @@ class FlopMeter:
         self._handles.append(unwrap(module).register_forward_pre_hook(pre, with_kwargs=True))
 
     def detach(self) -> None:
+        """Remove every hook: the policy's and the watched reward and reference models'."""
         for h in self._handles:
             h.remove()
         self._handles.clear()

@@ -167,6 +167,45 @@ def test_a_trainers_evaluation_is_not_billed_to_the_run(world: dict[str, Any], t
     assert evaluated.flops == pytest.approx(plain.flops, rel=0.02)  # sampling differs: lengths, not passes
 
 
+@pytest.mark.parametrize("own_meter", [False, True])
+def test_reward_models_are_billed_with_any_meter_and_at_every_train(world: dict[str, Any], tmp_path: Path,
+                                                                    own_meter: bool) -> None:
+    """``reward_models`` with a meter of one's own (as docs/meter.md shows both) were never
+    watched, and a second ``train()`` lost the watch that the first one's end removed."""
+    from peft import LoraConfig
+    from trl import GRPOTrainer
+
+    from runners.rewards import build_reward_system
+
+    model, tok, (args, data) = _setup(world, tmp_path, per_device_train_batch_size=8, num_generations=4, max_steps=1)
+    rewards = build_reward_system("proxy-prm", "tiny", scorer_path=world["prm"])
+    trainer = GRPOTrainer(model=model, reward_funcs=rewards.funcs, args=args, train_dataset=data,
+                          processing_class=tok, peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS))
+    meter = FlopMeter(get_model("tiny-s"), lora=LoRA(4, tuple(TARGETS))) if own_meter else None
+    cb = FlopMeterCallback.attach(trainer, meter=meter, reward_models=[rewards.scorer])
+    for _ in range(2):
+        trainer.train()
+        assert cb.meter is not None and cb.meter.flops["reward"] > 0
+        assert cb.meter.tokens["reward_scored"] == rewards.scored_tokens()  # every PRM forward billed
+    assert cb.meter.passes["score"] == 2
+
+
+def test_a_second_train_bills_the_reference_model_again(world: dict[str, Any], tmp_path: Path) -> None:
+    """The first train()'s end detaches every hook, the reference model's too."""
+    from trl import GRPOTrainer
+
+    from runners.rewards import build_reward_system
+
+    model, tok, (args, data) = _setup(world, tmp_path, per_device_train_batch_size=4, num_generations=4, max_steps=1,
+                                      beta=0.04)
+    trainer = GRPOTrainer(model=model, reward_funcs=build_reward_system("sparse", "tiny").funcs, args=args,
+                          train_dataset=data, processing_class=tok)
+    cb = FlopMeterCallback.attach(trainer)
+    trainer.train()
+    trainer.train()
+    assert cb.meter is not None and cb.meter.passes["ref_logprobs"] == cb.meter.passes["train"] == 2
+
+
 @pytest.mark.parametrize("beta", [0.0, 0.04])
 def test_full_finetuning_is_metered_too(world: dict[str, Any], tmp_path: Path, beta: float) -> None:
     """With beta > 0 TRL runs a separate frozen reference model, which the meter must see."""
