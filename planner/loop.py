@@ -36,6 +36,7 @@ from planner.engine import (
 )
 from planner.errors import ConfigError, RaceError
 from planner.frontier import Setting
+from planner.proposals import make_proposal
 from planner.regime import RegimeCall
 from planner.schema import ComputeCard, Metrics, Proposal, RunRecord, run_id_for
 from planner.strategies.base import (
@@ -152,6 +153,11 @@ def run_race(
         return rid not in done and len(failed.get(rid, ())) < MAX_ATTEMPTS
 
     asked: set[str] = set()  # run ids proposed so far in this race
+    # Proposals of this race with a run that measured the target: a strategy counts them
+    # recorded and never proposes them again, so a seed cut off by an interrupt, or failed
+    # once, would never run. The loop runs what is left of them (_unfinished).
+    known = _proposals(problem, all_records)
+    measured_ids = {r.proposal_id for r in relevant_records(problem, all_records)}
     # Failed records too: a strategy must know what the loop will not run again.
     strategy.tell(all_records)
     runs, flops, measured = _tally(problem, all_records)
@@ -175,6 +181,8 @@ def run_race(
         t0 = time.perf_counter()
         props = strategy.ask(batch_size)
         asks.append(time.perf_counter() - t0)
+        known.update((p.id, p) for p in props)
+        props = _unfinished(known, measured_ids, props, seeds, runnable) + props
         if not props:
             reason = "exhausted"
             break
@@ -195,6 +203,7 @@ def run_race(
                 failed.setdefault(rid, []).append(rec)
             _count(rec, problem, runs, flops, measured)
         overrun = max(overrun, _overrun(fresh.values()))
+        measured_ids.update(r.proposal_id for r in relevant_records(problem, list(fresh.values())))
         new = len(fresh)
         batch = [fresh.get(rid) or done.get(rid) or failed[rid][-1] for rid in rids]
         strategy.tell(batch)
@@ -209,6 +218,30 @@ def run_race(
             progress(RaceProgress(rnd, sum(runs.values()), sum(flops.values()), strategy.decide(),
                                   len(batch), asks[-1], dict(measured)))
     return RaceResult(problem, strategy.name, calls, reason, runs, flops, rnd, asks, measured)
+
+
+def _proposals(problem: RaceProblem, records: Sequence[RunRecord]) -> dict[str, Proposal]:
+    """The proposals of ``records`` of the problem's settings and target, by id, rebuilt from
+    their plans (a record from a race for another target has another id and is left out)."""
+    keys, out = set(problem.settings), {}
+    for r in records:
+        if Setting(r.model, r.reward) in keys and r.proposal_id not in out:
+            p = make_proposal(r.plan, target=problem.target, reason="the seeds of a proposal not yet run")
+            if p.id == r.proposal_id:
+                out[p.id] = p
+    return out
+
+
+def _unfinished(
+    known: dict[str, Proposal], measured: set[str], props: Sequence[Proposal], seeds: int,
+    runnable: Callable[[str], bool],
+) -> list[Proposal]:
+    """Proposals not in ``props`` with a run that measured the target (ids in ``measured``)
+    and a seed below ``seeds`` still to run: cut off by an interrupt between its seeds, or
+    failed fewer than :data:`MAX_ATTEMPTS` times. They go first in the round, under the caps."""
+    asked = {p.id for p in props}
+    return [p for pid, p in known.items()
+            if pid in measured and pid not in asked and any(runnable(run_id_for(pid, s)) for s in range(seeds))]
 
 
 def _one_by_one(

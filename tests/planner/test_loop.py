@@ -467,3 +467,43 @@ def test_baselines_run_each_plan_once_up_to_their_cap(tmp_path: Path, name: str,
             r.plan.completions_kept, r.plan.num_iterations) for r in recs}
     assert res.stop_reason == cap and len(ran) == len(recs)
     assert res.total_runs == 24 if cap == "max-runs" else res.total_flops <= 20 * one
+
+
+class StopsAt(FakeEngine):
+    """Interrupted (Ctrl-C) at its ``at``-th run, or failing only that run."""
+
+    def __init__(self, at: int, fail: bool = False) -> None:
+        super().__init__()
+        self.at, self.fail = at, fail
+
+    def run(self, proposal: Proposal, seed: int, progress: object = None) -> RunRecord:
+        rec = super().run(proposal, seed, progress)
+        if self.calls == self.at and not self.fail:
+            raise KeyboardInterrupt
+        if self.calls == self.at:
+            return rec.model_copy(update={"status": "failed", "error": "error: CUDA out of memory"})
+        return rec
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_replicate_left_unrun_is_run_by_the_resumed_or_next_round(tmp_path: Path, fail: bool) -> None:
+    """With --seeds 2 a proposal's second seed can be cut off by an interrupt between its
+    seeds, or fail once while the first succeeded. The strategy counts the proposal as
+    recorded and never proposes it again, so the replicate was never run (nor retried):
+    the resumed race ended with a proposal of one seed that the uninterrupted race has two of."""
+    from planner.strategies.ours import RaceStrategy
+
+    store = PilotStore(tmp_path / "data")
+    first = StopsAt(2, fail)  # the first proposal's seed 1
+    cap = 9 if fail else 8  # the 4 pilots' 8 runs, and room for the retry of the failed one
+    try:
+        run_race(PROBLEM, RaceStrategy(PROBLEM, 0), first, store, seeds=2, max_runs=cap)
+    except KeyboardInterrupt:
+        run_race(PROBLEM, RaceStrategy(PROBLEM, 0), FakeEngine(), store, seeds=2, max_runs=cap)
+    cut = first.run_ids[1]
+    assert cut in {r.run_id for r in store.records()}  # run (again) by the race
+    seeds: dict[str, set[int]] = {}
+    for r in store.records():
+        seeds.setdefault(r.proposal_id, set()).add(r.seed)
+    assert all(s == {0, 1} for s in seeds.values()), seeds
+    assert len(store.records(status=None)) <= cap
