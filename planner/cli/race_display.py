@@ -54,7 +54,8 @@ class RaceDisplay:
         title = "race: starting" if progress is None else (
             f"race round {progress.round}: {progress.runs} runs, {progress.flops:.3g} FLOPs, "
             f"last ask {progress.ask_seconds:.1f} s")
-        return calls_table(title, self.problem, progress.calls if progress else {}, posterior=self.posterior)
+        return calls_table(title, self.problem, progress.calls if progress else {}, posterior=self.posterior,
+                           measured=progress.setting_runs if progress else None)
 
     def final(self, result: Any, path: Path) -> None:
         from rich.console import Console
@@ -85,8 +86,10 @@ def round_line(progress: Any, problem: Any) -> str:
 
 
 def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], result: Any = None,
-                 posterior: bool = True) -> Any:
-    """One line per setting, whole at 80 columns (the live view and the final table)."""
+                 posterior: bool = True, measured: dict[Setting, int] | None = None) -> Any:
+    """One line per setting, whole at 80 columns (the live view and the final table).
+    ``measured``: the live view's runs that measured the target, by setting (the final
+    table reads ``result``'s); a setting with none shows no call."""
     from rich import box
     from rich.table import Table
 
@@ -113,6 +116,9 @@ def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], resu
             # measured (regimes.json keeps the prediction, with runs 0).
             failed = result.runs[s]
             rows.append([s.key, "-", "-", "no runs", "-", "-", "0" + (f" +{failed} failed" if failed else "")])
+            continue
+        if result is None and measured is not None and measured.get(s, 1) == 0:
+            rows.append([s.key, "-", "-", "no runs", "-", "-"])  # as the log's line (round_line)
             continue
         mark = {"confident": "", "indifferent": "~", "open": "?"}[decision_state(c, problem)]
         row = [s.key, f"{c.rho_star:.2f}", f"{c.rho_star_ci[0]:.2f}-{c.rho_star_ci[1]:.2f}",

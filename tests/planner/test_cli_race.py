@@ -876,3 +876,29 @@ def test_suggest_prints_an_output_path_with_brackets_as_written(tmp_path: Path, 
                               "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert out.exists() and f"wrote{out}" in "".join(res.output.split())  # however rich wraps it
+
+
+def test_the_live_table_shows_no_call_for_a_setting_without_runs() -> None:
+    """The live table (a terminal) as the final one and the log's line: a setting whose runs
+    all failed, or were capped, has only other settings' runs behind its call; printed with a
+    regime, P and a stake it read as measured while the race went on."""
+    from rich.console import Console
+
+    from planner.cli.race_display import RaceDisplay, round_line
+    from planner.frontier import Setting
+    from planner.loop import RaceProgress
+    from planner.regime import RegimeCall
+    from planner.strategies import RaceProblem
+
+    sparse, prm = Setting("qwen2.5-1.5b", "sparse"), Setting("qwen2.5-1.5b", "prm")
+    problem = RaceProblem((sparse, prm), budget=1e16, pilot_budget=1e15)
+    call = RegimeCall(0.7, (0.6, 0.8), "update-heavy", {"search-heavy": 0.2, "update-heavy": 0.8,
+                                                        "reward-heavy": 0.0}, stake=0.01)
+    progress = RaceProgress(2, 12, 4e15, {sparse: call, prm: call}, 4, 0.1, {sparse: 4, prm: 0})
+    console = Console(width=100, record=True)
+    console.print(RaceDisplay(problem, quiet=True)._table(progress))
+    rows = {line.split()[0]: line for line in console.export_text().splitlines()
+            if line.strip().startswith("qwen2.5-1.5b/")}
+    assert "no runs" in rows["qwen2.5-1.5b/prm"] and "update-heavy" not in rows["qwen2.5-1.5b/prm"]
+    assert "update-heavy" in rows["qwen2.5-1.5b/sparse"]
+    assert "qwen2.5-1.5b/prm no runs" in round_line(progress, problem)  # as the log's line says
