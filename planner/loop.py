@@ -305,10 +305,11 @@ def _failed(
 
 
 def _overrun(records: Iterable[RunRecord]) -> float:
-    """The largest metered / planned FLOPs of ``records``' ok runs, at least 1: a real run
-    meters its actual completion lengths, up to a few percent over its plan."""
+    """The largest metered / planned FLOPs of ``records``, at least 1: a real run meters its
+    actual completion lengths, up to a few percent over its plan. Failed runs too: one that
+    diverged keeps the card of its whole run (one cut short meters less than its plan)."""
     ratios = [r.card.flops.total / r.plan.flops.total for r in records
-              if r.status == "ok" and r.plan.flops.total > 0]
+              if r.plan.flops.total > 0 and math.isfinite(r.card.flops.total)]
     return max([1.0, *ratios])
 
 

@@ -133,6 +133,27 @@ def test_max_flops_holds_for_metered_spend_when_runs_overshoot_their_plans(tmp_p
     assert res.stop_reason == "max-flops" and res.total_flops <= cap and res.total_runs == 2
 
 
+def test_max_flops_learns_the_overshoot_from_a_diverged_run_too(tmp_path: Path) -> None:
+    """A run whose metrics came back NaN is recorded failed with its card: it ran to the end
+    and metered its spend, 5% over plan here. The overshoot it showed was not used to cost
+    the next round (ok runs only), so the next run, costed at plan, crossed --max-flops."""
+    class OverThenOk(FakeEngine):
+        def run(self, proposal: Proposal, seed: int, progress: object = None) -> RunRecord:
+            rec = super().run(proposal, seed, progress)
+            f = rec.card.flops
+            split = FlopsSplit(search=f.search * 1.05, learning=f.learning * 1.05, reward=f.reward * 1.05,
+                               total=f.total * 1.05)
+            rec = rec.model_copy(update={"card": ComputeCard(flops=split, rho=split.rho)})
+            return rec.model_copy(update={"metrics": Metrics(native=float("nan"))}) if self.calls <= 2 else rec
+
+    f = [compile_plan(S.model, S.reward, rho, 1e15).flops.total for rho in (0.2, 0.25, 0.3)]  # Scripted's first 3
+    cap = 1.05 * (f[0] + f[1]) + 1.03 * f[2]  # the third run fits at plan, not at its metered 1.05
+    store = PilotStore(tmp_path / "data")
+    res = run_race(PROBLEM, Scripted(), OverThenOk(), store, max_runs=100, max_flops=cap)
+    assert res.stop_reason == "max-flops" and res.total_flops <= cap
+    assert [r.status for r in store.records(status=None)] == ["failed", "failed"]  # the diverged pair
+
+
 def test_stops_when_exhausted_and_baselines_ignore_confidence(tmp_path: Path) -> None:
     res = run_race(PROBLEM, Scripted(confident_after=0, stops=False, rounds=2), FakeEngine(),
                    PilotStore(tmp_path / "data"))
