@@ -295,7 +295,9 @@ def size_figure(data: ReportData) -> FigureSpec | None:
     if fit is None or not fit.frontiers:
         return None
     budgets, held = _size_budgets(data, fit.frontiers)  # wider is unreadable; the caption names the rest
-    fig = _figure(4.2 * len(budgets) + 1.0, 4.0)
+    # At least 7 in: on one panel's 5.2 the title, centred on the figure, ran under the
+    # legend in the right margin.
+    fig = _figure(max(4.2 * len(budgets) + 1.0, 7.0), 4.0)
     axes = fig.subplots(1, len(budgets), squeeze=False, sharey=True)[0]
     params = {r.model: r.model_params for r in data.ok}
     rewards = sorted({s.reward for s in fit.frontiers})

@@ -247,6 +247,24 @@ def test_a_narrow_figure_keeps_its_whole_footer(runs: tuple[list[Any], list[Any]
         assert [w for w in text.split() if w != "|"] == [w for w in words if w != "|"]  # all of it, in lines
 
 
+def test_a_one_panel_size_figure_keeps_its_title_clear_of_the_legend(runs: tuple[list[Any], list[Any]]) -> None:
+    # At 5.2 in, the title centred on the figure ran under the legend in the right margin.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from planner.report.figures import size_figure
+
+    ok, _ = runs
+    data = _report_data(ok, [], {"native": {SettingAt(MODELS[0], REWARDS[0], 1e16): _call(0.5, (0.4, 0.6))}})
+    spec = size_figure(data)
+    assert len([ax for ax in spec.fig.axes if ax.has_data()]) == 1
+    canvas = FigureCanvasAgg(spec.fig)
+    canvas.draw()
+    r = canvas.get_renderer()
+    title = spec.fig._suptitle.get_window_extent(r)
+    (legend,) = spec.fig.legends
+    assert not title.overlaps(legend.get_window_extent(r)), (title, legend.get_window_extent(r))
+
+
 def test_loo_coverage_below_nominal_does_not_print_as_nominal(runs: tuple[list[Any], list[Any]]) -> None:
     # 26 of 29 points inside their 90% intervals (89.7%) printed "90%" beside the nominal
     # 90%, and 249 of 250 "100%": coverage rounds down, as probabilities beside a
