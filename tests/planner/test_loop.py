@@ -115,17 +115,21 @@ def test_stops_on_max_flops(tmp_path: Path) -> None:
     assert res.total_flops <= 3.5 * one and res.total_runs == 3
 
 
+def _metered_over(rec: RunRecord, factor: float) -> RunRecord:
+    """``rec`` with every phase metered ``factor`` times its plan (a real run's overshoot)."""
+    f = rec.card.flops
+    split = FlopsSplit(search=f.search * factor, learning=f.learning * factor, reward=f.reward * factor,
+                       total=f.total * factor)
+    return rec.model_copy(update={"card": ComputeCard(flops=split, rho=split.rho)})
+
+
 def test_max_flops_holds_for_metered_spend_when_runs_overshoot_their_plans(tmp_path: Path) -> None:
     """Real runs meter their actual completion lengths, here 2% over plan. Costed at plan,
     the third run fitted under the cap (2.049 + 1.021 <= 3.08 units; the plans land their
     budget within 2%) and the race ended at 3.090."""
     class Over(FakeEngine):
         def run(self, proposal: Proposal, seed: int, progress: object = None) -> RunRecord:
-            rec = super().run(proposal, seed, progress)
-            f = rec.card.flops
-            split = FlopsSplit(search=f.search * 1.02, learning=f.learning * 1.02, reward=f.reward * 1.02,
-                               total=f.total * 1.02)
-            return rec.model_copy(update={"card": ComputeCard(flops=split, rho=split.rho)})
+            return _metered_over(super().run(proposal, seed, progress), 1.02)
 
     one = compile_plan(S.model, S.reward, 0.5, 1e15).flops.total
     cap = 3.08 * one
@@ -139,11 +143,7 @@ def test_max_flops_learns_the_overshoot_from_a_diverged_run_too(tmp_path: Path) 
     the next round (ok runs only), so the next run, costed at plan, crossed --max-flops."""
     class OverThenOk(FakeEngine):
         def run(self, proposal: Proposal, seed: int, progress: object = None) -> RunRecord:
-            rec = super().run(proposal, seed, progress)
-            f = rec.card.flops
-            split = FlopsSplit(search=f.search * 1.05, learning=f.learning * 1.05, reward=f.reward * 1.05,
-                               total=f.total * 1.05)
-            rec = rec.model_copy(update={"card": ComputeCard(flops=split, rho=split.rho)})
+            rec = _metered_over(super().run(proposal, seed, progress), 1.05)
             return rec.model_copy(update={"metrics": Metrics(native=float("nan"))}) if self.calls <= 2 else rec
 
     f = [compile_plan(S.model, S.reward, rho, 1e15).flops.total for rho in (0.2, 0.25, 0.3)]  # Scripted's first 3
