@@ -40,7 +40,7 @@ from planner.errors import ConfigError
 from planner.files import default_file_mode, remove_idle
 from planner.schema import RunRecord
 
-__all__ = ["ROW_SCHEMA", "CorruptRecord", "PilotStore", "Scan", "UnreadableError", "attempt_of"]
+__all__ = ["ROW_SCHEMA", "CorruptRecord", "PilotStore", "Scan", "UnreadableError", "attempt_of", "run_of"]
 
 _F, _I, _S = pl.Float64, pl.Int64, pl.String
 
@@ -86,6 +86,15 @@ def attempt_of(path: Path, default: int) -> int:
     for an ok record's file."""
     m = _FAILED_NAME.match(path.name)
     return int(m["attempt"]) if m else default
+
+
+def run_of(path: Path) -> str | None:
+    """The run a record file is named for (``<run_id>.parquet`` or ``<run_id>.a<N>.parquet``);
+    None for any other name (a file moved aside to ``corrupt/`` carries a suffix)."""
+    m = _FAILED_NAME.match(path.name)
+    if m:
+        return m["run"]
+    return path.name.removesuffix(".parquet") if path.name.endswith(".parquet") else None
 
 
 @dataclass(frozen=True)

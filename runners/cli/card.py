@@ -28,7 +28,7 @@ def card(
     from planner.errors import ConfigError
     from planner.report.cards import rich_card
     from planner.report.data import check_campaign_dir
-    from runners.store import PilotStore
+    from runners.store import PilotStore, run_of
 
     # DIR/runs read as a store holds no run: "no run ..." would send the user hunting for it.
     check_not_store_folder(data)
@@ -40,7 +40,7 @@ def card(
     if not matches:
         # This run's own files only: run ids share dotted prefixes, so a prefix ("tiny-s.sparse")
         # matched another run's wreck and was called corrupt itself.
-        wrecks = [c for c in scan.corrupt if _is_record_of(c.path.name, run_id)]
+        wrecks = [c for c in scan.corrupt if run_of(c.path) == run_id]
         if wrecks:
             raise ConfigError(f"run_id: the record of {run_id!r} is corrupt ({wrecks[0].path.name}: "
                               f"{wrecks[0].reason}); the next `runners execute` of its proposal reruns it")
@@ -59,10 +59,3 @@ def card(
         Console(stderr=True).print(f"({len(matches)} records of this run: "
                                    f"{sum(r.status != 'ok' for r in matches)} failed attempt(s))")
 
-
-def _is_record_of(name: str, run_id: str) -> bool:
-    """Whether ``name`` is the file of a record of ``run_id`` in a store: runs/RUN_ID.parquet
-    or failed/RUN_ID.aN.parquet."""
-    import re
-
-    return re.fullmatch(rf"{re.escape(run_id)}(\.a\d+)?\.parquet", name) is not None
