@@ -37,6 +37,7 @@ __all__ = [
     "Z",
     "extract",
     "group_replicates",
+    "replicate_key",
 ]
 
 # The metrics a record may carry: planner.schema.TARGETS, restated because this package
@@ -197,7 +198,7 @@ def _feature(o: Observation, rewards: Sequence[str], rho: float, flops: float) -
     return [math.log10(o.model_params), float(rewards.index(o.reward)), rho, math.log10(flops), math.log2(o.reuse)]
 
 
-def _plan_of(o: Observation) -> tuple[str, str, float, float]:
+def replicate_key(o: Observation) -> tuple[str, str, float, float]:
     """What seed replicates share: (model, reward, planned rho, nominal budget)."""
     return (o.model, o.reward, round(o.rho_planned, 4), o.budget)
 
@@ -218,17 +219,19 @@ def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> Trai
         raise ValueError(f"rewards: the category order lacks {missing} that the observations carry; list every reward system")
     groups: dict[tuple[str, str, float, float], list[Observation]] = {}
     for o in obs:
-        groups.setdefault(_plan_of(o), []).append(o)
+        groups.setdefault(replicate_key(o), []).append(o)
     all_y = np.array([o.y for o in obs], dtype=float)
     floor = max(1e-8, 1e-6 * float(all_y.var())) if len(obs) else 1e-8  # keeps the noise matrix well conditioned
     # Within-group sums of squares and degrees of freedom, per reward system.
     ss: dict[str, float] = {}
     df: dict[str, int] = {}
-    for (_, reward, _, _), g in groups.items():
+    group_ss: dict[tuple[str, str, float, float], float] = {}  # each group's own, too
+    for key, g in groups.items():
         if len(g) > 1:
             ys = np.array([o.y for o in g])
-            ss[reward] = ss.get(reward, 0.0) + float(((ys - ys.mean()) ** 2).sum())
-            df[reward] = df.get(reward, 0) + len(g) - 1
+            group_ss[key] = float(((ys - ys.mean()) ** 2).sum())
+            ss[key[1]] = ss.get(key[1], 0.0) + group_ss[key]
+            df[key[1]] = df.get(key[1], 0) + len(g) - 1
     # Replicates that all agree, to the last digit or within the floor (a metric that rounds
     # every run alike: pass@1 on a few problems, a policy that never scores) say the noise is
     # below the metric's resolution, not that it is zero: fixed at the floor, it made the GP
@@ -245,13 +248,11 @@ def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> Trai
         # race's runs, each duplicated: noise sd 0.0094 -> 0.0012, P 0.80 -> 0.99).
         # A group agrees as a reward system does (within the floor), whether or not the
         # other groups of its reward system do.
-        def one_row(g: list[Observation]) -> bool:
-            ys = np.array([o.y for o in g])
-            return g[0].reward in identical or (len(g) > 1 and float(((ys - ys.mean()) ** 2).sum()) <= floor * (len(g) - 1))
-
-        runs = [([o], o.rho, o.flops) for o in obs if not one_row(groups[_plan_of(o)])]
+        agree = {k for k, g in groups.items()
+                 if g[0].reward in identical or (k in group_ss and group_ss[k] <= floor * (len(g) - 1))}
+        runs = [([o], o.rho, o.flops) for o in obs if replicate_key(o) not in agree]
         runs += [(g, float(np.mean([o.rho for o in g])), float(np.mean([o.flops for o in g])))
-                 for g in groups.values() if one_row(g)]
+                 for k, g in groups.items() if k in agree]
         X = np.array([_feature(g[0], rewards, rho, flops) for g, rho, flops in runs], dtype=float)
         y = np.array([float(np.mean([o.y for o in g])) for g, _, _ in runs], dtype=float)
         return TrainingData(X.reshape(-1, len(FEATURES)), y, None, np.array([len(g) for g, _, _ in runs], dtype=np.int64),

@@ -31,7 +31,18 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike, NDArray
 
-from surrogate.data import FEATURES, MU, RHO, TARGETS, B, TrainingData, Z, extract, group_replicates
+from surrogate.data import (
+    FEATURES,
+    MU,
+    RHO,
+    TARGETS,
+    B,
+    TrainingData,
+    Z,
+    extract,
+    group_replicates,
+    replicate_key,
+)
 from surrogate.kernel import DTYPE, LOG2_REUSE_SPAN, frontier_kernel
 
 __all__ = ["FIT_SEED", "Domain", "FrontierSurrogate", "NotFittedError"]
@@ -187,7 +198,7 @@ class FrontierSurrogate:
             raise NotFittedError(
                 f"surrogate: {len(obs)} record(s) with a {self.target!r} value; need at least 2"
             )
-        if len({(o.model, o.reward, round(o.rho_planned, 4), o.budget) for o in obs}) < 2:
+        if len({replicate_key(o) for o in obs}) < 2:
             # Seed replicates of one plan show no trend: the signal variance fits to ~0 and
             # the posterior claims certainty about every rho, model and budget.
             raise NotFittedError(
