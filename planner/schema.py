@@ -17,6 +17,7 @@ from planner.errors import ConfigError
 
 __all__ = [
     "FLAT_COLUMNS",
+    "MAX_SEED",
     "MAX_SEEDS",
     "SCHEMA_VERSION",
     "TARGETS",
@@ -39,6 +40,8 @@ TARGETS: tuple[str, ...] = ("native", "pass1", "judge")
 # every seed is one run; a typo of a few more digits would build a grid of 10^8 runs
 # (memory first, runs never) before any cap could refuse it.
 MAX_SEEDS = 1000
+# The store keeps a seed in an Int64 column: a larger one would overflow there, after the run.
+MAX_SEED = 2**63 - 1
 Target = Literal["native", "pass1", "judge"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")

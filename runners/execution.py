@@ -23,7 +23,7 @@ from planner.engine import (
 )
 from planner.errors import ConfigError
 from planner.proposals import proposal_id
-from planner.schema import MAX_SEEDS, TARGETS, Proposal, ProposalSet, run_id_for
+from planner.schema import MAX_SEED, MAX_SEEDS, TARGETS, Proposal, ProposalSet, run_id_for
 from runners.store import PilotStore
 from runners.task import Outcome, Task, make_engine, placed_options
 
@@ -84,6 +84,9 @@ def execute(
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not seed_list or any(s < 0 for s in seed_list):
         raise ConfigError(f"seeds: need at least one non-negative seed, got {seeds!r}")
+    if any(s > MAX_SEED for s in seed_list):
+        raise ConfigError(f"seeds: {max(seed_list)} is past the largest seed the store keeps "
+                          f"({MAX_SEED}, an Int64); give a smaller one")
     if retries < 0:
         raise ConfigError(f"retries: must be >= 0, got {retries}")
     if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):

@@ -318,6 +318,23 @@ def test_a_seed_count_past_the_cap_is_refused_at_once(proposals: Path, tmp_path:
     assert time.perf_counter() - t0 < 10 and not (tmp_path / "d").exists()
 
 
+def test_a_seed_past_int64_is_refused_before_any_run(proposals: Path, tmp_path: Path) -> None:
+    """The store keeps seeds as Int64: a larger explicit seed would run, then fail to be
+    recorded. Refused up front; the largest one the store keeps runs and reads back."""
+    from planner.errors import ConfigError
+    from planner.proposals import read_proposals
+    from planner.schema import MAX_SEED
+    from runners.execution import execute
+
+    props = read_proposals(proposals).proposals[:1]
+    with pytest.raises(ConfigError, match=r"^seeds: 9223372036854775808 is past the largest seed"):
+        execute(props, data=tmp_path / "d", engine="sim", seeds=[0, MAX_SEED + 1])
+    assert not (tmp_path / "d").exists()
+    execute(props, data=tmp_path / "d", engine="sim", seeds=[MAX_SEED])
+    from runners.store import PilotStore
+    assert [r.seed for r in PilotStore(tmp_path / "d").records()] == [MAX_SEED]
+
+
 def test_an_empty_proposals_file_says_there_is_nothing_to_run(tmp_path: Path) -> None:
     """Valid (suggest writes no proposals once nothing is left), but a silent "0 ok" read
     like a run that did nothing by mistake."""
