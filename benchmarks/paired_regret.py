@@ -33,14 +33,19 @@ DEFAULT = Path(__file__).resolve().parent / "planner_bench_results.json"
 
 
 def pairs(outcomes: Sequence[dict[str, Any]], baseline: str) -> dict[str, dict[int, tuple[np.ndarray, np.ndarray]]]:
-    """world -> rep -> (ours' regrets (n_settings,), the baseline's), for reps both ran."""
-    by: dict[tuple[str, str, int], np.ndarray] = {
-        (o["strategy"], o["world"], o["rep"]): np.asarray(o["regret"], dtype=float)
+    """world -> rep -> (ours' regrets (n_settings,), the baseline's), for reps both ran.
+
+    A baseline's race was capped at what ours spent in the same run of the benchmark, so
+    outcomes pair only within one results file (``_file``, set by ``--merge``): ours from
+    one file beside a baseline's same repetition from another would not be equal spend.
+    """
+    by: dict[tuple[str, str, str, int], np.ndarray] = {
+        (o.get("_file", ""), o["strategy"], o["world"], o["rep"]): np.asarray(o["regret"], dtype=float)
         for o in outcomes if o["strategy"] in ("ours", baseline) and not o.get("config")
     }
     out: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
-    for (strategy, world, rep), ours in by.items():
-        other = by.get((baseline, world, rep))
+    for (src, strategy, world, rep), ours in by.items():
+        other = by.get((src, baseline, world, rep))
         if strategy == "ours" and other is not None and other.shape == ours.shape:
             out.setdefault(world, {})[rep] = (ours, other)
     return out
@@ -135,7 +140,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
                 raise SystemExit(f"error: {name}: repeats a repetition of an earlier file; "
                                  "--merge takes files with disjoint repetitions (see --first-rep)")
             seen |= keys
-        sets = [(" + ".join(n for n, _ in sets), [o for _, outs in sets for o in outs])]
+        sets = [(" + ".join(n for n, _ in sets),
+                 [{**o, "_file": str(i)} for i, (_, outs) in enumerate(sets) for o in outs])]
     out = []
     for name, outcomes in sets:
         rows = paired_table(outcomes)

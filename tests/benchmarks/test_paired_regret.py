@@ -95,3 +95,14 @@ def test_bad_files_name_the_file_and_the_fix(paired: ModuleType, tmp_path: Path)
     f.write_text(json.dumps({"outcomes": outcomes(-0.0005)}))
     with pytest.raises(SystemExit, match="repeats a repetition"):
         paired.main([str(f), str(f), "--merge"])
+
+
+def test_merge_pairs_only_within_a_file(paired: ModuleType, tmp_path: Path) -> None:
+    """Ours from one benchmark run and a baseline's same repetition from another were not
+    capped at the same spend: --merge must not pair them."""
+    outs = outcomes(-0.0005)
+    ours_only, random_only = tmp_path / "ours.json", tmp_path / "random.json"
+    ours_only.write_text(json.dumps({"outcomes": [o for o in outs if o["strategy"] == "ours"]}))
+    random_only.write_text(json.dumps({"outcomes": [o for o in outs if o["strategy"] != "ours"]}))
+    with pytest.raises(SystemExit, match="no baseline ran beside ours"):
+        paired.main([str(ours_only), str(random_only), "--merge"])
