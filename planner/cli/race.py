@@ -147,9 +147,14 @@ def suggest(
             typer.echo(f"warning: {mixed}", err=True)
     # Every --pending file (a second one used to replace the first, whose runs were proposed
     # again); a run listed in two files is one run.
-    waiting = list({p.id: p for f in pending or () for p in read_proposals(f, field="pending").proposals}.values())
-    done = {r.proposal_id for r in strategy.records_}
-    waiting = [p for p in waiting if p.id not in done]
+    from planner.strategies.base import plan_key
+
+    # Keyed by plan, not id: one run listed under two ids (two --target values, a
+    # hand-written file) is one run, and executing both would be refused as twins.
+    waiting = list({plan_key(p.plan): p for f in pending or ()
+                    for p in read_proposals(f, field="pending").proposals}.values())
+    done = {plan_key(r.plan) for r in strategy.records_}
+    waiting = [p for p in waiting if plan_key(p.plan) not in done]
     # Runs of settings not asked about cannot condition this batch (the surrogate knows only
     # the requested models and rewards: a KeyError traceback), nor be proposed again.
     other = [p for p in waiting if Setting(p.model, p.reward) not in problem.settings]
@@ -157,8 +162,8 @@ def suggest(
         typer.echo(f"note: pending: {len(other)} of its runs are of settings not asked about here "
                    f"(e.g. {other[0].model}/{other[0].reward}); this batch ignores them", err=True)
         waiting = [p for p in waiting if p not in other]
-    skip = {p.id for p in waiting}
-    props = [p for p in strategy.ask(n, pending=waiting) if p.id not in skip]
+    skip = {plan_key(p.plan) for p in waiting}
+    props = [p for p in strategy.ask(n, pending=waiting) if plan_key(p.plan) not in skip]
     write_proposals(out, props, target_budget=problem.budget)
     elapsed = time.perf_counter() - t0
     if props and strategy.records_ and not any(p.reason.startswith(("initial", "anchor")) for p in props):

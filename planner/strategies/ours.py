@@ -52,6 +52,7 @@ from planner.strategies.base import (
     budget_axis,
     check_batch,
     flat_prior_call,
+    plan_key,
     ran_pilot_budgets,
     relevant_records,
 )
@@ -262,7 +263,9 @@ class RaceStrategy:
             plans[Setting(r.model, r.reward)].add(r.proposal_id)
         counts = {s: len(ids) for s, ids in plans.items()}
         todo = [s for s in p.settings if counts[s] < self.n_init]
-        waiting = {x.id for x in pending}
+        # By plan, not id: the same run comes back under another id (another --target, a
+        # hand-written file), and executing both would be refused as a twin run.
+        waiting = {plan_key(x.plan) for x in pending}
         if todo:
             # Empty when every design point is already recorded (e.g. two design rhos
             # compiled to the same plan): fall through to the acquisition then.
@@ -271,13 +274,13 @@ class RaceStrategy:
             # with other settings (its budget and rho shift depend on which are asked, as a
             # --pending file from a wider suggest): its design is in flight, not to be run twice.
             elsewhere = {s for s in todo
-                         if (mine := {x.id for x in pending if Setting(x.model, x.reward) == s})
-                         and not mine & {x.id for x in initial if Setting(x.model, x.reward) == s}}
+                         if (mine := {plan_key(x.plan) for x in pending if Setting(x.model, x.reward) == s})
+                         and not mine & {plan_key(x.plan) for x in initial if Setting(x.model, x.reward) == s}}
             initial = [x for x in initial if Setting(x.model, x.reward) not in elsewhere]
             if initial or elsewhere:
                 # Pending points are left out before the cut to n, or --n K with --pending
                 # would propose the same first K again; all pending: the phase is in flight.
-                return _first([x for x in initial if x.id not in waiting], n)
+                return _first([x for x in initial if plan_key(x.plan) not in waiting], n)
         if not self.records_ and self._failed.abandoned(set()):
             # Every design point that could be compiled was abandoned (failed too often):
             # where every pilot fails, the costlier runs would too. Nothing left to propose.
@@ -285,11 +288,11 @@ class RaceStrategy:
             return []
         anchors = self._anchors()
         if anchors:
-            return _first([x for x in anchors if x.id not in waiting], n)
+            return _first([x for x in anchors if plan_key(x.plan) not in waiting], n)
         calls = self.decide()
         # A pending validation run is in flight already: not proposed, nor conditioned on, twice.
         every_check = self._validation(calls)
-        checks = [x for x in every_check if x.id not in waiting]
+        checks = [x for x in every_check if plan_key(x.plan) not in waiting]
         open_ = [s for s in p.settings if not self._would_decide(calls[s])]
         if not open_ and every_check and not checks and self.min_batch <= 1:
             return []  # the round is the validation in flight: its runs decide the calls
@@ -335,10 +338,10 @@ class RaceStrategy:
         A call is checked at the budget it is about by a *duel*: one run near rho* and one
         near the best rho of any other regime (the runner-up), both at the target budget.
         Until both exist the call stays open (docs/planner.md: validation duel)."""
-        from planner.acquisition import plan_key
+        from planner.acquisition import plan_key as point_key
 
         p, sur = self.problem, self.surrogate()
-        done = {plan_key(plan) for plan in self._tried_plans()}
+        done = {point_key(plan) for plan in self._tried_plans()}
         out = []
         for s, c in calls.items():
             if sur is None or not c.extra.get("needs_validation") or not self._would_decide(c):
@@ -350,11 +353,11 @@ class RaceStrategy:
                     if not 0 < rho + dr < 1:  # past an end of the range (rho* at 0.98, say)
                         continue
                     plan, note = compile_feasible(s, rho + dr, p.budget, p.opts)
-                    if plan is not None and plan_key(plan) not in done:
+                    if plan is not None and point_key(plan) not in done:
                         break
                 else:
                     continue
-                done.add(plan_key(plan))
+                done.add(point_key(plan))
                 out.append(make_proposal(
                     plan, target=p.target, prediction=self._predict(plan),
                     reason=(f"validation ({role}): the call {c.regime} (p={c.confidence:.2f}, rho* "

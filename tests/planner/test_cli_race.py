@@ -384,6 +384,27 @@ def test_suggest_with_the_whole_phase_pending_says_why_it_proposes_nothing(tmp_p
     assert "4 pending runs complete the current phase" in " ".join(res.output.split())
 
 
+def test_suggest_matches_pending_runs_by_plan_not_by_id(tmp_path: Path) -> None:
+    """A run pending under another id (a hand-written file, another --target: the id names
+    it) is the same run: proposing it again would have execute refuse the twin. The
+    anchors' phase, where nothing but the id used to match a pending run."""
+    data = tmp_path / "data"
+    base = ["--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+            "--data", str(data)]
+    res = runner.invoke(app, ["race", *base, "--engine", "sim", "--world", "paper", "--max-runs", "4", "--quiet"])
+    assert res.exit_code == 0, res.output  # the 4 pilots
+    anchors, renamed = tmp_path / "anchors.json", tmp_path / "renamed.json"
+    assert runner.invoke(app, ["suggest", *base, "--out", str(anchors)]).exit_code == 0
+    props = read_proposals(anchors).proposals
+    assert len(props) == 2 and all("anchor" in p.reason for p in props)
+    write_proposals(renamed, [p.model_copy(update={"id": f"mine-{i}"}) for i, p in enumerate(props)])
+    out = tmp_path / "again.json"
+    res = runner.invoke(app, ["suggest", *base, "--pending", str(renamed), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    again = read_proposals(out).proposals
+    assert not {p.plan for p in again} & {p.plan for p in props}, [p.reason for p in again]
+
+
 def test_suggest_n_with_pending_proposes_the_rest_of_the_phase(tmp_path: Path) -> None:
     """--n 2 with the first two design points pending gives the other two: they used to be
     cut to the first 2 before the pending ones were dropped, leaving nothing."""
