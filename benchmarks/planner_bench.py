@@ -268,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--no-plot", action="store_true", help="skip the figure written beside --out (.png, .svg)")
     ap.add_argument("--latency-only", action="store_true",
                     help="only time `planner suggest` (ours, 15 settings; empty and 200 records of the first "
-                         "world), print it and write nothing: no races")
+                         "world) and print it, writing it only where --out is given: no races")
     ap.add_argument("--from-json", metavar="FILE", default=None,
                     help="print the tables of a stored results file (this script's --out) and exit: no races")
     a = ap.parse_args(list(argv) if argv is not None else None)
