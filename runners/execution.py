@@ -87,6 +87,17 @@ def execute(
     if any(s > MAX_SEED for s in seed_list):
         raise ConfigError(f"seeds: {max(seed_list)} is past the largest seed the store keeps "
                           f"({MAX_SEED}, an Int64); give a smaller one")
+    # One run per (proposal id, seed): a repeat made two tasks of one run, and the second
+    # came back "already done" (a repeated id with another plan: that plan never ran).
+    if len(set(seed_list)) < len(seed_list):
+        twice = next(s for i, s in enumerate(seed_list) if s in seed_list[:i])
+        raise ConfigError(f"seeds: {twice} is given twice; give each seed once")
+    ids: set[str] = set()
+    for p in props:
+        if p.id in ids:
+            raise ConfigError(f"proposals: {p.id} is the id of two proposals; ids must be unique "
+                              "(planner plan/suggest derive them from the content)")
+        ids.add(p.id)
     if retries < 0:
         raise ConfigError(f"retries: must be >= 0, got {retries}")
     if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
