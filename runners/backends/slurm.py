@@ -102,8 +102,17 @@ class SlurmBackend(ThrottledQueue):
         super().__init__(limit=workers)
 
     def _launch(self, batch: list[Handle]) -> None:
-        with _own_sessions(self._ex.cluster == "local"), self._ex.batch():  # one job array for the lot
-            jobs = [self._ex.submit(run_task, h.task) for h in batch]
+        try:
+            with _own_sessions(self._ex.cluster == "local"), self._ex.batch():  # one job array for the lot
+                jobs = [self._ex.submit(run_task, h.task) for h in batch]
+        except Exception as exc:
+            # sbatch refuses what only the cluster can check (an unknown partition or account,
+            # a time limit past the partition's, a QOS's job cap): its words in one line, not
+            # submitit's FailedJobError traceback.
+            why = " ".join(str(exc).split())[:300] or type(exc).__name__
+            what = "submitit could not start the local jobs" if self._ex.cluster == "local" else "sbatch refused the jobs"
+            raise ConfigError(f"backend: {what} ({why}); check --partition, --time-min, --gpus-per-run, "
+                              "--cpus-per-run, --mem-gb and [slurm].extra in --backend-config") from None
         for h, job in zip(batch, jobs, strict=True):
             h.ref = job
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -392,3 +393,41 @@ def test_ray_on_this_machine_refuses_more_cpus_per_run_than_it_has(local_ray, tm
         make_backend("ray", data=tmp_path, cpus_per_run=3)
     assert local_ray.is_initialized()
     make_backend("ray", data=tmp_path, cpus_per_run=2).close()  # all it has is allowed
+
+
+def _fake_slurm_commands(bin_dir: Path, sbatch_body: str) -> None:
+    """``srun`` and ``sbatch`` scripts, so that submitit takes this machine for a SLURM login node."""
+    bin_dir.mkdir()
+    for name, body in (("srun", "exit 0"), ("sbatch", sbatch_body)):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+
+
+def test_a_job_sbatch_refuses_is_one_line_and_records_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sbatch refuses what only the cluster can check (a partition or account it does not
+    know, a time limit past the partition's): that was submitit's FailedJobError, a
+    traceback and exit 1, after the engine's preparation. Now one line with sbatch's own
+    words (submitit echoes them above it), exit 2, no record."""
+    pytest.importorskip("submitit")
+    from typer.testing import CliRunner
+
+    from planner.proposals import write_proposals
+    from runners.cli import app
+
+    _fake_slurm_commands(tmp_path / "bin", 'echo "sbatch: error: invalid partition specified: gpuu" >&2\n'
+                         'echo "sbatch: error: Batch job submission failed: Invalid partition name specified" >&2\n'
+                         "exit 1")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(ConfigError, match=r"^backend: sbatch refused the jobs \(sbatch: error: invalid partition "
+                                          r"specified: gpuu sbatch: error: Batch job submission failed") as info:
+        execute(PROPS, data=tmp_path / "d", engine="sim", backend="slurm", workers=2,
+                backend_options={"partition": "gpuu"}, show_progress=False)
+    assert "\n" not in str(info.value) and "--partition" in str(info.value)
+    assert PilotStore(tmp_path / "d").records(status=None) == []
+    write_proposals(tmp_path / "p.json", PROPS)
+    res = CliRunner().invoke(app, ["execute", str(tmp_path / "p.json"), "--data", str(tmp_path / "d"), "--engine",
+                                   "sim", "--backend", "slurm", "--partition", "gpuu", "--no-progress"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip().splitlines()[-1].startswith("error: backend: sbatch refused the jobs (sbatch: error")
+    assert "Traceback" not in res.stderr
