@@ -29,6 +29,9 @@ from planner.schema import first_error
 __all__ = ["BackendConfig", "LocalOptions", "RayOptions", "SlurmOptions", "backend_options", "load_backend_config", "validate_options"]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
+_Scalar = str | int | float | bool
+# submitit parameters that take a list of strings (after the slurm_ or local_ prefix).
+_LIST_PARAMETERS = frozenset({"setup", "teardown", "srun_args"})
 MAX_CONFIG_BYTES = 1024 * 1024
 
 
@@ -54,7 +57,9 @@ class SlurmOptions(BaseModel):
     mem_gb: float | None = Field(None, gt=0, le=1e5)
     folder: str | None = Field(None, description="submitit's job and log folder")
     cluster: str | None = Field(None, description="slurm (default when found), local or debug")
-    extra: dict[str, str | int | float | bool] = Field(
+    # Lists and tables too: slurm_setup (shell lines before the run: modules, a venv),
+    # slurm_srun_args, slurm_additional_parameters (sbatch options submitit has no name for).
+    extra: dict[str, _Scalar | list[str] | dict[str, _Scalar]] = Field(
         default_factory=dict, description="more submitit parameters, e.g. slurm_account"
     )
 
@@ -65,12 +70,25 @@ class SlurmOptions(BaseModel):
             raise ValueError("must be slurm, local or debug")
         return v
 
-    @field_validator("extra")
+    @field_validator("extra", mode="before")
     @classmethod
-    def _prefixed(cls, v: dict[str, Any]) -> dict[str, Any]:
-        for k in v:
-            if not k.startswith(("slurm_", "local_")):
+    def _prefixed(cls, v: Any) -> Any:
+        if not isinstance(v, dict):
+            return v  # pydantic says what it wants
+        scalar = (str, int, float, bool)
+        for k, x in v.items():
+            if not str(k).startswith(("slurm_", "local_")):
                 raise ValueError(f"key {k!r} must start with slurm_ (or local_ for cluster = \"local\"; submitit's naming)")
+            if str(k).partition("_")[2] in _LIST_PARAMETERS:
+                # submitit iterates these: a string would be split into one-character lines
+                # or arguments (or fail at submission, with a traceback).
+                if not (isinstance(x, list) and all(isinstance(i, str) for i in x)):
+                    raise ValueError(f"{k} must be a list of strings, e.g. {k} = [\"module load cuda\"], "
+                                     f"not {x!r}")
+            elif not (isinstance(x, scalar) or (isinstance(x, list) and all(isinstance(i, str) for i in x))
+                      or (isinstance(x, dict) and all(isinstance(i, scalar) for i in x.values()))):
+                raise ValueError(f"{k} must be a string, number or boolean, a list of strings, or a table of "
+                                 f"those scalars; got {x!r}")
         return v
 
 

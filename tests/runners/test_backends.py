@@ -431,3 +431,30 @@ def test_a_job_sbatch_refuses_is_one_line_and_records_nothing(
     assert res.exit_code == 2, res.output
     assert res.stderr.strip().splitlines()[-1].startswith("error: backend: sbatch refused the jobs (sbatch: error")
     assert "Traceback" not in res.stderr
+
+
+def test_list_valued_slurm_parameters_reach_the_job_script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/execution.md: `extra` takes "any submitit slurm_* parameter". slurm_setup (the
+    lines that load modules or a venv before the run), slurm_srun_args and
+    slurm_additional_parameters are lists and tables: each was refused as "Input should be
+    a valid string (+3 more)". A bare string where submitit wants a list of lines is one
+    line that says so."""
+    pytest.importorskip("submitit")
+    from runners.backends.config import load_backend_config
+    from runners.task import Task
+
+    _fake_slurm_commands(tmp_path / "bin", f'cp "$1" {tmp_path / "job.sh"}\necho "Submitted batch job 4242"')
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    (tmp_path / "b.toml").write_text('[slurm]\nextra = { slurm_setup = ["module load cuda/12.4", "source ~/venv/bin/activate"], '
+                                     'slurm_srun_args = ["--cpu-bind=none"], '
+                                     'slurm_additional_parameters = { reservation = "rl-week" } }\n')
+    extra = load_backend_config(tmp_path / "b.toml").slurm.extra
+    be = make_backend("slurm", data=tmp_path / "d", extra=extra)
+    be.submit([Task(PROPS[0], 0, 1, "sim", str(tmp_path / "d"))])
+    script = (tmp_path / "job.sh").read_text()
+    assert "module load cuda/12.4\nsource ~/venv/bin/activate\n" in script
+    assert "--cpu-bind=none" in script and "#SBATCH --reservation=rl-week" in script
+    for key in ("slurm_setup", "local_setup", "slurm_srun_args"):
+        with pytest.raises(ConfigError, match=rf"^backend slurm: field 'extra': {key} must be a list of strings") as info:
+            make_backend("slurm", data=tmp_path / "d", extra={key: "module load cuda"}, cluster="local")
+        assert "\n" not in str(info.value)
