@@ -130,22 +130,28 @@ class Driver:
         if out.flops:
             v.flops = out.flops
         v.phase = "done" if out.status == "ok" else v.phase
-        self._say(v, out)
         if out.status == "ok":
+            self._say(v, out)
             self.result.ok.append(task.run_id)
             return None
         if out.status == "skipped":
             # Another driver finished it while this one waited on its lease: counted as
             # skipped, not as an attempt this call made.
+            self._say(v, out)
             self.result.skipped.append(task.run_id)
             self.result.attempts -= 1
             return None
         self.tries[task.run_id] += 1
         if self.tries[task.run_id] <= self.retries:
+            # Not finished: the log line says so, and does not count the run among the done.
             v.state = "retrying"
-            nxt = max(self.store.failed_attempts(task.run_id), task.attempt) + 1
+            nxt = max(self.store.failed_attempts(task.run_id), out.attempt, task.attempt) + 1
+            self._say(v, out, retry=nxt)
             v.attempt = nxt
+            # What the table shows of the retry comes from its own reports, not this attempt's.
+            v.reward, v.flops, v.started = None, 0.0, None
             return replace(task, attempt=nxt, nonce=new_nonce())
+        self._say(v, out)
         self.result.failed.append(out)
         return None
 
@@ -177,12 +183,15 @@ class Driver:
 
     # -- display ---------------------------------------------------------------------------
 
-    def _say(self, v: RunView, out: Outcome) -> None:
-        """One line per finished attempt, where there is no live table."""
+    def _say(self, v: RunView, out: Outcome, retry: int | None = None) -> None:
+        """One line per finished attempt, where there is no live table (``retry``: the
+        number of the attempt that follows it)."""
         if self._log is None:
             return
         finished = sum(1 for w in self.views.values() if w.state in ("ok", "failed", "skipped"))
         what = out.status if out.status != "failed" else f"failed ({(out.error or '')[:80]})"
+        if retry is not None:
+            what += f"; retrying as try {retry}"
         reward = "" if v.reward is None else f", {v.reward_of} {v.reward:.3f}"
         self._log.print(f"[{finished}/{len(self.views)}] {v.run_id} try {v.attempt}: {what}{reward}, "
                         f"{v.flops:.3g} FLOPs, {v.wall_s:.0f} s", highlight=False, soft_wrap=True, markup=False)

@@ -166,6 +166,7 @@ def render(views: list[RunView], counts: dict[str, int], total: int, width: int 
     head = Text(
         f"{counts.get('ok', 0)} ok, {counts.get('failed', 0)} failed, "
         f"{counts.get('running', 0)} running, "
+        + (f"{counts['retrying']} retrying, " if counts.get("retrying") else "")
         + (f"{counts['waiting']} waiting on another driver, " if counts.get("waiting") else "")
         + f"{counts.get('queued', 0)} queued, "
         f"{counts.get('skipped', 0)} already done, of {total}"
