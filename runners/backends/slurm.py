@@ -58,6 +58,12 @@ class SlurmBackend(ThrottledQueue):
         extra: dict[str, Any] | None = None,
     ) -> None:
         submitit = require("submitit", "slurm")
+        if time_min is not None and timeout_s is not None and time_min * 60 <= timeout_s:
+            # The scheduler would kill each run first: no timeout record with its partial
+            # card, but a lost worker, recorded a crash and retried, to be killed again.
+            raise ConfigError(f"time-min: a job limit of {time_min} min ends each run before its own limit of "
+                              f"{timeout_s / 60:g} min (--timeout-min); leave --time-min out (the run limit + 10% "
+                              "+ 5 min) or give more")
         # submitit makes its folder (DIR/.submitit, and DIR) at once: a refusal below must
         # leave no empty store behind.
         new = [d for d in (Path(folder).parent, Path(folder)) if not d.exists()]

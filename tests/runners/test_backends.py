@@ -458,3 +458,15 @@ def test_list_valued_slurm_parameters_reach_the_job_script(tmp_path: Path, monke
         with pytest.raises(ConfigError, match=rf"^backend slurm: field 'extra': {key} must be a list of strings") as info:
             make_backend("slurm", data=tmp_path / "d", extra={key: "module load cuda"}, cluster="local")
         assert "\n" not in str(info.value)
+
+
+def test_a_job_limit_inside_the_run_limit_is_refused(tmp_path: Path) -> None:
+    """--time-min 30 with --timeout-min 60: SLURM (or submitit's local executor) killed every
+    run at 30 min, before its own limit could record a timeout with its partial card; the
+    driver read a lost worker, recorded a crash and retried it, to be killed again."""
+    pytest.importorskip("submitit")
+    with pytest.raises(ConfigError, match=r"^time-min: a job limit of 30 min ends each run before its own "
+                                          r"limit of 60 min \(--timeout-min\)") as info:
+        make_backend("slurm", data=tmp_path / "d", time_min=30, timeout_s=3600.0, cluster="local")
+    assert "\n" not in str(info.value) and not (tmp_path / "d").exists()
+    make_backend("slurm", data=tmp_path / "d", time_min=61, timeout_s=3600.0, cluster="local").close()
