@@ -111,6 +111,10 @@ def make_backend(
         if opts.get("devices") and list(opts["devices"]) != [index]:
             raise ConfigError(f"device: {device} and [local].devices {list(opts['devices'])} disagree; give one")
         opts["devices"] = [index]
+    if name == "local" and opts.get("devices") and not cuda:
+        # Ignored on the cpu: runs the user meant for GPUs would crawl on the CPU instead.
+        raise ConfigError(f"devices: [local].devices {list(opts['devices'])} pins GPUs, but the runs are on "
+                          "the cpu; pass --device cuda, or drop devices from --backend-config")
     if name == "local":
         from runners.backends.local import LocalBackend
 

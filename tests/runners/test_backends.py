@@ -378,6 +378,18 @@ def test_a_named_gpu_this_process_cannot_see_is_refused(monkeypatch: pytest.Monk
         make_backend("local", engine_options={"device": "cuda:0"})
 
 
+def test_gpu_devices_for_runs_on_the_cpu_are_refused() -> None:
+    """[local].devices without --device cuda used to be ignored without a word: runs meant
+    for GPUs trained on the CPU."""
+    from runners.backends import make_backend
+
+    with pytest.raises(ConfigError, match=r"^devices: \[local\]\.devices \['0', '1'\] pins GPUs, but the runs "
+                                          r"are on the cpu; pass --device cuda"):
+        make_backend("local", devices=["0", "1"], engine_options={"device": "cpu"})
+    with pytest.raises(ConfigError, match=r"^devices: "):
+        make_backend("local", devices=["0"])
+
+
 def test_ray_on_this_machine_without_a_gpu_refuses_cuda(local_ray, tmp_path: Path) -> None:
     """A task asking Ray for a GPU the local Ray does not have waits forever, silently."""
     if local_ray.cluster_resources().get("GPU", 0):
