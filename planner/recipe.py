@@ -50,6 +50,9 @@ NEUTRAL_KEYS = {
     "use_rslora", "load_in_8bit", "load_in_4bit", "bnb_4bit_quant_type", "use_bnb_nested_quant",
     "bnb_4bit_quant_storage", "dataset_name", "dataset_config", "dataset_train_split", "dataset_test_split",
     "dataset_streaming", "ignore_bias_buffers", "trust_remote_code",
+    # DatasetMixtureConfig (the fourth dataclass `trl grpo` parses) and TrlParser's `env`
+    # mapping, which it sets as environment variables before parsing.
+    "datasets", "streaming", "test_split_size", "env",
 }
 
 # ModelConfig keys that change the learning FLOPs in ways the audit does not cost, when set.

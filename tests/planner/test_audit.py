@@ -428,6 +428,16 @@ def test_trl_grpo_script_keys_that_cost_nothing_are_accepted(tmp_path: Path) -> 
     assert more["per_round"] == plain["per_round"]
 
 
+def test_dataset_mixture_and_env_keys_of_trl_grpo_are_accepted(tmp_path: Path) -> None:
+    """`trl grpo`'s parser also reads DatasetMixtureConfig (`datasets`, `streaming`,
+    `test_split_size`) and an `env` mapping (set as environment variables) from the recipe:
+    none changes a FLOP, and they were refused as unknown keys."""
+    plain = _audit_with(tmp_path)
+    more = _audit_with(tmp_path, datasets=[{"path": "openai/gsm8k", "name": "main"}], streaming=False,
+                       test_split_size=0.1, env={"HF_HUB_OFFLINE": "1"})
+    assert more["per_round"] == plain["per_round"]
+
+
 def test_a_causal_lm_as_reward_model_is_costed_with_a_score_head(tmp_path: Path) -> None:
     """TRL loads it for sequence classification: a Linear(d, 1) head, not the 152k-word LM head."""
     from planner.accountant import forward_flops
