@@ -69,6 +69,31 @@ NEUTRAL_GENERATION = {
     "no_repeat_ngram_size", "do_sample", "stop_strings", "eos_token_id", "pad_token_id", "bos_token_id", "seed",
 }
 
+# Numeric fields of `trl grpo`'s parser that the audit reads, with the type it gives them.
+# TrlParser sets each recipe value as an argparse default, and argparse converts a string
+# default with the field's type: `beta: 4e-2` (a string to PyYAML, which reads YAML 1.1,
+# where a float needs a dot) or `num_generations: "8"` run as 0.04 and 8. (Booleans stay
+# strict: a Python script building GRPOConfig(**recipe) would read "false" as true.)
+PARSED_NUMBERS: dict[str, type] = {
+    "beta": float, "num_train_epochs": float, "per_device_train_batch_size": int,
+    "gradient_accumulation_steps": int, "num_generations": int, "steps_per_generation": int,
+    "generation_batch_size": int, "num_iterations": int, "max_completion_length": int, "lora_r": int,
+}
+
+
+def _as_trl_parses(key: str, value: Any) -> Any:
+    """``value`` as `trl grpo`'s parser reads it: a string of a numeric field converted with
+    the field's type; anything else (and a string that is no number) as it is, for the
+    checks to refuse naming the key."""
+    kind = PARSED_NUMBERS.get(key)
+    if kind is None or not isinstance(value, str):
+        return value
+    try:
+        return kind(value)
+    except ValueError:
+        return value
+
+
 # A count beyond this is no run: refused, not carried into float overflow (inf, NaN rho).
 MAX_COUNT = 10**12
 
@@ -189,6 +214,7 @@ def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any], layers: int |
     for key, why in UNCOSTED_KEYS.items():
         if raw.get(key):
             raise ConfigError(f"config: {key}: {why}, which the audit does not cost; audit the recipe without it")
+    raw = {k: _as_trl_parses(k, v) for k, v in raw.items()}
     cfg = {**defaults, **raw}
     _check_generation_kwargs(cfg.get("generation_kwargs"))
 

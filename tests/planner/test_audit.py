@@ -438,6 +438,39 @@ def test_dataset_mixture_and_env_keys_of_trl_grpo_are_accepted(tmp_path: Path) -
     assert more["per_round"] == plain["per_round"]
 
 
+@pytest.mark.parametrize(("text", "same_as"), [
+    # PyYAML reads YAML 1.1, where a float needs a dot: 4e-2 is the string "4e-2".
+    ("beta: 4e-2\n", {"beta": 0.04}),
+    ('num_generations: "4"\nper_device_train_batch_size: "8"\nnum_iterations: "2"\n',
+     {"num_generations": 4, "per_device_train_batch_size": 8, "num_iterations": 2}),
+    ('lora_r: "32"\nmax_completion_length: "256"\nnum_train_epochs: "2"\n',
+     {"lora_r": 32, "max_completion_length": 256, "num_train_epochs": 2.0}),
+])
+def test_numbers_given_as_strings_are_read_as_trl_grpo_reads_them(tmp_path: Path, text: str,
+                                                                    same_as: dict) -> None:
+    """`trl grpo --config` sets each value as an argparse default, and argparse converts a
+    string default with the field's type: it runs `beta: 4e-2` with beta 0.04 (checked with
+    TRL 1.16's parser). The audit refused these recipes ("beta must be a finite number >= 0,
+    got '4e-2'")."""
+    f = tmp_path / "r.yaml"
+    f.write_text(BASE_YAML + "use_peft: true\n" + text)
+    res = runner.invoke(app, ["audit", str(f), "--json"])
+    assert res.exit_code == 0, res.output
+    import yaml
+
+    g = tmp_path / "same.json"
+    g.write_text(json.dumps(yaml.safe_load(BASE_YAML) | {"use_peft": True} | same_as))
+    assert json.loads(res.stdout)["per_round"] == audit_json(g)["per_round"]
+
+
+def test_a_string_that_is_no_number_is_still_refused_naming_the_key(tmp_path: Path) -> None:
+    f = tmp_path / "r.yaml"
+    f.write_text(BASE_YAML + "use_peft: true\nnum_generations: eight\n")
+    res = runner.invoke(app, ["audit", str(f)])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == "error: config: num_generations must be a positive integer, got 'eight'"
+
+
 def test_a_causal_lm_as_reward_model_is_costed_with_a_score_head(tmp_path: Path) -> None:
     """TRL loads it for sequence classification: a Linear(d, 1) head, not the 152k-word LM head."""
     from planner.accountant import forward_flops
