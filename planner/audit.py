@@ -16,7 +16,8 @@ TRL 1.16 semantics (``GRPOConfig`` / ``GRPOTrainer``):
   always with ``use_vllm`` and ``vllm_importance_sampling_correction`` (its default: vLLM's
   sampling distribution is corrected against the trained model's);
   reference log-probs iff ``beta > 0``;
-* with ``use_vllm`` generation runs merged weights: no adapter FLOPs in search.
+* with ``use_vllm`` generation runs merged weights: no adapter FLOPs in search;
+* a reward model reads prompt + completion untruncated, past its own context too.
 
 Lengths are the recipe's *expected* ones. HF generate pads a batch to its longest
 completion and the train and log-prob passes run on padded micro-batches, so the FLOPs
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from planner.accountant import FlopsBreakdown, LoRA, generation_flops
+from planner.accountant import FlopsBreakdown, LoRA, generation_flops, reward_model_flops
 from planner.architecture import Architecture
 from planner.compiler import unit_costs
 from planner.errors import ConfigError
@@ -121,6 +122,10 @@ def _per_completion(
         checkpoint_early_stop=recipe.checkpoint_early_stop,
     )
     unit = {k: float(v) for k, v in asdict(costs).items()}
+    if scorer is not None:
+        # TRL tokenises prompt + completion for the reward model without truncation and runs
+        # it over every token, past its context too (the compiler's runner keeps the tail).
+        unit["score"] = float(reward_model_flops(scorer, 1, recipe.prompt_len + completion_len))
     if recipe.use_vllm:  # TRL syncs merged weights to vLLM: it samples without adapters
         unit["generate"] = float(generation_flops(policy, recipe.prompt_len, completion_len))
     return unit

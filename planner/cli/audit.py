@@ -51,6 +51,10 @@ def audit(
     recipe = recipe_from_trl(raw, trl_defaults(), layers=policy.num_hidden_layers,
                              context=policy.max_position_embeddings)
     result = audit_recipe(recipe, policy, scorer)
+    longest = recipe.prompt_len + recipe.max_completion_length
+    if scorer is not None and longest > scorer.max_position_embeddings:
+        typer.echo(f"note: {scorer.name}'s context is {scorer.max_position_embeddings} tokens; TRL scores the whole "
+                   f"prompt + completion (up to {longest} tokens) without truncation, and it is costed so", err=True)
     data = {
         "model": policy.name,
         "reward_model": scorer.name if scorer else None,

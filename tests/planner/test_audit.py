@@ -471,6 +471,26 @@ def test_a_string_that_is_no_number_is_still_refused_naming_the_key(tmp_path: Pa
     assert res.stderr.strip() == "error: config: num_generations must be a positive integer, got 'eight'"
 
 
+def test_a_reward_model_is_costed_over_the_whole_text_past_its_context(tmp_path: Path) -> None:
+    """TRL tokenises prompt + completion for a reward model without truncation and runs it
+    over every token, past the model's context too (Qwen2's rotary positions go on). The
+    audit priced the scorer at its context (4096 tokens for the Qwen PRMs), so the reward
+    FLOPs stopped growing at 4096 tokens: 17% short for 1000 + 4000."""
+    prm = get_model("qwen2.5-math-prm-7b")
+    assert prm.max_position_embeddings == 4096
+    body = RAW | {"reward_model_name_or_path": "qwen2.5-math-prm-7b", "expected_prompt_length": 1000,
+                  "expected_completion_length": 4000, "max_completion_length": 8000}
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(body))
+    res = runner.invoke(app, ["audit", str(f), "--json"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.startswith("note: qwen2.5-math-prm-7b's context is 4096 tokens; TRL scores the whole")
+    out = json.loads(res.stdout)
+    assert out["per_completion"]["score"] == pytest.approx(reward_model_flops(prm, 1, 5000))
+    n = out["completions_per_round"]
+    assert out["padded_round"]["reward"] == pytest.approx(n * reward_model_flops(prm, 1, 9000))
+
+
 def test_a_causal_lm_as_reward_model_is_costed_with_a_score_head(tmp_path: Path) -> None:
     """TRL loads it for sequence classification: a Linear(d, 1) head, not the 152k-word LM head."""
     from planner.accountant import forward_flops
