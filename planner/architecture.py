@@ -137,6 +137,10 @@ _CONFIG_INTS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_
                 "intermediate_size", "vocab_size", "max_position_embeddings")
 
 
+# Keys that mark a mixture-of-experts config (Mixtral, Qwen2/3-MoE, DeepSeek), when positive.
+_MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
+
+
 # The sizes the accountant and the meter price a token with.
 _PRICED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
            "intermediate_size", "vocab_size")
@@ -163,7 +167,8 @@ def architecture_from_hf_config(
 
     An explicit ``head_dim`` other than ``hidden_size / num_attention_heads`` (Qwen3-style)
     is refused: the accountant derives the head size, and would miscount the attention.
-    Every size must be a positive whole number: a hand-edited config is refused, one line
+    A mixture-of-experts config (experts or an expert size set) is refused: its MLP is no
+    dense SwiGLU of ``intermediate_size``. Every size must be a positive whole number: a hand-edited config is refused, one line
     naming the key, not truncated or divided by. A key set to null counts as absent (as
     transformers reads it: a null ``num_key_value_heads`` is multi-head attention).
 
@@ -176,6 +181,13 @@ def architecture_from_hf_config(
                            "vocab_size") if config.get(k) is None]
     if missing:
         raise ConfigError(f"{name}: config.json lacks {missing[0]!r}; pass a Qwen2-style config")
+    moe = next((k for k in _MOE_KEYS if isinstance(config.get(k), int) and not isinstance(config.get(k), bool)
+                and config[k] > 0), None)
+    if moe is not None:
+        # Its intermediate_size is one expert's (Mixtral: two run per token) or a dense size
+        # beside the routed and shared experts (Qwen2-MoE): one dense MLP is the wrong cost.
+        raise ConfigError(f"{name}: config.json {moe} {config[moe]}: a mixture-of-experts model, which the "
+                          "accountant (dense Qwen2-style layers) does not cost; pass a dense model's config")
     fields = {"num_key_value_heads": config["num_attention_heads"], "max_position_embeddings": 32768}
     fields |= {k: config[k] for k in _CONFIG_INTS if config.get(k) is not None}
     for k, v in fields.items():
