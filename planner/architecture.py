@@ -161,7 +161,7 @@ def shape_mismatch(config: Any, arch: Architecture) -> str | None:
 
 def architecture_from_hf_config(
     config: Mapping[str, Any], name: str, role: str = "policy", *, family: str | None = None,
-    score_head: tuple[int, ...] | None = None,
+    score_head: tuple[int, ...] | None = None, where: str | None = None,
 ) -> Architecture:
     """An :class:`Architecture` from the fields of a Hugging Face ``config.json`` (Qwen2-style).
 
@@ -174,40 +174,42 @@ def architecture_from_hf_config(
 
     ``family`` defaults to ``qwen2.5`` (``tiny`` for a vocabulary under 1000) and
     ``score_head`` to a PRM's one-logit head for ``role="prm"``. The registry's model paths
-    and the runtime FLOP meter both read configs through this one function."""
+    and the runtime FLOP meter both read configs through this one function, and the registry
+    checks its model files with it; ``where`` opens each error (``"NAME: config.json"``)."""
+    where = where or f"{name}: config.json"
     if not isinstance(config, Mapping):
         raise ConfigError(f"{name}: config.json is not a JSON object; pass a Qwen2-style config")
     missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                            "vocab_size") if config.get(k) is None]
     if missing:
-        raise ConfigError(f"{name}: config.json lacks {missing[0]!r}; pass a Qwen2-style config")
+        raise ConfigError(f"{where} lacks {missing[0]!r}; pass a Qwen2-style config")
     moe = next((k for k in _MOE_KEYS if isinstance(config.get(k), int) and not isinstance(config.get(k), bool)
                 and config[k] > 0), None)
     if moe is not None:
         # Its intermediate_size is one expert's (Mixtral: two run per token) or a dense size
         # beside the routed and shared experts (Qwen2-MoE): one dense MLP is the wrong cost.
-        raise ConfigError(f"{name}: config.json {moe} {config[moe]}: a mixture-of-experts model, which the "
+        raise ConfigError(f"{where} {moe} {config[moe]}: a mixture-of-experts model, which the "
                           "accountant (dense Qwen2-style layers) does not cost; pass a dense model's config")
     fields = {"num_key_value_heads": config["num_attention_heads"], "max_position_embeddings": 32768}
     fields |= {k: config[k] for k in _CONFIG_INTS if config.get(k) is not None}
     for k, v in fields.items():
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise ConfigError(f"{name}: config.json {k} is {v!r}; it must be a positive whole number")
+            raise ConfigError(f"{where} {k} is {v!r}; it must be a positive whole number")
     heads, kv = fields["num_attention_heads"], fields["num_key_value_heads"]
     if heads % kv:
         # GQA shares each k/v head among heads / kv query heads: transformers' repeat_kv
         # fails on any other layout, so no run of it exists to cost.
-        raise ConfigError(f"{name}: config.json num_key_value_heads {kv} does not divide num_attention_heads "
+        raise ConfigError(f"{where} num_key_value_heads {kv} does not divide num_attention_heads "
                           f"{heads}; it must be a divisor of it")
     tied = config.get("tie_word_embeddings", False)
     if tied is not None and not isinstance(tied, bool):
         # bool("false") is True: the LM head went uncounted, without a word.
-        raise ConfigError(f"{name}: config.json tie_word_embeddings is {tied!r}; it must be true or false (unquoted)")
+        raise ConfigError(f"{where} tie_word_embeddings is {tied!r}; it must be true or false (unquoted)")
     head_dim = config.get("head_dim")
     if head_dim is not None:
         derived = fields["hidden_size"] // fields["num_attention_heads"]
         if head_dim != derived:
-            raise ConfigError(f"{name}: config.json head_dim {head_dim} differs from hidden_size / "
+            raise ConfigError(f"{where} head_dim {head_dim} differs from hidden_size / "
                               f"num_attention_heads = {derived}; only Qwen2-style layouts are costed")
     return Architecture(
         name=name,

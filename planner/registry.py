@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from planner.architecture import Architecture, FamilyDefaults, architecture_from_hf_config
 from planner.errors import ConfigError
@@ -60,30 +61,89 @@ def _models() -> dict[str, Architecture]:
     folder = configs_dir() / "models"
     out: dict[str, Architecture] = {}
     for path in sorted(folder.glob("*.toml")):
-        try:
-            raw = tomllib.loads(path.read_text())
-            defaults = FamilyDefaults(**raw.pop("defaults", {}))
-            raw["score_head"] = tuple(raw.get("score_head", ()))
-            arch = Architecture(**raw, defaults=defaults)
-        except (tomllib.TOMLDecodeError, TypeError) as exc:
-            raise ConfigError(f"{path}: {exc}") from exc
+        arch = _model_from_file(path, _read_toml(path))
         out[arch.name] = arch
     return out
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+
+
+_ARCH_KEYS = {f.name for f in fields(Architecture)} - {"defaults"}
+_DEFAULT_COUNTS = ("prompt_len", "completion_len", "prompts_per_round", "lora_rank")
+
+
+def _model_from_file(path: Path, raw: dict[str, Any]) -> Architecture:
+    """A model file checked as the hub config.json of a model path is: every size a positive
+    whole number, GQA groups whole, no MoE (one line naming the file and key; a bad size was
+    a ZeroDivisionError or TypeError traceback in the accountant, or a model costed so)."""
+    raw = dict(raw)
+    defaults = raw.pop("defaults", {})
+    unknown = sorted(set(raw) - _ARCH_KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r}; use {', '.join(sorted(_ARCH_KEYS))} and [defaults]")
+    for key in ("name", "family"):
+        if not isinstance(raw.get(key), str) or not raw[key]:
+            raise ConfigError(f"{path}: {key} must be a non-empty string, got {raw.get(key)!r}")
+    if raw.get("role") not in ("policy", "prm"):
+        raise ConfigError(f"{path}: role must be 'policy' or 'prm', got {raw.get('role')!r}")
+    if raw.get("hub_id") is not None and not isinstance(raw["hub_id"], str):
+        raise ConfigError(f"{path}: hub_id must be a string, got {raw['hub_id']!r}")
+    head = raw.get("score_head", [])
+    if not isinstance(head, list) or len(head) > 2 or not all(_positive_int(x) for x in head):
+        raise ConfigError(f"{path}: score_head must be [d_out] or [d_hidden, d_out] of positive integers, "
+                          f"got {head!r}")
+    raw["score_head"] = tuple(head)
+    for key in ("num_key_value_heads", "tie_word_embeddings"):  # required here, defaulted in a config.json
+        if key not in raw:
+            raise ConfigError(f"{path}: {key} is missing; add it")
+    architecture_from_hf_config(raw, raw["name"], raw["role"], where=f"{path}:")
+    if not isinstance(defaults, dict):
+        raise ConfigError(f"{path}: defaults must be a table ([defaults])")
+    known = {f.name for f in fields(FamilyDefaults)}
+    for key, value in defaults.items():
+        if key not in known:
+            raise ConfigError(f"{path}: unknown key defaults.{key}; use {', '.join(sorted(known))}")
+        if key in _DEFAULT_COUNTS and not _positive_int(value):
+            raise ConfigError(f"{path}: defaults.{key} must be a positive integer, got {value!r}")
+    if not isinstance(defaults.get("gradient_checkpointing", True), bool):
+        raise ConfigError(f"{path}: defaults.gradient_checkpointing must be true or false, "
+                          f"got {defaults['gradient_checkpointing']!r}")
+    if defaults.get("lm_head_positions", "completion") not in ("completion", "all"):
+        raise ConfigError(f"{path}: defaults.lm_head_positions must be 'completion' or 'all', "
+                          f"got {defaults['lm_head_positions']!r}")
+    return Architecture(**raw, defaults=FamilyDefaults(**defaults))
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
 @cache
 def _rewards() -> dict[str, RewardSystem]:
     path = configs_dir() / "rewards.toml"
-    raw = tomllib.loads(path.read_text())
-    return {
-        name: RewardSystem(
-            name=name,
-            kind=body["kind"],
-            description=body.get("description", ""),
-            scorers=tuple(sorted(body.get("scorer", {}).items())),
-        )
-        for name, body in raw.items()
-    }
+    out = {}
+    for name, body in _read_toml(path).items():
+        if not isinstance(body, dict):
+            raise ConfigError(f"{path}: {name} must be a table ([{name}])")
+        kind = body.get("kind")
+        if kind not in ("rule", "prm"):
+            raise ConfigError(f"{path}: [{name}] kind must be 'rule' or 'prm', got {kind!r}")
+        scorers = body.get("scorer", {})
+        if not isinstance(scorers, dict) or not all(isinstance(v, str) for v in scorers.values()) \
+                or (kind == "prm" and not scorers):
+            raise ConfigError(f"{path}: [{name}] runs a scorer: give it as scorer = {{ tiny = ..., \"qwen2.5\" = ... }}"
+                              if kind == "prm" else f"{path}: [{name}] scorer must map families to model names")
+        for scorer in scorers.values():
+            if scorer not in _models():
+                raise ConfigError(f"{path}: [{name}] scorer {scorer!r} is not a model in {configs_dir() / 'models'}")
+        out[name] = RewardSystem(name=name, kind=kind, description=str(body.get("description", "")),
+                                 scorers=tuple(sorted(scorers.items())))
+    return out
 
 
 def list_models(role: str | None = "policy") -> list[str]:
