@@ -51,6 +51,10 @@ def audit(
     recipe = recipe_from_trl(raw, trl_defaults(), layers=policy.num_hidden_layers,
                              context=policy.max_position_embeddings)
     result = audit_recipe(recipe, policy, scorer)
+    if raw.get("eval_strategy") not in (None, False, "no") or raw.get("eval_on_start") is True:
+        # YAML 1.1 reads an unquoted `no` as false.
+        typer.echo("note: evaluation is on (eval_strategy / eval_on_start): TRL also generates and scores completions "
+                   "for the eval split, which this audit does not cost", err=True)
     longest = recipe.prompt_len + recipe.max_completion_length
     if scorer is not None and longest > scorer.max_position_embeddings:
         typer.echo(f"note: {scorer.name}'s context is {scorer.max_position_embeddings} tokens; TRL scores the whole "

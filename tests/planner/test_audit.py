@@ -491,6 +491,24 @@ def test_a_reward_model_is_costed_over_the_whole_text_past_its_context(tmp_path:
     assert out["padded_round"]["reward"] == pytest.approx(n * reward_model_flops(prm, 1, 9000))
 
 
+@pytest.mark.parametrize("keys", [{"eval_strategy": "steps", "eval_steps": 50}, {"eval_strategy": "epoch"},
+                                  {"eval_on_start": True}])
+def test_evaluation_the_audit_leaves_out_is_said(tmp_path: Path, keys: dict) -> None:
+    """With evaluation on, GRPOTrainer generates (num_generations_eval per prompt) and scores
+    completions for the eval split as well: FLOPs the audit cannot price (it has no eval set
+    size). It printed its per-step and per-epoch totals as the recipe's spend, without a word."""
+    plain = _audit_with(tmp_path)
+    raw = json.loads(next(tmp_path.glob("r*.json")).read_text()) | keys
+    f = tmp_path / "eval.json"
+    f.write_text(json.dumps(raw))
+    res = runner.invoke(app, ["audit", str(f), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["per_round"] == plain["per_round"]
+    assert res.stderr.startswith("note: evaluation is on (eval_strategy / eval_on_start): TRL also generates and "
+                                 "scores completions for the eval split, which this audit does not cost")
+    assert res.stderr.count("\n") == 1
+
+
 def test_a_causal_lm_as_reward_model_is_costed_with_a_score_head(tmp_path: Path) -> None:
     """TRL loads it for sequence classification: a Linear(d, 1) head, not the 152k-word LM head."""
     from planner.accountant import forward_flops
