@@ -155,14 +155,19 @@ def regime_labels(shares: ArrayLike) -> NDArray[np.int64]:
     return np.argmax(s, axis=-1)
 
 
-def _paths(samples: ArrayLike, shares: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """Sample paths ``(..., S, G)`` checked against the grid's shares ``(G, 3)``, and the
-    grid's labels ``(G,)``: a path of another grid's length would be labelled by the wrong
-    allocations, and argmax reads the first NaN as the maximum."""
+def _paths(
+    samples: ArrayLike, shares: ArrayLike, *, batched: bool = True
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Sample paths ``(..., S, G)`` (``(S, G)`` unless ``batched``) checked against the
+    grid's shares ``(G, 3)``, and the grid's labels ``(G,)``: a path of another grid's
+    length would be labelled by the wrong allocations, and argmax reads the first NaN as
+    the maximum."""
     s = np.asarray(samples, dtype=float)
     labels = regime_labels(shares)
-    if s.ndim < 2 or s.shape[-1] != labels.shape[0] or s.shape[-2] == 0:
-        raise ValueError(f"samples must be (..., S, {labels.shape[0]}) with S >= 1 for this grid's shares, got {s.shape}")
+    if (s.ndim < 2 or (s.ndim > 2 and not batched) or s.shape[-1] != labels.shape[0]
+            or s.shape[-2] == 0):
+        lead = "..., " if batched else ""
+        raise ValueError(f"samples must be ({lead}S, {labels.shape[0]}) with S >= 1 for this grid's shares, got {s.shape}")
     if not np.isfinite(s).all():
         raise ValueError("samples must be finite; the surrogate returned NaN or inf sample paths")
     return s, labels
@@ -206,7 +211,9 @@ def expected_loss(samples: ArrayLike, shares: ArrayLike, label: int | str) -> fl
     ``(S, G)`` of (best value anywhere) - (best value within the regime); ``inf`` when no
     grid point carries the label (committing to it is impossible). Small values mean the
     regime hardly matters."""
-    s, labels = _paths(samples, shares)
+    # One posterior: a batch (B, S, G) indexed as (S, G) took the grid's mask to the
+    # sample axis and returned a mix of the batch's posteriors.
+    s, labels = _paths(samples, shares, batched=False)
     inside = labels == _index(label)
     if not inside.any():
         return float("inf")
@@ -224,7 +231,7 @@ def regime_stake(samples: ArrayLike, shares: ArrayLike, label: int | str) -> flo
     regimes differ but the runs do not yet say which way. NaN when ``label`` or every other
     label is absent from the grid.
     """
-    s, labels = _paths(samples, shares)
+    s, labels = _paths(samples, shares, batched=False)
     label = _index(label)
     inside = labels == label
     others = [k for k in range(len(LABELS)) if k != label and (labels == k).any()]
