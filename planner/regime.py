@@ -152,6 +152,8 @@ def regime_labels(shares: ArrayLike) -> NDArray[np.int64]:
     s = np.asarray(shares, dtype=float)
     if s.ndim != 2 or s.shape[-1] != 3:
         raise ValueError(f"shares must have shape (G, 3), got {s.shape}")
+    if not np.isfinite(s).all():  # argmax reads the first NaN as the largest component
+        raise ValueError("shares must be finite; a NaN or inf allocation has no largest component")
     return np.argmax(s, axis=-1)
 
 
@@ -189,6 +191,8 @@ def regime_probabilities(samples: ArrayLike, shares: ArrayLike) -> NDArray[np.fl
 def regime_entropy(probabilities: ArrayLike) -> NDArray[np.float64]:
     """Entropy in bits of label probabilities ``(..., 3) -> (...)`` (0 when certain)."""
     p = np.asarray(probabilities, dtype=float)
+    if not np.all((p >= 0) & (p <= 1)):  # NaN fails too: its terms were dropped, 0 bits
+        raise ValueError("probabilities must lie in [0, 1]; NaN would read as a certain call")
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(p > 0, -p * np.log2(np.where(p > 0, p, 1.0)), 0.0)
     return terms.sum(axis=-1)

@@ -9,6 +9,8 @@ import pytest
 from planner.regime import (
     LABELS,
     expected_loss,
+    regime_entropy,
+    regime_labels,
     regime_stake,
     shares_for_rho,
 )
@@ -25,3 +27,21 @@ def test_loss_and_stake_refuse_a_batch_of_posteriors(f) -> None:
     with pytest.raises(ValueError, match=r"samples must be \(S, 4\)"):
         f(s, RULE, LABELS.index("update-heavy"))
     assert np.isfinite(f(s[0], RULE, "update-heavy"))
+
+
+@pytest.mark.parametrize("p", [[np.nan] * 3, [0.5, 0.5, np.nan], [1.5, -0.5, 0.0], [np.inf, 0.0, 0.0]])
+def test_entropy_refuses_what_is_no_probability(p) -> None:
+    # NaN terms were dropped: NaN probabilities read as 0 bits, a certain call, and a
+    # negative probability gave a negative entropy.
+    with pytest.raises(ValueError, match="probabilities must"):
+        regime_entropy(p)
+    assert regime_entropy([0.5, 0.5, 0.0]) == pytest.approx(1.0)
+
+
+def test_labels_refuse_non_finite_shares() -> None:
+    # argmax took the first NaN as the largest component: a broken allocation was labelled
+    # search-heavy (or whichever column held the NaN).
+    with pytest.raises(ValueError, match="shares must be finite"):
+        regime_labels([[np.nan, 0.1, 0.9], [0.2, 0.3, 0.5]])
+    with pytest.raises(ValueError, match="shares must be finite"):
+        regime_labels([[0.2, np.inf, 0.5]])
