@@ -251,7 +251,7 @@ def rho_star_interval(
     """Central ``level`` credible interval of rho* from sample argmaxes ``(S, G)``.
 
     ``within`` ``(G,)`` bool restricts each sample's argmax to those grid points (e.g. one
-    regime's), giving the interval of the best rho there; None: the whole grid.
+    regime's, at least one), giving the interval of the best rho there; None: the whole grid.
     """
     grid = np.asarray(rho_grid, dtype=float)
     s = np.asarray(samples, dtype=float)
@@ -265,8 +265,9 @@ def rho_star_interval(
         w = np.asarray(within, dtype=bool)
         if w.shape != grid.shape:  # a length-1 mask would broadcast to every grid point
             raise ValueError(f"within must be ({grid.shape[0]},) like rho_grid, got {w.shape}")
-        if w.any():
-            s = np.where(w, s, -np.inf)
+        if not w.any():  # ignored, it gave the whole grid's interval as the selection's
+            raise ValueError("within selects no grid point; pass None for the whole grid")
+        s = np.where(w, s, -np.inf)
     stars = grid[sample_argmax(s)]
     a = (1.0 - level) / 2.0
     lo, hi = np.quantile(stars, [a, 1.0 - a], method="inverted_cdf")

@@ -12,6 +12,7 @@ from planner.regime import (
     regime_entropy,
     regime_labels,
     regime_stake,
+    rho_star_interval,
     shares_for_rho,
 )
 
@@ -45,3 +46,12 @@ def test_labels_refuse_non_finite_shares() -> None:
         regime_labels([[np.nan, 0.1, 0.9], [0.2, 0.3, 0.5]])
     with pytest.raises(ValueError, match="shares must be finite"):
         regime_labels([[0.2, np.inf, 0.5]])
+
+
+def test_an_interval_within_no_grid_point_is_refused() -> None:
+    # An all-False mask was ignored: the interval of the whole grid came back as if it were
+    # the interval within the (empty) selection, e.g. one regime's on a grid without it.
+    s = -((GRID[None, :] - np.array([[0.2], [0.3]])) ** 2)
+    with pytest.raises(ValueError, match="within selects no grid point"):
+        rho_star_interval(s, GRID, within=np.zeros(GRID.size, dtype=bool))
+    assert rho_star_interval(s, GRID, within=GRID > 0.5) == (0.9, 0.9)
