@@ -24,6 +24,7 @@ TRL ``GRPOTrainer`` 1.16 (which passes run, on which tokens).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from planner.architecture import LINEAR_MODULES, Architecture
@@ -57,11 +58,21 @@ class LoRA:
 
 @dataclass(frozen=True)
 class FlopsBreakdown:
-    """FLOPs of one run by component. ``rho = learning / total`` (0 for an empty run)."""
+    """FLOPs of one run by component. ``rho = learning / total`` (0 for an empty run).
+
+    Components are finite and non-negative: a NaN total failed ``total > 0`` and read as
+    rho 0 (all search), and a negative one gave negative shares and a rho above 1.
+    """
 
     search: float = 0.0
     learning: float = 0.0
     reward: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("search", "learning", "reward"):
+            v = getattr(self, name)
+            if not (0 <= v < math.inf):  # NaN fails too
+                raise ValueError(f"{name}: FLOPs must be finite and non-negative, got {v!r}")
 
     @property
     def total(self) -> float:

@@ -4,7 +4,9 @@ FlopCounterMode checks of the same formulas: test_accountant_flopcounter.py."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -125,3 +127,34 @@ def test_a_breakdown_adds_scales_and_splits() -> None:
     assert b.as_dict() == {"search": 1.0, "learning": 3.0, "reward": 4.0, "total": 8.0}
     empty = FlopsBreakdown()
     assert empty.rho == 0.0 and empty.shares() == {"search": 0.0, "learning": 0.0, "reward": 0.0}
+
+
+_FLOPS = st.floats(0, 1e22, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=50, deadline=None)
+@given(_FLOPS, _FLOPS, _FLOPS, st.floats(1e-6, 1e6))
+def test_shares_are_a_split_of_the_total_and_rho_is_the_learning_share(s: float, lrn: float, r: float, k: float) -> None:
+    """Where the regime label comes from: non-negative shares summing to 1 (0 for an empty
+    run), the learning share is rho, and neither moves when the run is scaled."""
+    b = FlopsBreakdown(s, lrn, r)
+    shares = b.shares()
+    assert all(0.0 <= v <= 1.0 for v in shares.values())
+    if b.total > 0:
+        assert sum(shares.values()) == pytest.approx(1.0, rel=1e-12)
+        assert shares["learning"] == b.rho
+        assert b.scaled(k).rho == pytest.approx(b.rho, rel=1e-12, abs=1e-300)
+        assert (b + b).rho == pytest.approx(b.rho, rel=1e-12, abs=1e-300)
+    else:
+        assert b.rho == 0.0 and set(shares.values()) == {0.0}
+
+
+@pytest.mark.parametrize("parts", [(math.nan, 1.0, 0.0), (1.0, math.inf, 0.0), (-2.0, 1.0, 0.0), (1.0, 1.0, -0.5)])
+def test_a_breakdown_refuses_what_is_no_flop_count(parts: tuple[float, float, float]) -> None:
+    # A NaN total failed "total > 0", so its rho read 0.0 (all search) while its shares were
+    # NaN; an infinite one gave rho 0 too; a negative component gave negative shares and a
+    # rho above 1.
+    with pytest.raises(ValueError, match="FLOPs must be finite and non-negative"):
+        FlopsBreakdown(*parts)
+    with pytest.raises(ValueError, match="FLOPs must be finite and non-negative"):
+        FlopsBreakdown(1.0, 1.0, 1.0).scaled(next(x for x in parts if not (math.isfinite(x) and x >= 0)))
