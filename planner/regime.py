@@ -176,7 +176,9 @@ def _paths(
 
 
 def sample_argmax(samples: ArrayLike) -> NDArray[np.int64]:
-    """Grid index of each sample path's maximum: ``(..., S, G) -> (..., S)``."""
+    """Grid index of each sample path's maximum: ``(..., S, G) -> (..., S)``. A maximum
+    reached at several grid points goes to the first (the lowest rho on an increasing
+    grid), so an exactly flat path peaks at the grid's first point."""
     return np.argmax(np.asarray(samples, dtype=float), axis=-1)
 
 
@@ -286,7 +288,8 @@ def classify(
     """The regime call of one setting from ``S`` joint sample paths on its rho grid.
 
     The call is the Bayes decision under 0-1 loss on the regime: the label carried by the
-    most sample argmaxes. ``rho_star`` is then the best rho *within* that regime (argmax of
+    most sample argmaxes (labels tied in probability go to the earlier one in
+    :data:`LABELS`; a path tied at its top peaks at its lowest rho, :func:`sample_argmax`). ``rho_star`` is then the best rho *within* that regime (argmax of
     ``mean`` over its grid points), so the regime is, as docs/planner.md's "Words" has it, the largest
     component of the allocation at the reported rho*, and a report never contradicts
     itself. Where the posterior is open the label at the unrestricted argmax of the mean
