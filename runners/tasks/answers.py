@@ -31,6 +31,8 @@ _NUMBER_RE = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 # Like _NUMBER_RE, but also reads space-grouped thousands ("118 000") as one number.
 _GROUPED_RE = re.compile(r"-?\d{1,3}(?:[, ]\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?|-?\.\d+")
 _CALC_RE = re.compile(r"<<[^>]*=([^>]*)>>")
+# A comma between a digit and a group of exactly three digits: a thousands separator.
+_THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 
 
 def extract_boxed(text: str) -> str | None:
@@ -78,11 +80,12 @@ def _balanced(text: str, start: int) -> str | None:
 
 
 def extract_gsm8k_answer(solution: str) -> str | None:
-    """The ``#### N`` value of a GSM8K worked solution, thousands separators removed."""
+    """The ``#### N`` value of a GSM8K worked solution, thousands separators and ``$`` removed
+    (a comma that separates thousands: "1,234"; not "3, 5" or "(1,2)", which stay as written)."""
     found = list(_GSM8K_RE.finditer(solution))
     if not found:
         return None
-    return found[-1].group(1).replace(",", "").replace("$", "").strip()
+    return _THOUSANDS_RE.sub("", found[-1].group(1)).replace("$", "").strip()
 
 
 def last_number(text: str) -> str | None:

@@ -280,3 +280,15 @@ def test_verify_works_off_the_main_thread() -> None:
     t.start()
     t.join(60)
     assert out == [True]
+
+
+def test_a_gsm8k_answer_keeps_commas_that_are_not_thousands_separators() -> None:
+    """extract_gsm8k_answer dropped every comma: "#### 3, 5" (two answers) read as 35 and
+    verified against a gold 35, and "#### (1,2)" read as "(12)"."""
+    assert extract_gsm8k_answer("so\n#### 3, 5") == "3, 5"
+    assert not verify(extract_answer("so\n#### 3, 5"), "35")
+    assert extract_gsm8k_answer("#### (1,2)") == "(1,2)"
+    assert verify(extract_answer("the point is\n#### (1,2)"), "(1, 2)")
+    # Thousands separators still go, as every GSM8K gold writes them.
+    assert extract_gsm8k_answer("#### 1,234,567") == "1234567"
+    assert extract_gsm8k_answer("#### $12,000.50") == "12000.50"
