@@ -134,9 +134,11 @@ def extract_answer(completion: str) -> str | None:
 
 # A plain number with optional $, thousands groups (",", "\\,", "{,}", "\\ ", " "), a
 # trailing period and unit words ("18 dollars", "1\\,000.", "$1,234"): compared as a number.
+# A unit is set off by a space or \\text{}: letters written against the number are a
+# product ("3xy", "2mn"), which math-verify reads.
 _PLAIN_RE = re.compile(
     r"^\$?\s*(?P<num>-?(?:\d{1,3}(?:(?:,|\\,|\{,\}|\\ | )\d{3})+|\d+)(?:\.\d+)?)"
-    r"(?:\s*(?:\\text\{\s*)?(?P<unit>[A-Za-z][A-Za-z ]*)\}?)?\s*\.?\s*$"
+    r"(?:(?:\s*\\text\{\s*|\s+)(?P<unit>[A-Za-z][A-Za-z ]*)\}?)?\s*\.?\s*$"
 )
 # Words that are mathematics, not units: "5 pi" is not 5.
 _MATH_WORDS = {"pi", "i", "e", "x", "y", "z", "sqrt", "frac", "cdot", "times", "degrees", "deg", "rad", "mod"}

@@ -292,3 +292,16 @@ def test_a_gsm8k_answer_keeps_commas_that_are_not_thousands_separators() -> None
     # Thousands separators still go, as every GSM8K gold writes them.
     assert extract_gsm8k_answer("#### 1,234,567") == "1234567"
     assert extract_gsm8k_answer("#### $12,000.50") == "12000.50"
+
+
+@pytest.mark.parametrize(("pred", "gold", "same"), [
+    # Letters written against a number are a product, not a unit: "3xy" is 3xy.
+    ("3xy", "3", False), ("2mn", "2", False), ("3", "3xy", False),
+    ("3xy", "3yx", True),
+    # A unit is set off by a space or \text{}: those still compare as the number.
+    ("3 cm", "3", True), ("18\\text{ dollars}", "18", True), ("18\\text{dollars}", "18", True),
+])
+def test_letters_written_against_a_number_are_not_a_unit(pred: str, gold: str, same: bool) -> None:
+    """as_number read any letters after a number as a unit word, spaces or none, so "3xy"
+    verified against 3 (and a gold "3xy" accepted 3)."""
+    assert verify(pred, gold, exact_shortcut=False) is same
