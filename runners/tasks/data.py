@@ -70,9 +70,32 @@ def _rows_from_path(path: Path, split: str) -> Iterable[Mapping[str, Any]]:
             return pl.read_parquet(path).to_dicts()
         return pl.read_ndjson(path, infer_schema_length=None).to_dicts()
     except (pl.exceptions.PolarsError, OSError) as exc:
+        if path.suffix != ".parquet" and (bad := _bad_json_line(path)) is not None:
+            line, why = bad
+            raise ConfigError(f"path: {path} could not be read: line {line} is not a JSON object ({why}); "
+                              "give JSON lines, one object per line") from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"path: {path} could not be read ({first}); give JSON lines (one object per "
                           "line), a JSON array of objects or a parquet file") from None
+
+
+def _bad_json_line(path: Path) -> tuple[int, str] | None:
+    """The first line of a JSON-lines file that is not blank and not a JSON object, and why
+    (1-based); None when every line is one (or the file cannot be read as text)."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as exc:
+                    return number, str(exc).splitlines()[0]
+                if not isinstance(row, dict):
+                    return number, f"a JSON {type(row).__name__}"
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
 
 
 def _first_char(path: Path) -> str:
@@ -117,20 +140,46 @@ def load_math(
         raise ConfigError(f"limit: must be at least 1 (got {limit}); leave it out to load every row")
     spec = DATASETS[name]
     split = split or spec.default_split
-    rows = _rows_from_path(Path(path), split) if path is not None else _rows_from_hub(spec, split)
+    if path is not None:
+        source = _source_file(Path(path), split)
+        rows = _rows_from_path(source, split)
+    else:
+        source, rows = None, _rows_from_hub(spec, split)
     out: list[MathItem] = []
-    for row in rows:
+    first_miss: str | None = None
+    for number, row in enumerate(rows, 1):
         question = row.get(spec.question) or row.get("problem") or row.get("question")
         raw = row.get("answer")
         gold = extract_gsm8k_answer(str(raw)) if spec.gold == "gsm8k" and raw else raw
         if not question or gold is None or str(gold).strip() == "":
+            if first_miss is None:
+                first_miss = f"row {number} {_missing(spec, row, bool(question))}"
             continue
         out.append(MathItem(str(question), str(gold).strip(), name))
         if limit is not None and len(out) >= limit:
             break
     if not out:
-        raise ConfigError(f"dataset: {name} ({split}) gave no usable rows; check the file's columns")
+        where = source if source is not None else f"{spec.hub_id} ({split})"
+        need = ("a 'question' and an 'answer' whose last '#### N' line is the gold answer"
+                if spec.gold == "gsm8k" else f"a '{spec.question}' and a non-empty 'answer'")
+        raise ConfigError(f"dataset: {name}: {where} gave no usable rows ({first_miss or 'it has no rows'}); "
+                          f"each row needs {need}")
     return out
+
+
+def _source_file(path: Path, split: str) -> Path:
+    """The file ``path`` names for ``split``: itself, or a folder's ``<split>`` file."""
+    return (split_file(path, split) or path) if path.is_dir() else path
+
+
+def _missing(spec: DatasetSpec, row: Mapping[str, Any], has_question: bool) -> str:
+    """What a skipped row lacks, in words ("has no 'question'")."""
+    if not has_question:
+        return f"has no '{spec.question}' (columns: {', '.join(map(str, row)) or 'none'})"
+    raw = row.get("answer")
+    if raw is None or str(raw).strip() == "":
+        return "has no 'answer'"
+    return "has an 'answer' without a '#### N' line"
 
 
 def to_grpo_rows(items: Iterable[MathItem], *, chat: bool = True) -> list[dict[str, Any]]:

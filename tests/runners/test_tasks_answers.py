@@ -305,3 +305,37 @@ def test_letters_written_against_a_number_are_not_a_unit(pred: str, gold: str, s
     """as_number read any letters after a number as a unit word, spaces or none, so "3xy"
     verified against 3 (and a gold "3xy" accepted 3)."""
     assert verify(pred, gold, exact_shortcut=False) is same
+
+
+def test_a_file_with_no_usable_row_is_named_with_the_row_and_the_fix(tmp_path: Path) -> None:
+    """"gave no usable rows; check the file's columns" named neither the file nor what a row
+    lacked: a GSM8K file whose answers hold no '#### N' line (its columns are right) read
+    the same as one with no question column."""
+    from planner.errors import ConfigError
+
+    f = tmp_path / "mine.jsonl"
+    f.write_text('{"question": "q", "answer": "18"}\n')
+    with pytest.raises(ConfigError) as exc:
+        load_math("gsm8k", path=f)
+    msg = str(exc.value)
+    assert "mine.jsonl" in msg and "row 1" in msg and "#### N" in msg and "\n" not in msg
+    f.write_text('{"q": "what?", "answer": "#### 3"}\n')
+    with pytest.raises(ConfigError, match=r"mine\.jsonl.*row 1.*'question'") as exc:
+        load_math("gsm8k", path=f)
+    f.write_text('{"problem": "p", "solution": "\\\\boxed{3}"}\n')
+    with pytest.raises(ConfigError, match=r"mine\.jsonl.*row 1.*'answer'"):
+        load_math("math500", path=f)
+
+
+def test_a_bad_json_line_is_named_by_its_number(tmp_path: Path) -> None:
+    """polars' error for a bad line ("ExpectedNull at character 0") named no line."""
+    from planner.errors import ConfigError
+
+    f = tmp_path / "train.jsonl"
+    f.write_text('{"question": "q", "answer": "#### 3"}\n\n{"question": "q2", "answer": "#### 4"}\nnot json\n')
+    with pytest.raises(ConfigError, match=r"^path: .*train\.jsonl could not be read: line 4 is not a JSON object") as exc:
+        load_math("gsm8k", path=f)
+    assert "\n" not in str(exc.value)
+    f.write_text('{"question": "q", "answer": "#### 3"}\n[1, 2]\n')
+    with pytest.raises(ConfigError, match=r"train\.jsonl could not be read: line 2 is not a JSON object"):
+        load_math("gsm8k", path=f)
