@@ -123,10 +123,20 @@ def pretrain_threads() -> int:
 
     One thread keeps results bit-identical whatever the machine's load (the summation
     order of a matmul depends on the thread count), tiny matmuls gain little from more,
-    and on oversubscribed cores spinning OpenMP threads cost several-fold.
+    and on oversubscribed cores spinning OpenMP threads cost several-fold. ConfigError
+    when it is set to anything but a whole number >= 1 (an empty value is unset).
     """
-    env = os.environ.get("RACE_THREADS")
-    return max(1, int(env)) if env else 1
+    env = os.environ.get("RACE_THREADS", "").strip()
+    if not env:
+        return 1
+    try:
+        n = int(env)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ConfigError(f"RACE_THREADS: {env!r} is not a thread count; set a whole number of threads >= 1 "
+                          "(e.g. 1, the default), or unset it")
+    return n
 
 
 def policy_config(name: str) -> Qwen2Config:

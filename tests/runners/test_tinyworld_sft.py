@@ -84,3 +84,28 @@ def test_the_full_policys_cache_folder_did_not_move() -> None:
     # so even a rounding-level change to it gives another (weaker) policy. Change this name
     # only with a new WORLD_VERSION and those numbers re-measured.
     assert _key("tiny-s", 0, False, recipe_for("tiny-s", False)) == "tiny-s-seed0-full-e5160dc5cd"
+
+
+@pytest.mark.parametrize("value", ["two", "1.5", "0", "-2", ""])
+def test_a_bad_race_threads_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """RACE_THREADS=two raised int()'s ValueError traceback out of pretraining (and of
+    `runners pretrain`); 0 or -2 silently ran on one thread; an empty value is unset."""
+    from planner.errors import ConfigError
+    from runners.tinyworld.pretrain import pretrain_threads
+
+    monkeypatch.setenv("RACE_THREADS", value)
+    if value == "":
+        assert pretrain_threads() == 1
+        return
+    with pytest.raises(ConfigError, match=r"^RACE_THREADS: .* set a whole number of threads >= 1") as exc:
+        pretrain_threads()
+    assert "\n" not in str(exc.value)
+
+
+def test_race_threads_sets_the_pretraining_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runners.tinyworld.pretrain import pretrain_threads
+
+    monkeypatch.setenv("RACE_THREADS", " 3 ")
+    assert pretrain_threads() == 3
+    monkeypatch.delenv("RACE_THREADS")
+    assert pretrain_threads() == 1
