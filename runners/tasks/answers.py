@@ -80,12 +80,15 @@ def _balanced(text: str, start: int) -> str | None:
 
 
 def extract_gsm8k_answer(solution: str) -> str | None:
-    """The ``#### N`` value of a GSM8K worked solution, thousands separators and ``$`` removed
-    (a comma that separates thousands: "1,234"; not "3, 5" or "(1,2)", which stay as written)."""
+    """The ``#### N`` value of a GSM8K worked solution, thousands separators, ``$`` (or LaTeX's
+    ``\\$``) and markdown bold (``**18**``) removed (a comma that separates thousands:
+    "1,234"; not "3, 5" or "(1,2)", which stay as written)."""
     found = list(_GSM8K_RE.finditer(solution))
     if not found:
         return None
-    return _THOUSANDS_RE.sub("", found[-1].group(1)).replace("$", "").strip()
+    value = re.sub(r"\\?\$", "", _THOUSANDS_RE.sub("", found[-1].group(1))).strip()
+    bold = re.fullmatch(r"\*\*(.+?)\*\*", value)
+    return (bold[1] if bold else value).strip()
 
 
 def last_number(text: str) -> str | None:

@@ -339,3 +339,11 @@ def test_a_bad_json_line_is_named_by_its_number(tmp_path: Path) -> None:
     f.write_text('{"question": "q", "answer": "#### 3"}\n[1, 2]\n')
     with pytest.raises(ConfigError, match=r"train\.jsonl could not be read: line 2 is not a JSON object"):
         load_math("gsm8k", path=f)
+
+
+@pytest.mark.parametrize("line", ["#### \\$18", "#### **18**", "#### **\\$18**", "#### $18", "#### 18"])
+def test_a_gsm8k_answer_line_reads_an_escaped_dollar_and_bold(line: str) -> None:
+    """Removing every "$" left "\\$18" as "\\18", and markdown bold "**18**" stayed as
+    written: both graded a right answer wrong."""
+    assert extract_gsm8k_answer(f"so she has 18.\n{line}") == "18"
+    assert verify(extract_answer(f"so she has 18.\n{line}"), "18")
