@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 __all__ = [
-    "STORE_FOLDERS", "check_not_store_folder", "check_output_dir", "check_output_file", "is_store_folder", "nonempty",
-    "path_value",
+    "STORE_FOLDERS", "check_not_report_folder", "check_not_store_folder", "check_output_dir", "check_output_file",
+    "is_store_folder", "nonempty", "path_value",
 ]
 
 
@@ -98,12 +98,33 @@ def is_store_folder(path: Path) -> bool:
 def check_not_store_folder(data: Path, field: str = "data") -> None:
     """Refuse a pilot store's own ``runs/``, ``failed/`` or ``corrupt/`` folder given as the
     store (a slip of the shell's completion): read as a store it holds nothing, and runs
-    written into it would make a store inside the store."""
+    written into it would make a store inside the store. A report's folder is refused too
+    (:func:`check_not_report_folder`)."""
     from planner.errors import ConfigError
 
     if is_store_folder(data):
         raise ConfigError(f"{field}: {str(data)!r} is a pilot store's {data.name}/ folder; pass the store itself, "
                           f"{str(data.parent)!r}")
+    check_not_report_folder(data, field)
+
+
+def check_not_report_folder(data: Path, field: str = "data") -> None:
+    """Refuse `planner report`'s output folder given as the store (it sits beside or inside
+    the store, so a completion slip finds it): a race wrote its summary over the report's
+    regimes.json and its runs into the report, execute made a store there, and suggest and
+    report read it as an empty store (a fresh design, "no runs", exit 0)."""
+    from planner.errors import ConfigError
+
+    summary = data / "regimes.json"
+    if _summary_kind(summary) != "a report's regime calls":
+        return
+    try:
+        source = json.loads(summary.read_text()).get("data")
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        source = None
+    where = f"the store it reports on, {str(source)!r}" if isinstance(source, str) and source else "the pilot store"
+    raise ConfigError(f"{field}: {str(data)!r} is a report's folder (`planner report` wrote its regimes.json), "
+                      f"not a pilot store; pass {where}")
 
 
 def check_output_dir(path: str | Path, field: str) -> Path:

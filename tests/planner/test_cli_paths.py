@@ -69,3 +69,52 @@ def test_an_empty_path_or_name_is_refused_not_read_as_here_or_unset(
     assert res.exit_code == 2, res.output
     assert "empty" in res.stderr and option in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []  # nothing written here
+
+
+def _report_folder(root: Path) -> Path:
+    """A folder as `planner report --out` leaves it: its regimes.json says so."""
+    import json
+
+    rep = root / "report"
+    (rep / "figures").mkdir(parents=True)
+    (rep / "report.md").write_text("# RACE regime report\n")
+    (rep / "regimes.json").write_text(json.dumps({"schema_version": 1, "generated_by": "planner report",
+                                                  "status": "ok", "data": str(root / "store"), "settings": []}))
+    return rep
+
+
+@pytest.mark.parametrize(("cli", "args"), [
+    ("planner", ["race", "--budget", "1e16", "--engine", "sim", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                 "--max-runs", "2"]),
+    ("planner", ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse"]),
+    ("planner", ["report", "--out", "again"]),
+    ("runners", ["execute", "p.json", "--engine", "sim"]),
+    ("runners", ["status"]),
+    ("runners", ["card", "some-run-s0"]),
+])
+def test_a_report_folder_given_as_data_is_refused_and_left_as_it_was(
+    cli: str, args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--data`` naming `planner report`'s output folder (it sits beside, or inside, the
+    store it reports on): the race wrote its summary over the report's regimes.json and
+    runs/ into the report, execute made a store there, suggest proposed a fresh design as
+    if nothing had run and report reported "no runs" with exit 0. Each is now refused,
+    naming the store the report came from."""
+    from typer.testing import CliRunner
+
+    from planner.cli import app as planner_app
+    from runners.cli import app as runners_app
+
+    monkeypatch.chdir(tmp_path)
+    if cli == "runners" and args[0] == "execute":
+        made = CliRunner().invoke(planner_app, ["plan", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--rho",
+                                                "0.5", "--budget", "1e14", "--out", "p.json"])
+        assert made.exit_code == 0, made.output
+    rep = _report_folder(tmp_path)
+    before = {p: p.read_bytes() for p in rep.rglob("*") if p.is_file()}
+    res = CliRunner().invoke(planner_app if cli == "planner" else runners_app, [*args, "--data", str(rep)])
+    assert res.exit_code == 2, res.output
+    assert "report" in res.stderr and str(tmp_path / "store") in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert {p: p.read_bytes() for p in rep.rglob("*") if p.is_file()} == before
+    assert not (tmp_path / "again").exists() and not (tmp_path / "proposals.json").exists()
