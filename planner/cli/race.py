@@ -403,10 +403,12 @@ def race(
         blank = [s.key for s in unrun if any(r.status == "ok" and (r.model, r.reward) == s for r in after)]
         failing = [s.key for s in unrun if result.runs[s] and s.key not in blank]
         capped = [s.key for s in unrun if not result.runs[s]]
-        why = "; ".join(part for part in (
-            f"{', '.join(blank)}: its ok runs measured no {problem.target}" if blank else "",
-            f"{', '.join(failing)}: every attempt failed (`runners status --data {data}` says why)" if failing else "",
-            f"{', '.join(capped)}: {result.stop_reason} came first" if capped else "") if part)
+        causes = [(names, text) for names, text in (
+            (blank, f"its ok runs measured no {problem.target}"),
+            (failing, f"every attempt failed, `runners status --data {data}` says why"),
+            (capped, f"{result.stop_reason} came first")) if names]
+        # One cause: the settings are named once (13 capped settings were listed twice).
+        why = causes[0][1] if len(causes) == 1 else "; ".join(f"{', '.join(n)}: {t}" for n, t in causes)
         # Only ours has a surrogate to predict from; a baseline calls such a setting from the prior.
         source = ("the surrogate's predictions from the other settings' runs"
                   if callable(getattr(strat, "surrogate", None)) else "the prior's (no runs to call from)")

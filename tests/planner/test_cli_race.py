@@ -533,7 +533,18 @@ def test_a_setting_without_runs_shows_no_call(tmp_path: Path) -> None:
     doc = json.loads((data / "regimes.json").read_text())
     prm = next(e for e in doc["settings"] if e["reward"] == "prm")
     assert prm["runs"] == 0 and prm["decided"] == "open"
-    assert res.stderr.startswith("note: no runs for qwen2.5-1.5b/prm (qwen2.5-1.5b/prm: max-runs came first)")
+    assert res.stderr.startswith("note: no runs for qwen2.5-1.5b/prm (max-runs came first):")
+
+
+def test_settings_capped_before_their_first_run_are_named_once(tmp_path: Path) -> None:
+    """The closing note listed every capped setting twice, "no runs for a, b, ... (a, b, ...:
+    max-runs came first)": with the default 15 settings and a small cap, 13 names twice."""
+    res = runner.invoke(app, ["race", "--budget", "1e16", "--data", str(tmp_path / "d"), "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse,dense,prm", "--max-runs", "3", "--quiet"])
+    assert res.exit_code == 0, res.output
+    note = next(line for line in " ".join(res.stderr.split()).split("note: ") if line.startswith("no runs for"))
+    assert note.startswith("no runs for qwen2.5-1.5b/dense, qwen2.5-1.5b/prm (max-runs came first):"), note
+    assert note.count("qwen2.5-1.5b/prm") == 1
 
 
 def test_a_baselines_setting_without_runs_is_said_to_be_called_from_the_prior(tmp_path: Path) -> None:
@@ -883,7 +894,7 @@ def test_a_setting_whose_ok_runs_measure_no_target_is_not_said_to_have_failed(
                               "--quiet"])
     assert res.exit_code == 0, res.output
     said = " ".join(res.stderr.split())
-    assert "qwen2.5-1.5b/prm: its ok runs measured no judge" in said and "every attempt failed" not in said
+    assert "no runs for qwen2.5-1.5b/prm (its ok runs measured no judge)" in said and "every attempt failed" not in said
     prm = next(e for e in json.loads((data / "regimes.json").read_text())["settings"] if e["reward"] == "prm")
     assert prm["runs"] == 0 and prm["failed_runs"] > 0
 
