@@ -291,7 +291,8 @@ def _why(exc: Exception) -> str:
     if isinstance(exc, KeyError):
         return f"no {exc.args[0]!r} field"
     if isinstance(exc, json.JSONDecodeError):
-        return f"not valid JSON: {exc.msg} at line {exc.lineno}"
+        # Some of json's messages end in "at" before the position it keeps apart.
+        return f"not valid JSON: {exc.msg.removesuffix(' at')} at line {exc.lineno}"
     if isinstance(exc, TypeError | AttributeError):
         return "a field holds another kind of value than planner race writes (budget a number, settings a list)"
     return str(exc)[:120]

@@ -193,6 +193,15 @@ def test_unreadable_race_summary_is_a_note(tmp_path: Path) -> None:
     assert read_race(tmp_path / "missing") == (None, None)
 
 
+def test_a_truncated_race_summary_is_named_in_plain_words(tmp_path: Path) -> None:
+    """A summary cut mid-string read "Unterminated string starting at at line 4": json's
+    message ends in "at", before the position it no longer carries."""
+    (tmp_path / "regimes.json").write_text('{\n  "schema_version": 1,\n  "strategy": "ou')
+    _, note = read_race(tmp_path)
+    assert note is not None and "not valid JSON: Unterminated string starting at line 3" in note, note
+    assert " at at " not in note
+
+
 def test_report_cli_warns_of_skipped_records_and_an_unreadable_race_summary(tmp_path: Path) -> None:
     data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=1,
                          seeds=(0,), n_failed=0)
