@@ -39,7 +39,20 @@ def report(
         target = str(race.get("target", "native")) if race else "native"
     if target not in TARGETS:
         raise ConfigError(f"target: unknown target {target!r}; use one of: {', '.join(TARGETS)}")
-    res = build_report(data, out, target=target, progress=not quiet)
+    from planner.cli.app import interrupted_code, terminate_as_interrupt
+    from planner.report.build import is_earlier_report
+
+    had = is_earlier_report(out)
+    try:
+        with terminate_as_interrupt():
+            res = build_report(data, out, target=target, progress=not quiet)
+    except KeyboardInterrupt as exc:
+        # Its pages are written last, each whole: an earlier report stays readable, but the
+        # figures it shares with this one may already be the new ones.
+        left = (f"the earlier report in {out} is kept, though some of its figures may already be this run's"
+                if had else "no report was written")
+        typer.echo(f"interrupted: {left}; rerun the same command to write it", err=True)
+        raise typer.Exit(interrupted_code(exc)) from None
     for w in res.warnings:
         typer.echo(f"warning: {w}", err=True)
     typer.echo(res.message)

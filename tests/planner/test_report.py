@@ -158,6 +158,37 @@ def test_report_cli_on_empty_dataset(tmp_path: Path) -> None:
     assert not (out / "figures").exists() or not any((out / "figures").iterdir())
 
 
+@pytest.mark.parametrize(("terminated", "code"), [(False, 130), (True, 143)])
+@pytest.mark.parametrize("earlier", [False, True])
+def test_an_interrupted_report_says_what_it_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, terminated: bool, code: int, earlier: bool,
+) -> None:
+    """Ctrl-C or SIGTERM (`timeout`) during `planner report` exited 130 or 143 without a
+    word, where race and execute say what they kept: the user could not tell whether OUT
+    held a report, nor that an earlier one there may have some figures of the new one."""
+    import planner.report as report_pkg
+    from planner.cli.app import Terminated
+
+    data, out = tmp_path / "data", tmp_path / "out"
+    data.mkdir()
+    if earlier:
+        res = CliRunner().invoke(app, ["report", "--data", str(data), "--out", str(out), "--quiet"])
+        assert res.exit_code == 0, res.output
+
+    def stopped(*args: object, **kwargs: object) -> None:
+        raise Terminated() if terminated else KeyboardInterrupt()
+
+    monkeypatch.setattr(report_pkg, "build_report", stopped)
+    res = CliRunner().invoke(app, ["report", "--data", str(data), "--out", str(out), "--quiet"])
+    assert res.exit_code == code, res.output
+    said = " ".join(res.stderr.split())
+    assert said.startswith("interrupted:") and "rerun the same command" in said, said
+    if earlier:
+        assert "earlier report" in said
+    else:
+        assert "no report was written" in said
+
+
 def test_report_on_all_failed_dataset(tmp_path: Path) -> None:
     data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS[:1], n_rho=2,
                          seeds=(0,), only_failed=True)
