@@ -89,6 +89,11 @@ class RaceProblem:
             raise ConfigError(f"target: unknown target {self.target!r}; use one of: {', '.join(TARGETS)}")
         if not 0.0 < self.confidence < 1.0:
             raise ConfigError(f"confidence: must lie in (0, 1), got {self.confidence}; e.g. --confidence 0.9")
+        if self.confidence <= 1 / 3:
+            # The likeliest of three regimes has P >= 1/3: every call would be "confident"
+            # (a typo such as 0.09 for 0.9 ended races on their first fit).
+            raise ConfigError(f"confidence: {self.confidence:g} is met by every call (the likeliest of three "
+                              "regimes has P >= 1/3); give more than 1/3, e.g. --confidence 0.9")
         for name in ("budget", "pilot_budget"):
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):

@@ -225,12 +225,14 @@ def test_regimes_document(tmp_path: Path) -> None:
     assert doc["stop_reason"] == "confident"
 
 
-@pytest.mark.parametrize("conf", [0.0, 1.0])
+@pytest.mark.parametrize("conf", [0.0, 1.0, 0.09, 1 / 3])
 def test_problem_rejects_bad_confidence(conf: float) -> None:
+    """Outside (0, 1), or at most 1/3, which every call meets (a typo of 0.09 for 0.9)."""
     from planner.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="confidence"):
+    with pytest.raises(ConfigError, match=r"^confidence: "):
         RaceProblem((S,), budget=1e16, pilot_budget=1e15, confidence=conf)
+    RaceProblem((S,), budget=1e16, pilot_budget=1e15, confidence=0.34)
 
 
 @pytest.mark.parametrize(("kw", "field"), [
