@@ -175,6 +175,20 @@ def suggest(
                        "budget): `planner race` would stop here; these proposals only add evidence", err=True)
     if not props and not waiting and (note := _no_trend(problem, strategy.records_)):
         typer.echo(f"note: nothing to propose: {note}", err=True)
+    if strategy.records_:
+        # A manual loop (suggest, execute, suggest) saw no call until every setting was
+        # decided: the calls so far, as the race's live table shows them (on stderr).
+        from collections import Counter
+
+        from rich.console import Console
+
+        from planner.cli.race_display import calls_table
+        from planner.strategies.base import relevant_records
+
+        n = Counter(Setting(r.model, r.reward) for r in relevant_records(problem, strategy.records_))
+        Console(stderr=True).print(calls_table(f"calls so far at {problem.budget:.3g} FLOPs ({problem.target})",
+                                               problem, strategy.decide(),
+                                               measured={s: n[s] for s in problem.settings}))
     if as_json:
         emit_json([p.model_dump(mode="json") for p in props])
         return

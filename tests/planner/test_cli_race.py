@@ -405,6 +405,29 @@ def test_suggest_matches_pending_runs_by_plan_not_by_id(tmp_path: Path) -> None:
     assert not {p.plan for p in again} & {p.plan for p in props}, [p.reason for p in again]
 
 
+def test_suggest_shows_the_calls_so_far_on_stderr(tmp_path: Path) -> None:
+    """A manual loop (suggest, execute, suggest) saw no call until every setting was
+    decided; the calls so far are the race's table, on stderr, and a setting without a
+    run shows none."""
+    data = tmp_path / "data"
+    base = ["--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b", "--data", str(data)]
+    res = runner.invoke(app, ["race", *base, "--rewards", "sparse", "--engine", "sim", "--world", "paper",
+                              "--max-runs", "4", "--quiet"])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "next.json"
+    res = runner.invoke(app, ["suggest", *base, "--rewards", "sparse,prm", "--json", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    json.loads(res.stdout)  # the table stays off stdout
+    err = " ".join(res.stderr.split())
+    assert "calls so far at 1e+16 FLOPs (native)" in err
+    (sparse,) = [ln for ln in res.stderr.splitlines() if "qwen2.5-1.5b/sparse" in ln]
+    (prm,) = [ln for ln in res.stderr.splitlines() if "qwen2.5-1.5b/prm" in ln]
+    assert "heavy" in sparse and "no runs" in prm and "heavy" not in prm
+    fresh = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                                "--data", str(tmp_path / "empty"), "--out", str(tmp_path / "p.json")])
+    assert fresh.exit_code == 0 and "calls so far" not in fresh.stderr
+
+
 def test_suggest_n_with_pending_proposes_the_rest_of_the_phase(tmp_path: Path) -> None:
     """--n 2 with the first two design points pending gives the other two: they used to be
     cut to the first 2 before the pending ones were dropped, leaving nothing."""
