@@ -190,6 +190,8 @@ def suggest(
                                                problem, strategy.decide(),
                                                measured={s: n[s] for s in problem.settings}))
     if as_json:
+        for line in proposal_notes(props, len(waiting)):
+            typer.echo(f"note: {line}", err=True)
         emit_json([p.model_dump(mode="json") for p in props])
         return
     _print_proposals(props, out, len(strategy.records_), elapsed, len(waiting), n_store)
@@ -228,28 +230,37 @@ def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float
     c = Console()
     c.print(t)
     c.print(f"wrote {escape(str(out))} (each proposal's full reason is in it)")
-    guessed = sorted({f"{p.model}/{p.reward}" for p in props if p.prediction and p.prediction.extrapolated})
-    if guessed:
-        c.print(f"(...): a guess for {', '.join(guessed)}: its reward system has no run in the fit, or its "
-                "policy is outside the fitted sizes, so the mean carries the other settings' level over and the "
-                "std assumes the setting is like them (on the sim 0.42-0.47 of such runs fell inside "
-                "mean ± 1.645 std, not 0.90; docs/schema.md)", highlight=False)
+    for note in proposal_notes(props, n_pending):
+        c.print(escape(note), highlight=False)
+
+
+def proposal_notes(props: list[Any], n_pending: int = 0) -> list[str]:
+    """The caveats of a batch (guessed predictions, moved pilot budgets, a phase in flight),
+    as lines: under the table, or on stderr with --json, where they used to be lost."""
     from planner.design import ISO_RAISED, SCATTERED
 
+    notes = []
+    guessed = sorted({f"{p.model}/{p.reward}" for p in props if p.prediction and p.prediction.extrapolated})
+    if guessed:
+        notes.append(f"(...): a guess for {', '.join(guessed)}: its reward system has no run in the fit, or its "
+                     "policy is outside the fitted sizes, so the mean carries the other settings' level over and the "
+                     "std assumes the setting is like them (on the sim 0.42-0.47 of such runs fell inside "
+                     "mean ± 1.645 std, not 0.90; docs/schema.md)")
     raised = {f"{p.model}/{p.reward}": p.budget for p in props if ISO_RAISED in p.reason}
     if raised:
-        c.print(f"{ISO_RAISED} for " + ", ".join(f"{k} (to {b:.2g})" for k, b in raised.items())
-                + ": a run at the requested one is so few prompt groups that not every design point "
-                  "lands it, and a setting's pilots should share one budget")
+        notes.append(f"{ISO_RAISED} for " + ", ".join(f"{k} (to {b:.2g})" for k, b in raised.items())
+                     + ": a run at the requested one is so few prompt groups that not every design point "
+                       "lands it, and a setting's pilots should share one budget")
     scattered = sorted({f"{p.model}/{p.reward}" for p in props if SCATTERED in p.reason})
     if scattered:
-        c.print(f"{SCATTERED} for {', '.join(scattered)}: no budget up to --budget lands all their design points "
-                "(a run there is a few prompt groups), so each pilot runs at its own nearest budget and some "
-                "may be missing; a larger --budget gives these settings a proper pilot design", highlight=False)
+        notes.append(f"{SCATTERED} for {', '.join(scattered)}: no budget up to --budget lands all their design "
+                     "points (a run there is a few prompt groups), so each pilot runs at its own nearest budget and "
+                     "some may be missing; a larger --budget gives these settings a proper pilot design")
     if not props and n_pending:
         # The initial design and the anchors are phases: the next one needs their results.
-        c.print(f"nothing new to propose: the {n_pending} pending runs complete the current phase; "
-                "suggest again once they are recorded")
+        notes.append(f"nothing new to propose: the {n_pending} pending runs complete the current phase; "
+                     "suggest again once they are recorded")
+    return notes
 
 
 def _no_trend(problem: Any, records: Any) -> str | None:
