@@ -16,8 +16,8 @@ __all__ = ["report"]
 @command(name="report")
 def report(
     data: Annotated[Path, typer.Option("--data", parser=path_value, help="Campaign directory (the pilot store).")],
-    out: Annotated[Path, typer.Option("--out", parser=path_value, help="Directory for report.md, report.html, "
-                                                   "regimes.json and figures/.")],
+    out: Annotated[Path | None, typer.Option("--out", parser=path_value, help="Directory for report.md, report.html, "
+                                                          "regimes.json and figures/ (default: DATA/report).")] = None,
     target: Annotated[str | None, typer.Option(
         "--target", help="Primary target: native | pass1 | judge (default: the race's, else native)."
     )] = None,
@@ -28,6 +28,8 @@ def report(
     from planner.report import build_report
     from planner.schema import TARGETS
 
+    # Beside the runs by default, where the main job writes it (runs-main/report).
+    out = data / "report" if out is None else out
     # The output first, before any fit: a refusal after the fits wasted them, and a name
     # over the length limit must be named as --out, not as a stat error.
     _check_out(out, data)

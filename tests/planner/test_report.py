@@ -158,6 +158,17 @@ def test_report_cli_on_empty_dataset(tmp_path: Path) -> None:
     assert not (out / "figures").exists() or not any((out / "figures").iterdir())
 
 
+def test_report_cli_writes_beside_the_runs_without_out(tmp_path: Path) -> None:
+    """--out defaults to DATA/report (where the main job writes it); the store stays a store."""
+    data = tmp_path / "data"
+    data.mkdir()
+    res = CliRunner().invoke(app, ["report", "--data", str(data), "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert (data / "report" / "report.md").is_file() and (data / "report" / "report.html").is_file()
+    again = CliRunner().invoke(app, ["report", "--data", str(data), "--quiet"])
+    assert again.exit_code == 0, again.output  # a second report replaces the first
+
+
 @pytest.mark.parametrize(("terminated", "code"), [(False, 130), (True, 143)])
 @pytest.mark.parametrize("earlier", [False, True])
 def test_an_interrupted_report_says_what_it_left(
