@@ -56,8 +56,11 @@ class OneLineErrors(typer.core.TyperGroup):
             sys.exit(0)
         except cx.ClickException as exc:
             ctx = getattr(exc, "ctx", None)
-            where = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
             msg = " ".join(exc.format_message().split()).rstrip(".")
+            where = ""
+            if ctx is not None:  # after click's "Did you mean 'suggest'?" no "?;"
+                hint = f"see `{ctx.command_path} --help`"
+                where = f" ({hint})" if msg.endswith("?") else f"; {hint}"
             typer.echo(f"error: {msg}{where}", err=True)
             sys.exit(exc.exit_code)
         except typer.Abort:

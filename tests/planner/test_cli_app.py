@@ -110,3 +110,20 @@ def test_the_app_s_main_takes_click_s_arguments_by_position(capsys: pytest.Captu
     cmd = typer.main.get_command(app)
     assert cmd.main(["--help"], "planner", None, False) == 0
     assert "Usage: planner" in capsys.readouterr().out
+
+
+def test_a_mistyped_command_gets_one_clean_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """click's "Did you mean 'suggest'?" was followed by "; see ...", reading "?; see"."""
+    import typer
+
+    from planner.cli import app
+
+    cmd = typer.main.get_command(app)
+    with pytest.raises(SystemExit) as exit_:
+        cmd.main(["sugest"], "planner")
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: No such command 'sugest'. Did you mean 'suggest'? (see `planner --help`)")
+    with pytest.raises(SystemExit):
+        cmd.main(["race", "--budgt", "1"], "planner")
+    assert capsys.readouterr().err.strip().endswith("; see `planner race --help`")
