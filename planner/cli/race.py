@@ -185,10 +185,10 @@ def suggest(
         from planner.cli.race_display import calls_table
         from planner.strategies.base import relevant_records
 
-        n = Counter(Setting(r.model, r.reward) for r in relevant_records(problem, strategy.records_))
+        ran = Counter(Setting(r.model, r.reward) for r in relevant_records(problem, strategy.records_))
         Console(stderr=True).print(calls_table(f"calls so far at {problem.budget:.3g} FLOPs ({problem.target})",
                                                problem, strategy.decide(),
-                                               measured={s: n[s] for s in problem.settings}))
+                                               measured={s: ran[s] for s in problem.settings}))
     if as_json:
         for line in proposal_notes(props, len(waiting)):
             typer.echo(f"note: {line}", err=True)
