@@ -53,7 +53,9 @@ def configs_dir() -> Path:
     env = os.environ.get("RACE_CONFIGS")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "configs"
+    # planner/configs: a link to the repository's configs/ in a checkout, the files
+    # themselves in an installed wheel (pyproject.toml's package-data).
+    return (Path(__file__).resolve().parent / "configs").resolve()
 
 
 @cache

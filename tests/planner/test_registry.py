@@ -86,3 +86,26 @@ def test_a_malformed_rewards_file_is_one_line(configs: Path, text: str, says: st
     assert res.exit_code == 2, res.output
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert "rewards.toml" in res.stderr and says in res.stderr, res.stderr
+
+
+def test_every_config_file_ships_inside_the_package() -> None:
+    """A non-editable install (`pip install git+...`) has no configs/ beside the package:
+    the registry reads planner/configs, a link to configs/ here, and the wheel carries what
+    pyproject.toml's package-data patterns match. Every file under configs/ must match one,
+    or an installed planner knows no model (as it did before)."""
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    from planner.registry import configs_dir
+
+    root = Path(__file__).resolve().parents[2]
+    link = root / "planner" / "configs"
+    assert link.is_symlink() and link.resolve() == (root / "configs").resolve()
+    assert configs_dir() == (root / "configs").resolve()
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["planner"]
+    files = [p.relative_to(root).as_posix() for p in (root / "configs").rglob("*") if p.is_file()]
+    assert files
+    unshipped = [f for f in files if not any(fnmatch.fnmatch(f, pat) and f.count("/") == pat.count("/")
+                                             for pat in patterns)]
+    assert unshipped == [], f"add a package-data pattern for {unshipped}"
