@@ -64,7 +64,8 @@ def add_noise(world: World, target: str, values: np.ndarray, rng: np.random.Gene
     because every target is a rate in [0, 1].
     """
     noisy = values + rng.normal(0.0, world.noise[target], size=np.shape(values))
-    return np.clip(noisy, 0.0, 1.0)
+    # asarray: arithmetic on a 0-d array gives a numpy scalar, not the array promised.
+    return np.asarray(np.clip(noisy, 0.0, 1.0))
 
 
 def simulate(

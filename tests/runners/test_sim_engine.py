@@ -297,3 +297,15 @@ def test_levers_at_compiles_nothing_where_the_table_lands_the_budget() -> None:
     assert _compiled.cache_info().misses == 0
     levers_at(M15, "sparse", table.grid[::20], 3e13)  # tiny: the compiler walks its ranking
     assert _compiled.cache_info().misses > 0
+
+
+def test_simulate_returns_an_array_with_or_without_noise() -> None:
+    """``simulate(...) -> ndarray`` for scalar rho and budget too: the truth was a 0-d array
+    but a seeded call a numpy scalar (np.clip of a 0-d sum), which has no ``.shape`` setter,
+    no in-place ops, and fails ``isinstance(v, np.ndarray)``."""
+    truth = simulate("paper", M15, "sparse", 0.7, 1e16)
+    noisy = simulate("paper", M15, "sparse", 0.7, 1e16, seed=3)
+    assert isinstance(truth, np.ndarray) and truth.shape == ()
+    assert isinstance(noisy, np.ndarray) and noisy.shape == ()
+    many = simulate("paper", M15, "sparse", np.array([0.4, 0.7]), 1e16, seed=3)
+    assert isinstance(many, np.ndarray) and many.shape == (2,)
