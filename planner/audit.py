@@ -81,6 +81,9 @@ class Recipe:
 
 @dataclass(frozen=True)
 class Audit:
+    """Where a TRL recipe spends: the planned FLOP split per generation round, per optimizer
+    step and per epoch (None without a dataset size), the FLOPs of one completion by
+    phase, and the round with every completion at ``max_completion_length``."""
     recipe: Recipe
     per_round: FlopsBreakdown
     per_step: FlopsBreakdown

@@ -233,6 +233,8 @@ def _lever_arrays(unit: PerCompletion, opts: CompileOptions) -> tuple[NDArray[np
 
 
 def achievable_rho_range(model: str, reward: str, opts: CompileOptions | None = None) -> tuple[float, float]:
+    """The lowest and highest rho the compiler's levers reach for ``(model, reward)``: the
+    rho of its candidate plans, whatever the budget."""
     arch, rs = get_model(model), get_reward(reward)
     o = (opts or CompileOptions()).resolve(arch)
     rhos = [c[0] for c in _candidates(per_completion(arch, rs, o), o)]

@@ -43,6 +43,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class DesignPoint:
+    """One run of a design: a setting's run at update fraction ``rho`` and ``budget`` FLOPs."""
     setting: Setting
     rho: float
     budget: float

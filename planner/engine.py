@@ -74,10 +74,13 @@ def _group(name: str) -> dict[str, Any]:
 
 
 def available_engines() -> list[str]:
+    """Names of the installed engines (entry-point group ``race_planner.engines``), sorted."""
     return sorted(_group("race_planner.engines"))
 
 
 def load_engine(name: str, **options: Any) -> Engine:
+    """Build the installed engine ``name`` with ``options`` (its constructor's keywords); an
+    unknown name is a one-line :class:`~planner.errors.ConfigError` listing the installed ones."""
     eps = _group("race_planner.engines")
     if name not in eps:
         raise ConfigError(
@@ -87,6 +90,8 @@ def load_engine(name: str, **options: Any) -> Engine:
 
 
 def open_store(root: str | Path, kind: str = "parquet") -> RecordStore:
+    """Open the pilot store of kind ``kind`` (entry-point group ``race_planner.stores``) at
+    ``root``."""
     eps = _group("race_planner.stores")
     if kind not in eps:
         raise ConfigError(f"store: no pilot store {kind!r} installed; reinstall race-planner")

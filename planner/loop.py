@@ -72,6 +72,9 @@ class RaceProgress:
 
 @dataclass
 class RaceResult:
+    """How a race ended: each setting's final call, why it stopped (``stop_reason``), and per
+    setting the runs (failed attempts included), their FLOPs and the ok runs that measured the
+    target (``measured``), with the rounds and the seconds each ``ask`` took."""
     problem: RaceProblem
     strategy: str
     calls: dict[Setting, RegimeCall]

@@ -33,6 +33,8 @@ def proposal_id(plan: RunPlan, target: str) -> str:
 def make_proposal(
     plan: RunPlan, *, target: str = "native", prediction: Prediction | None = None, reason: str = ""
 ) -> Proposal:
+    """The proposal to run ``plan`` and measure ``target``, under its content-derived id
+    (:func:`proposal_id`)."""
     return Proposal(
         id=proposal_id(plan, target),
         model=plan.model,
@@ -49,6 +51,8 @@ def make_proposal(
 def write_proposals(
     path: str | Path, proposals: Iterable[Proposal], *, target_budget: float | None = None
 ) -> Path:
+    """Write ``proposals`` as a proposals file (a :class:`~planner.schema.ProposalSet`) at
+    ``path``, atomically; returns the path."""
     body = ProposalSet(proposals=tuple(proposals), target_budget=target_budget)
     return atomic_write_text(path, body.model_dump_json(indent=2))
 

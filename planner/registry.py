@@ -50,6 +50,8 @@ class RewardSystem:
 
 
 def configs_dir() -> Path:
+    """The folder the registries read: ``$RACE_CONFIGS`` when set, else the configs that ship
+    inside the package."""
     env = os.environ.get("RACE_CONFIGS")
     if env:
         return Path(env)
@@ -149,14 +151,18 @@ def _rewards() -> dict[str, RewardSystem]:
 
 
 def list_models(role: str | None = "policy") -> list[str]:
+    """Names of the registered models of ``role`` (``policy`` or ``prm``; None: every model)."""
     return [n for n, a in _models().items() if role is None or a.role == role]
 
 
 def list_rewards() -> list[str]:
+    """Names of the registered reward systems."""
     return list(_rewards())
 
 
 def get_model(name: str) -> Architecture:
+    """The architecture registered as ``name`` (a policy or a reward model); an unknown name is
+    a one-line :class:`~planner.errors.ConfigError` listing the policies."""
     try:
         return _models()[name]
     except KeyError:
@@ -167,6 +173,8 @@ def get_model(name: str) -> Architecture:
 
 
 def get_reward(name: str) -> RewardSystem:
+    """The reward system registered as ``name``; an unknown name is a one-line
+    :class:`~planner.errors.ConfigError` listing them."""
     try:
         return _rewards()[name]
     except KeyError:

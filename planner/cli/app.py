@@ -203,6 +203,7 @@ def interrupted_code(exc: KeyboardInterrupt) -> int:
 
 
 def emit_json(obj: Any) -> None:
+    """Print ``obj`` as indented JSON on stdout (values JSON lacks, such as paths, as text)."""
     typer.echo(json.dumps(obj, indent=2, default=str))
 
 

@@ -21,6 +21,9 @@ __all__ = ["ReportResult", "build_report", "is_earlier_report"]
 
 @dataclass(frozen=True)
 class ReportResult:
+    """What ``build_report`` wrote: the report folder, its markdown, html and regimes.json, the
+    figure files, a ``status`` (``ok``, ``empty``, ``all-failed`` or ``no-fit``) with its
+    ``message``, and what was skipped (``warnings``)."""
     out: Path
     markdown: Path
     html: Path

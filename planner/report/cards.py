@@ -51,6 +51,7 @@ def fmt_flops(x: float | None) -> str:
 
 
 def fmt_seconds(x: float | None) -> str:
+    """A duration for people: ms below 1 s, then s, min and h; ``n/a`` for None or NaN."""
     if x is None or not math.isfinite(x):
         return "n/a"
     if x < 1:
@@ -169,6 +170,7 @@ def card_fields(record: RunRecord) -> dict[str, str]:
 
 
 def card_rows(records: Iterable[RunRecord]) -> list[dict[str, str]]:
+    """The compute card of each record as display strings (:func:`card_fields`), in order."""
     return [card_fields(r) for r in records]
 
 

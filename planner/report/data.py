@@ -158,6 +158,9 @@ class Disagreement:
 
 @dataclass
 class ReportData:
+    """Everything a report shows, read from one pilot store: its ok, failed and corrupt
+    records, each setting at its budgets, the surrogate's fit per target, the race's
+    regimes.json when there is one, and notes and warnings."""
     data_dir: Path
     target: str
     ok: list[RunRecord]

@@ -199,6 +199,8 @@ def _float(v: object) -> float:
 
 
 def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
+    """The report as a sequence of blocks (headings, text, tables, figures), which
+    :mod:`planner.report.render` writes as markdown and html."""
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = [Block("h1", "RACE regime report")]
     st = status_of(data)

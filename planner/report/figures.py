@@ -41,6 +41,8 @@ Z50, Z90 = 0.6744897501960817, 1.6448536269514722
 
 @dataclass
 class FigureSpec:
+    """A figure before it is saved: its file stem ``name``, title, caption, the matplotlib
+    figure and the report section it belongs to."""
     name: str  # file stem under figures/
     title: str
     caption: str

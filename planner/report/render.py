@@ -21,6 +21,8 @@ __all__ = ["Block", "FigureRef", "to_html", "to_markdown"]
 
 @dataclass(frozen=True)
 class FigureRef:
+    """A saved figure as the report refers to it: title, caption, the PNG's bytes (inlined in
+    the html) and the PNG and SVG paths relative to the report (for the markdown)."""
     name: str
     title: str
     caption: str
@@ -31,6 +33,9 @@ class FigureRef:
 
 @dataclass(frozen=True)
 class Block:
+    """One piece of a report: a heading (``h1``-``h3``), a paragraph (``p``), a note or
+    warning, a table (``headers``, ``rows``, ``flags`` marking rows to highlight) or a
+    figure."""
     kind: str  # "h1" "h2" "h3" "p" "note" "warn" "table" "figure"
     text: str = ""
     headers: Sequence[str] = ()
@@ -57,6 +62,7 @@ def _md_literal(text: str) -> str:
 
 
 def to_markdown(blocks: Sequence[Block]) -> str:
+    """The report's blocks as markdown (figures linked by their PNG paths)."""
     out: list[str] = []
     for b in blocks:
         if b.kind in ("h1", "h2", "h3"):
@@ -137,6 +143,7 @@ def _html_block(b: Block) -> str:
 
 
 def to_html(blocks: Sequence[Block], title: str) -> str:
+    """The report's blocks as one self-contained html page (figures inlined, no network)."""
     body = "\n".join(_html_block(b) for b in blocks)
     # icon "data:," stops the browser from asking for /favicon.ico (a console error offline).
     return (

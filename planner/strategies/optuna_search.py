@@ -42,6 +42,9 @@ SAMPLERS = ("tpe", "gp")
 
 
 class OptunaStrategy:
+    """An Optuna baseline (``sampler`` ``tpe`` or ``gp``): one study per setting over rho at
+    the pilot budget (or ``budget``), ``n_startup`` random trials first; see the module
+    docstring."""
     stops_on_confidence = False
     #: Trials asked of the sampler per proposal before a new plan is enqueued for it
     #: (:func:`planner.strategies.base.new_plan_rho`): a sampler sure of its optimum asks for
