@@ -50,6 +50,7 @@ ANCIENT_S = 3600.0
 
 
 def lease_dir(data: str | Path) -> Path:
+    """The folder of a store's run leases: ``DATA/.leases``."""
     return Path(data) / ".leases"
 
 

@@ -107,6 +107,8 @@ class CorruptRecord:
 
 @dataclass(frozen=True)
 class Scan:
+    """One read of the store: its records, and the files it could not read (each with its path
+    and the reason)."""
     records: list[RunRecord]
     corrupt: list[CorruptRecord]
 

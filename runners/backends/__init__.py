@@ -47,6 +47,9 @@ class Handle:
 
 @runtime_checkable
 class Backend(Protocol):
+    """Where runs execute: a pool of workers that takes :class:`~runners.task.Task` objects and
+    hands back their :class:`~runners.task.Outcome` (``local``, ``ray``, ``slurm``; see
+    docs/execution.md). Build one with :func:`make_backend`."""
     name: str
 
     def submit(self, tasks: Sequence[Task]) -> list[Handle]:

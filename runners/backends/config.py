@@ -36,12 +36,15 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 
 class LocalOptions(BaseModel):
+    """``[local]`` of a backend config: the GPUs to pin one worker each to, and how many runs a
+    worker takes before it is replaced."""
     model_config = _STRICT
     devices: tuple[str, ...] | None = Field(None, description="GPU ids, one worker each")
     max_tasks_per_worker: int | None = Field(None, ge=1, description="recycle a worker after N runs")
 
 
 class RayOptions(BaseModel):
+    """``[ray]`` of a backend config: the cluster address and the GPUs and CPUs of one run."""
     model_config = _STRICT
     address: str | None = Field(None, description="cluster address; None starts a local Ray")
     gpus_per_run: float | None = Field(None, ge=0, le=64)
@@ -49,6 +52,9 @@ class RayOptions(BaseModel):
 
 
 class SlurmOptions(BaseModel):
+    """``[slurm]`` of a backend config: partition, job time limit, GPUs, CPUs and memory of
+    one run, submitit's folder and cluster, and further ``slurm_*`` / ``local_*`` parameters
+    (``extra``)."""
     model_config = _STRICT
     partition: str | None = None
     time_min: int | None = Field(None, ge=1, le=60 * 24 * 30, description="job time limit")
@@ -93,6 +99,7 @@ class SlurmOptions(BaseModel):
 
 
 class BackendConfig(BaseModel):
+    """A ``--backend-config`` TOML file: its ``[local]``, ``[ray]`` and ``[slurm]`` tables."""
     model_config = _STRICT
     local: LocalOptions = LocalOptions()
     ray: RayOptions = RayOptions()
@@ -133,6 +140,8 @@ def validate_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_backend_config(path: str | Path) -> BackendConfig:
+    """Read and validate a ``--backend-config`` TOML file; a missing, oversized or invalid file
+    or an unknown key is a one-line :class:`~planner.errors.ConfigError`."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"backend-config: no such file {str(path)!r}")

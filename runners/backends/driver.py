@@ -28,6 +28,9 @@ HARD_KILL_GRACE_S = 30.0
 
 
 class Driver:
+    """Drives one ``execute`` call over a backend: :meth:`run` submits the tasks, polls them,
+    stores what came back, retries failed runs up to ``retries`` times, enforces the time
+    limit and shows progress; the tally goes to ``result``."""
     def __init__(
         self,
         backend: Backend,

@@ -20,6 +20,8 @@ __all__ = ["ThrottledQueue"]
 
 
 class ThrottledQueue(ABC):
+    """The submit/poll bookkeeping of a backend that holds at most ``limit`` runs in flight;
+    the rest wait in submission order (see the module docstring)."""
     def __init__(self, limit: float = math.inf) -> None:
         self._limit = limit
         self._waiting: deque[Handle] = deque()

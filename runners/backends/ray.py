@@ -25,6 +25,8 @@ CLOSE_GRACE_S = 5.0  # how long close() waits for force-cancelled tasks to end
 
 
 class RayBackend(ThrottledQueue):
+    """Runs tasks as Ray remote functions, at most ``workers`` in flight, each with the given
+    GPUs and CPUs; uses the Ray already initialised, else starts or joins one at ``address``."""
     name = "ray"
 
     def __init__(

@@ -40,6 +40,8 @@ CLOSE_GRACE_S = 5.0  # how long close() waits for stopped local jobs to be gone
 
 
 class SlurmBackend(ThrottledQueue):
+    """Runs tasks as SLURM jobs through submitit (job arrays), at most ``workers`` live at once;
+    ``cluster="local"`` runs the same jobs as local processes."""
     name = "slurm"
 
     def __init__(

@@ -9,4 +9,5 @@ __all__ = ["app", "main"]
 
 
 def main() -> None:
+    """The ``runners`` console script (``pyproject.toml``): run the typer app."""
     app()

@@ -23,4 +23,5 @@ app = typer.Typer(
 
 
 def command(**kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
+    """``@command()``: register a guarded ``runners`` command (one-line errors, exit 2)."""
     return _command(app, **kwargs)

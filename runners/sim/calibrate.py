@@ -96,6 +96,8 @@ class TargetFit:
 
 @dataclass(frozen=True)
 class Calibration:
+    """One model's calibration from ``runs`` real runs: a fit per target; :meth:`capacities`
+    gives each target's fitted capacity."""
     model: str
     runs: int
     targets: dict[str, TargetFit]

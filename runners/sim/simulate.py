@@ -22,6 +22,8 @@ __all__ = ["add_noise", "check_target", "seed_entropy", "simulate", "simulate_al
 
 
 def check_target(target: str) -> None:
+    """A one-line :class:`~planner.errors.ConfigError` unless ``target`` is one of
+    :data:`~planner.schema.TARGETS`."""
     if target not in TARGETS:
         raise ConfigError(f"target: unknown target {target!r}; use one of: {', '.join(TARGETS)}")
 

@@ -104,6 +104,8 @@ _OVERRIDES: dict[tuple[str, bool], dict[str, float]] = {
 
 
 def recipe_for(name: str, quick: bool) -> Recipe:
+    """The SFT recipe of the tiny-world model ``name`` (a policy or a PRM), the short one with
+    ``quick``."""
     from planner.registry import get_model
 
     arch = get_model(name)
@@ -112,6 +114,8 @@ def recipe_for(name: str, quick: bool) -> Recipe:
 
 
 def cache_root(cache_dir: Path | None = None) -> Path:
+    """Where pretrained tiny-world models are cached: ``cache_dir``, else ``$RACE_CACHE``, else
+    ``~/.cache/race-planner``."""
     if cache_dir is not None:
         return Path(cache_dir)
     env = os.environ.get("RACE_CACHE")

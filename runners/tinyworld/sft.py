@@ -81,6 +81,8 @@ def _optimizer(
 
 
 def train_policy(name: str, seed: int, recipe: Recipe, out: Path, show: bool) -> dict[str, float]:
+    """Pretrain the tiny-world policy ``name`` from scratch on worked solutions (SFT) and save
+    it with its tokenizer to ``out``; returns loss statistics, steps and parameter count."""
     import torch
     from transformers import Qwen2ForCausalLM
 
@@ -203,6 +205,9 @@ def _prm_example(rng: random.Random, recipe: Recipe) -> PrmExample:
 
 
 def train_prm(name: str, seed: int, recipe: Recipe, out: Path, show: bool) -> dict[str, float]:
+    """Train the tiny-world PRM ``name`` on step-labelled solutions and save it with its
+    tokenizer to ``out``; returns loss statistics, steps and held-out step and outcome
+    accuracy."""
     import torch
 
     from planner.registry import get_model
