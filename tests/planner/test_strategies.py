@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -942,3 +944,30 @@ def test_ours_marks_predictions_for_settings_beyond_its_runs_as_extrapolated(
     flag = {(p.model, p.reward): p.prediction.extrapolated for p in props if p.prediction is not None}
     assert set(flag) == {*marked, *unmarked}  # only the unfitted settings still need pilots
     assert all(flag[s] for s in marked) and not any(flag[s] for s in unmarked)
+
+
+def _signature(fn: Callable[..., object]) -> list[tuple[str, object, object]]:
+    import inspect
+
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_every_strategy_satisfies_the_strategy_protocol(name: str) -> None:
+    """The contract the loop drives (``planner.strategies.base.Strategy``): the attributes
+    it reads and ask/tell/decide with the Protocol's parameters and defaults (more only
+    with defaults), so a call written against the Protocol works on every strategy
+    ``make_strategy`` builds."""
+    import inspect
+
+    from planner.strategies.base import Strategy
+
+    strategy = make_strategy(name, PROBLEM, seed=0)
+    assert isinstance(strategy, Strategy)
+    assert strategy.name == name and strategy.problem is PROBLEM
+    assert isinstance(strategy.stops_on_confidence, bool)
+    for method in ("ask", "tell", "decide"):
+        mine, theirs = _signature(getattr(strategy, method)), _signature(getattr(Strategy, method))[1:]
+        assert mine[:len(theirs)] == theirs, method
+        assert all(default is not inspect.Parameter.empty for _, _, default in mine[len(theirs):]), method  # extras optional
+    assert set(strategy.decide()) == set(PROBLEM.settings)

@@ -482,3 +482,32 @@ def test_a_job_limit_inside_the_run_limit_is_refused(tmp_path: Path) -> None:
         make_backend("slurm", data=tmp_path / "d", time_min=30, timeout_s=3600.0, cluster="local")
     assert "\n" not in str(info.value) and not (tmp_path / "d").exists()
     make_backend("slurm", data=tmp_path / "d", time_min=61, timeout_s=3600.0, cluster="local").close()
+
+
+@pytest.mark.parametrize("name", ["local", "ray", "slurm"])
+def test_every_backend_class_satisfies_the_backend_protocol(name: str) -> None:
+    """The contract the driver uses (``runners.backends.Backend``): each class's ``name``
+    is the one it is built by, and submit/poll/result/cancel/close take the Protocol's
+    parameters (isinstance on the runtime-checkable Protocol checks only that they exist)."""
+    import importlib
+    import inspect
+
+    from runners.backends import BACKENDS, Backend
+
+    assert name in BACKENDS
+    cls = getattr(importlib.import_module(f"runners.backends.{name}"), f"{name.capitalize()}Backend")
+    assert cls.name == name
+    for method in ("submit", "poll", "result", "cancel", "close"):
+        mine = [(p.name, p.kind, p.default) for p in inspect.signature(getattr(cls, method)).parameters.values()]
+        theirs = [(p.name, p.kind, p.default) for p in inspect.signature(getattr(Backend, method)).parameters.values()]
+        assert mine == theirs, method
+
+
+def test_a_local_backend_is_a_backend(tmp_path: Path) -> None:
+    from runners.backends import Backend
+
+    be = make_backend("local", workers=1, data=tmp_path)
+    try:
+        assert isinstance(be, Backend) and be.name == "local"
+    finally:
+        be.close()

@@ -490,3 +490,25 @@ def test_a_store_whose_path_has_glob_characters_reads_its_records(tmp_path: Path
     before = store.fingerprint()
     assert store.add(record(0, native=0.9)) == (path, False)  # kept, not moved aside
     assert store.fingerprint() == before and not (tmp_path / name / "corrupt").exists()
+
+
+def test_the_installed_store_satisfies_the_record_store_protocol(tmp_path: Path) -> None:
+    """``planner.engine.open_store`` loads the store through an entry point (typed Any, so
+    mypy never compares PilotStore with the Protocol the planner drives): the methods keep
+    the Protocol's parameters and defaults, and a scan has the StoreScan fields."""
+    import inspect
+
+    from planner.engine import RecordStore, StoreScan, open_store
+
+    store = open_store(tmp_path)
+    assert isinstance(store, PilotStore) and isinstance(store, RecordStore)
+    assert store.root == tmp_path
+    for method in ("write", "records", "scan"):
+        mine = [(p.name, p.kind, p.default) for p in inspect.signature(getattr(store, method)).parameters.values()]
+        theirs = [(p.name, p.kind, p.default)
+                  for p in list(inspect.signature(getattr(RecordStore, method)).parameters.values())[1:]]
+        assert mine == theirs, method
+    store.write(record(0))
+    scan = store.scan()
+    assert set(StoreScan.__annotations__) <= set(vars(scan))
+    assert [r.run_id for r in scan.records] == [record(0).run_id] and scan.corrupt == []
