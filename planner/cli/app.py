@@ -3,6 +3,7 @@ commands so that ``planner --help`` is instant."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import math
@@ -220,6 +221,8 @@ def guard(fn: Callable[..., Any]) -> Callable[..., Any]:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
         except OSError as exc:
+            if exc.errno == errno.EPIPE:  # stdout's reader went away (`| head -1`): no bad path,
+                raise  # and typer's main ends it quietly with 1, as rich does
             # A path the checks up front could not foresee (a disk that filled, a folder
             # removed mid-run): one line naming the file, not a traceback.
             where = f"{exc.filename}: " if exc.filename else ""

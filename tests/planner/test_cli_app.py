@@ -127,3 +127,23 @@ def test_a_mistyped_command_gets_one_clean_line(capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit):
         cmd.main(["race", "--budgt", "1"], "planner")
     assert capsys.readouterr().err.strip().endswith("; see `planner race --help`")
+
+
+def test_a_reader_that_went_away_is_a_quiet_exit_not_an_os_error_line() -> None:
+    # `runners truth --json | head -1`: the guard took the broken pipe for a bad path and
+    # printed "error: Broken pipe; check the path, its permissions and free space", exit 2.
+    # The convention (click's, rich's): nothing on stderr, exit 1.
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line: every write is EPIPE
+    try:
+        res = subprocess.run([sys.executable, "-c", "from runners.cli import main; main()", "truth", "--world",
+                              "paper", "--model", "qwen2.5-1.5b", "--reward", "prm", "--budget", "1e16", "--json"],
+                             stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert res.stderr == ""
+    assert res.returncode == 1
