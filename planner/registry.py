@@ -54,6 +54,12 @@ def configs_dir() -> Path:
     inside the package."""
     env = os.environ.get("RACE_CONFIGS")
     if env:
+        # A typo'd or stale one read as a folder without models: "unknown model ...; use a
+        # policy: " with an empty list, and no word of the variable.
+        if not (Path(env) / "models").is_dir():
+            what = "is not a folder" if not Path(env).is_dir() else "has no models/ folder (or cannot be read)"
+            raise ConfigError(f"RACE_CONFIGS: {env!r} {what}; point it at a copy of configs/ (models/, "
+                              "rewards.toml, worlds/), or unset it for the shipped ones")
         return Path(env)
     # planner/configs: a link to the repository's configs/ in a checkout, the files
     # themselves in an installed wheel (pyproject.toml's package-data).

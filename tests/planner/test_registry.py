@@ -109,3 +109,28 @@ def test_every_config_file_ships_inside_the_package() -> None:
     unshipped = [f for f in files if not any(fnmatch.fnmatch(f, pat) and f.count("/") == pat.count("/")
                                              for pat in patterns)]
     assert unshipped == [], f"add a package-data pattern for {unshipped}"
+
+
+@pytest.mark.parametrize("where", ["missing", "file", "empty"])
+def test_race_configs_that_is_no_configs_folder_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         where: str) -> None:
+    # A typo'd or stale RACE_CONFIGS read as a folder with no models: "unknown model
+    # 'qwen2.5-7b'; use a policy: " (an empty list), no word of the variable.
+    path = tmp_path / "configs"
+    if where == "file":
+        path.write_text("")
+    elif where == "empty":
+        path.mkdir()
+    monkeypatch.setenv("RACE_CONFIGS", str(path))
+    registry._models.cache_clear()
+    registry._rewards.cache_clear()
+    try:
+        res = runner.invoke(app, ["flops", "-m", "qwen2.5-7b", "--json"])
+    finally:
+        monkeypatch.delenv("RACE_CONFIGS")
+        registry._models.cache_clear()
+        registry._rewards.cache_clear()
+    assert res.exit_code == 2
+    assert res.stderr.count("\n") == 1
+    assert res.stderr.startswith(f"error: RACE_CONFIGS: {str(path)!r} ")
+    assert "unset it" in res.stderr
