@@ -17,7 +17,7 @@ import typer
 
 __all__ = [
     "MAX_BUDGET", "SEED_MAX", "OneLineErrors", "app", "command", "emit_json", "engine_options", "guard", "parse_budget", "parse_list",
-    "parse_option",
+    "parse_option", "whole_console",
 ]
 
 # The largest --seed every sampler takes: Optuna's and numpy's legacy seeding stop at
@@ -201,6 +201,18 @@ def terminate_as_interrupt() -> Iterator[None]:
 def interrupted_code(exc: KeyboardInterrupt) -> int:
     """The shell's code for a command ended by SIGTERM (143) or Ctrl-C (130)."""
     return 143 if isinstance(exc, Terminated) else 130
+
+
+def whole_console(renderable: Any, stderr: bool = False) -> Any:
+    """A rich Console as wide as ``renderable`` needs where the terminal (or ``COLUMNS``) is
+    narrower, else the usual one: a table fitted to 80 columns by rich showed every cell as
+    "qw…", "1…". Over-wide lines are the terminal's to wrap (or ``less -S``'s to scroll);
+    an elided value is lost."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr)
+    need = console.measure(renderable, options=console.options.update_width(100_000)).maximum
+    return console if need <= console.width else Console(stderr=stderr, width=need)
 
 
 def emit_json(obj: Any) -> None:

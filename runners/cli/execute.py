@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.app import engine_options, interrupted_code, terminate_as_interrupt
+from planner.cli.app import engine_options, interrupted_code, terminate_as_interrupt, whole_console
 from planner.cli.paths import check_not_store_folder, nonempty, path_value
 from runners.cli.app import command
 
@@ -170,7 +170,6 @@ def status(
             "corrupt": [{"file": str(c.path), "reason": c.reason} for c in corrupt],
         }, indent=2, default=str))
         return
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
@@ -193,7 +192,7 @@ def status(
             # Recorded text, not markup: an engine's "[/INST]" was a MarkupError traceback.
             escape((r.error or "")[:60]),
         )
-    console = Console(width=200) if not Console().is_terminal else Console()
+    console = whole_console(t)  # wider than 80 columns: whole, not "qw…", "1…"
     console.print(t)
     for c in corrupt:
         console.print(f"[red]corrupt[/] {escape(str(c.path))}: {escape(c.reason)}", markup=True, highlight=False)

@@ -567,3 +567,22 @@ def test_status_shows_recorded_text_as_text_not_markup(tmp_path: Path) -> None:
     res = RUNNER.invoke(app, ["status", "--data", str(tmp_path)])
     assert res.exit_code == 0, res.output
     assert "no [bold] answer after [/INST]" in res.stdout and "x[bold]-s0.parquet" in res.stdout
+
+
+@pytest.mark.parametrize("columns", ["80", "40"])
+def test_status_on_a_narrow_terminal_elides_no_value(proposals: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch, columns: str) -> None:
+    # On an 80-column terminal every cell was cut to "qw…", "1…", "0.…" (at 40, empty boxes):
+    # the table fitted the width by eliding the values it exists to show. Whole lines now,
+    # which the terminal wraps (and `less -S` scrolls).
+    data = tmp_path / "data"
+    assert RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim",
+                               "--no-progress"]).exit_code == 0
+    (rec,) = PilotStore(data).records()
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich: a terminal, as a person's shell is
+    monkeypatch.setenv("COLUMNS", columns)
+    st = RUNNER.invoke(app, ["status", "--data", str(data)])
+    assert st.exit_code == 0, st.stderr
+    assert "…" not in st.stdout
+    for value in (rec.run_id, f"{rec.budget:.2e}", f"{rec.card.flops.total:.2e}", f"{rec.metrics.native:.3f}"):
+        assert value in st.stdout
