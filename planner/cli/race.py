@@ -180,15 +180,14 @@ def suggest(
         # decided: the calls so far, as the race's live table shows them (on stderr).
         from collections import Counter
 
-        from rich.console import Console
-
+        from planner.cli.app import whole_console
         from planner.cli.race_display import calls_table
         from planner.strategies.base import relevant_records
 
         ran = Counter(Setting(r.model, r.reward) for r in relevant_records(problem, strategy.records_))
-        Console(stderr=True).print(calls_table(f"calls so far at {problem.budget:.3g} FLOPs ({problem.target})",
-                                               problem, strategy.decide(),
-                                               measured={s: ran[s] for s in problem.settings}))
+        table = calls_table(f"calls so far at {problem.budget:.3g} FLOPs ({problem.target})", problem,
+                            strategy.decide(), measured={s: ran[s] for s in problem.settings})
+        whole_console(table, stderr=True).print(table)  # under 80 columns: whole rows, not cropped
     if as_json:
         for line in proposal_notes(props, len(waiting)):
             typer.echo(f"note: {line}", err=True)

@@ -58,12 +58,14 @@ class RaceDisplay:
                            measured=progress.setting_runs if progress else None)
 
     def final(self, result: Any, path: Path) -> None:
-        from rich.console import Console
         from rich.markup import escape
 
-        c = Console()
-        c.print(calls_table(f"regimes at {self.problem.budget:.3g} FLOPs ({self.problem.target})",
-                             self.problem, result.calls, result, posterior=self.posterior))
+        from planner.cli.app import whole_console
+
+        table = calls_table(f"regimes at {self.problem.budget:.3g} FLOPs ({self.problem.target})",
+                            self.problem, result.calls, result, posterior=self.posterior)
+        c = whole_console(table)  # under 80 columns: whole rows, not P% and the stake cropped off
+        c.print(table)
         c.print(f"stopped: {result.stop_reason} after {result.total_runs} runs, "
                 f"{result.total_flops:.3g} FLOPs; wrote {escape(str(path))}")
 
@@ -128,7 +130,9 @@ def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], resu
             failed = result.runs[s] - result.measured.get(s, 0)
             row.append(f"{result.measured.get(s, 0)}" + (f" +{failed} failed" if failed else ""))
         rows.append(row)
-    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+    # show_edge=False: the box's edge spaces made the table 81 wide, whole at 80 only by luck
+    # of the crop (a trailing space); printed uncut under 80 columns, they would wrap.
+    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_edge=False,
               caption=("P%: posterior probability of the search-, update-, reward-heavy regime; "
                        if posterior else "P%: this strategy has no posterior: a point call (optuna: 100 is "
                        "the call) or the share of bootstrap refits of its local fit (grid, random: 100 where "

@@ -959,3 +959,18 @@ def test_the_live_table_shows_no_call_for_a_setting_without_runs() -> None:
     assert "no runs" in rows["qwen2.5-1.5b/prm"] and "update-heavy" not in rows["qwen2.5-1.5b/prm"]
     assert "update-heavy" in rows["qwen2.5-1.5b/sparse"]
     assert "qwen2.5-1.5b/prm no runs" in round_line(progress, problem)  # as the log's line says
+
+
+def test_race_table_at_40_columns_keeps_every_cell(tmp_path: Path) -> None:
+    # COLUMNS=40 (a split pane): rich cropped the calls table at the 40th column, so the
+    # P% and stake cells, the call's evidence, were cut off and the title read "...1e+16 FLO".
+    data = tmp_path / "data"
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--pilot-budget", "1e15",
+                              "--models", "qwen2.5-1.5b", "--rewards", "sparse", "--max-runs", "4",
+                              "--data", str(data)], env={"COLUMNS": "40"})
+    assert res.exit_code == 0, res.output
+    (e,) = json.loads((data / "regimes.json").read_text())["settings"]
+    assert "regimes at 1e+16 FLOPs (native)" in res.output
+    row = [line for line in res.output.splitlines() if line.strip().startswith("qwen2.5-1.5b/sparse")][-1]
+    cells = row.split()
+    assert cells[1] == f"{e['rho_star']:.2f}" and cells[-1] == str(e["runs"]) and "sd" in cells[-2]
