@@ -181,9 +181,12 @@ def _read_one(path: Path) -> list[RunRecord]:
     if not os.access(path, os.R_OK):  # polars' own error for it is no PermissionError
         raise _unreadable(path, PermissionError(errno.EACCES, "permission denied"))
     try:
-        # Not a glob: a store under "pilot[v2]" read every record as a pattern matching
-        # nothing, listed each corrupt, and the next execute moved each aside and reran it.
-        frame = pl.read_parquet(path, glob=False)
+        # Through Python's open, not a path: a store under "pilot[v2]" read every record as a
+        # glob matching nothing, and one whose path is not UTF-8 (a latin-1 name, a non-ASCII
+        # one under a non-UTF-8 locale: surrogates polars cannot take) as "no .read() method";
+        # each was listed corrupt, and the next execute moved each aside and reran it.
+        with open(path, "rb") as fh:
+            frame = pl.read_parquet(fh)
     except PanicException as exc:
         # A BaseException, past every `except Exception`: polars panics on some damaged files
         # (a flipped byte in a compressed page), and one such file crashed status and execute.
