@@ -17,7 +17,7 @@ import typer
 
 __all__ = [
     "MAX_BUDGET", "SEED_MAX", "OneLineErrors", "app", "command", "emit_json", "engine_options", "guard", "parse_budget", "parse_list",
-    "parse_option", "whole_console",
+    "parse_option", "replace_unencodable", "whole_console",
 ]
 
 # The largest --seed every sampler takes: Optuna's and numpy's legacy seeding stop at
@@ -201,6 +201,18 @@ def terminate_as_interrupt() -> Iterator[None]:
 def interrupted_code(exc: KeyboardInterrupt) -> int:
     """The shell's code for a command ended by SIGTERM (143) or Ctrl-C (130)."""
     return 143 if isinstance(exc, Terminated) else 130
+
+
+def replace_unencodable() -> None:
+    """Where stdout or stderr cannot encode every character (``PYTHONIOENCODING=ascii``,
+    an old cluster's locale), write what they cannot as ``?``: a table's ``±`` or a path's
+    ``é`` was a UnicodeEncodeError traceback after the work was done."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if enc not in ("utf8", "utf8sig") and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
 
 
 def whole_console(renderable: Any, stderr: bool = False) -> Any:

@@ -10,4 +10,7 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     """The ``runners`` console script (``pyproject.toml``): run the typer app."""
+    from planner.cli.app import replace_unencodable
+
+    replace_unencodable()
     app()

@@ -147,3 +147,28 @@ def test_a_reader_that_went_away_is_a_quiet_exit_not_an_os_error_line() -> None:
         os.close(write)
     assert res.stderr == ""
     assert res.returncode == 1
+
+
+def test_a_terminal_that_cannot_encode_a_character_gets_a_question_mark(tmp_path: Path) -> None:
+    """PYTHONIOENCODING=ascii (an old cluster's locale): the proposals table's ± (rich
+    writes through sys.stdout) was a UnicodeEncodeError traceback after the batch was
+    written."""
+    import os
+    import subprocess
+    import sys
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    data = tmp_path / "data"
+    base = ["--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+            "--data", str(data)]
+    res = CliRunner().invoke(app, ["race", *base, "--engine", "sim", "--max-runs", "4", "--quiet"])
+    assert res.exit_code == 0, res.output
+    env = {**os.environ, "PYTHONIOENCODING": "ascii", "COLUMNS": "200"}
+    res = subprocess.run([sys.executable, "-c", "from planner.cli import main; main()", "suggest", *base,
+                          "--out", str(tmp_path / "p.json")], capture_output=True, env=env, timeout=120)
+    out, err = res.stdout.decode("ascii"), res.stderr.decode("utf-8", "replace")
+    assert res.returncode == 0 and "Traceback" not in err, err
+    assert "?" in out and "±" not in out  # mean?std where the terminal has no ±
