@@ -4,7 +4,7 @@
 # allocation regime is known or the run cap is hit, then write the regime report.
 # 20 runs: 8 pilots and 4 target-budget anchors, then acquisition and validation rounds
 # (with 12 the race ended before its first acquisition batch).
-# A smaller version of the committed campaign in reports/tiny-campaign/ (7-25 min on 2 cores: README).
+# A smaller version of the committed campaign in reports/tiny-campaign/ (6-25 min on 2 cores: README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q torch==2.13.0
