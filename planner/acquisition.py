@@ -48,7 +48,7 @@ from numpy.typing import NDArray
 
 from planner.compiler import CompileOptions
 from planner.design import compile_feasible, iso_pilot_budget, space_filling_rho
-from planner.frontier import Setting, allocation_shares, rho_grid
+from planner.frontier import FrontierModel, Setting, allocation_shares, rho_grid
 from planner.regime import LABELS, regime_entropy, regime_probabilities
 from planner.schema import RunPlan
 
@@ -165,7 +165,7 @@ def _candidates(
 
 
 def score_setting(
-    surrogate: object,
+    surrogate: FrontierModel,
     setting: Setting,
     target_budget: float,
     budgets: Sequence[float],
@@ -187,20 +187,19 @@ def score_setting(
     if not cands:
         return []
     seed = config.seed
-    now_samples = surrogate.sample_frontier(m, r, target_budget, grid, config.n_samples, seed)  # type: ignore[attr-defined]
+    now_samples = surrogate.sample_frontier(m, r, target_budget, grid, config.n_samples, seed)
     u_now = float(utility(now_samples, grid, shares, config.rho_weight))
     probs = regime_probabilities(now_samples, shares)
-    X_grid = surrogate.encode(m, r, grid, target_budget)  # type: ignore[attr-defined]
+    X_grid = surrogate.encode(m, r, grid, target_budget)
     X_c = np.concatenate(
-        [surrogate.encode(m, r, [p.rho], p.flops.total, reuse=[p.num_iterations]) for p, _ in cands]  # type: ignore[attr-defined]
+        [surrogate.encode(m, r, [p.rho], p.flops.total, reuse=[p.num_iterations]) for p, _ in cands]
     )
-    ahead = surrogate.lookahead_samples(  # type: ignore[attr-defined]
+    ahead = surrogate.lookahead_samples(
         X_c, X_grid, n_fantasies=config.n_fantasies, n_samples=config.n_samples, seed=seed
     )  # (n_f, C, S, G)
     u_after = utility(ahead, grid, shares, config.rho_weight).mean(axis=0)  # (C,)
-    mean, std = surrogate.predict(X_c)  # type: ignore[attr-defined]
-    noise_of = getattr(surrogate, "run_noise_variance", None)
-    noise = max(float(noise_of(r)), 0.0) if callable(noise_of) else 0.0
+    mean, std = surrogate.predict(X_c)
+    noise = max(float(surrogate.run_noise_variance(r)), 0.0)
     prob_map = {lab: float(p) for lab, p in zip(LABELS, probs, strict=True)}
     return [
         Candidate(
@@ -221,7 +220,7 @@ def score_setting(
 
 
 def select_batch(
-    surrogate: object,
+    surrogate: FrontierModel,
     settings: Iterable[Setting],
     q: int,
     *,
@@ -248,10 +247,10 @@ def select_batch(
     shift = {s: (0.5 + 0.6180339887 * per_setting[s]) % 1.0 for s in per_setting}
     model = surrogate
     if pending:
-        Xp = np.concatenate([model.encode(s.model, s.reward, [r], b, reuse=[mu])  # type: ignore[attr-defined]
+        Xp = np.concatenate([model.encode(s.model, s.reward, [r], b, reuse=[mu])
                              for s, r, b, mu in pending])
-        model = model.condition_on(Xp, model.predict(Xp)[0])  # type: ignore[attr-defined]
-    def score(m: object, s: Setting) -> list[Candidate]:
+        model = model.condition_on(Xp, model.predict(Xp)[0])
+    def score(m: FrontierModel, s: Setting) -> list[Candidate]:
         return score_setting(m, s, target_budget, budgets, config, opts, done, shift[s])
 
     scores = {s: score(model, s) for s in per_setting}
@@ -264,9 +263,9 @@ def select_batch(
         best = max(pool, key=lambda c: (c.value(pilot_budget, config.cost_power), c.std / math.sqrt(c.cost)))
         chosen.append(best)
         taken.add((best.setting, round(best.rho, 4), best.budget))
-        x = model.encode(best.setting.model, best.setting.reward, [best.rho], best.cost,  # type: ignore[attr-defined]
+        x = model.encode(best.setting.model, best.setting.reward, [best.rho], best.cost,
                          reuse=[best.plan.num_iterations])
-        model = model.condition_on(x, [best.mean])  # type: ignore[attr-defined]
+        model = model.condition_on(x, [best.mean])
         if len(chosen) < q:
             scores[best.setting] = score(model, best.setting)
     return chosen

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -31,6 +31,7 @@ from planner.registry import get_model, get_reward
 __all__ = [
     "AT_BUDGET_RATIO",
     "FrontierBand",
+    "FrontierModel",
     "Setting",
     "allocation_shares",
     "at_budget",
@@ -42,6 +43,62 @@ __all__ = [
 ]
 
 _Z = {0.5: 0.6744897501960817, 0.9: 1.6448536269514722}  # central-interval normal quantiles
+
+
+@runtime_checkable
+class FrontierModel(Protocol):
+    """The surrogate plug point: what the planner asks of a *fitted* model of one target.
+
+    :class:`surrogate.FrontierSurrogate` is the shipped one (``fit(records)`` returns it).
+    ``X`` rows are the model's own feature encoding ``(n, d)``, made by :meth:`encode`;
+    ``model`` is a registry name (or a parameter count), ``budget`` in FLOPs, ``reuse`` the
+    update passes per rollout of each row. Optional extras the planner reads when present:
+    ``noise_source(reward) -> str`` and ``data_.X`` (the fitted rows).
+    """
+
+    target: str
+
+    def encode(
+        self, model: str | float, reward: str, rho: ArrayLike, budget: ArrayLike, reuse: ArrayLike | None = None
+    ) -> NDArray[np.float64]:
+        """Feature rows ``(n, d)`` for one setting at rho ``(n,)`` and budget (scalar or ``(n,)``)."""
+        ...
+
+    def predict(
+        self, X: ArrayLike, observation_noise: bool = False
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Posterior mean and std ``(n,)`` at ``X`` ``(n, d)`` (with one run's noise if asked)."""
+        ...
+
+    def frontier(
+        self, model: str | float, reward: str, budget: float, rho_grid: ArrayLike
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Posterior mean and std ``(G,)`` of one setting's frontier on ``rho_grid`` ``(G,)``."""
+        ...
+
+    def sample_frontier(
+        self, model: str | float, reward: str, budget: float, rho_grid: ArrayLike, n_samples: int = 256,
+        seed: int = 0,
+    ) -> NDArray[np.float64]:
+        """Joint posterior sample paths ``(n_samples, G)`` of one setting's frontier."""
+        ...
+
+    def lookahead_samples(
+        self, X_candidates: ArrayLike, X_grid: ArrayLike, n_fantasies: int = 8, n_samples: int = 128,
+        seed: int = 0,
+    ) -> NDArray[np.float64]:
+        """Frontier samples ``(n_fantasies, C, n_samples, G)`` after a fantasised observation at
+        each of ``C`` candidates ``(C, d)``, on the grid rows ``(G, d)``."""
+        ...
+
+    def run_noise_variance(self, reward: str | None = None) -> float:
+        """Observation-noise variance of one new run of ``reward``, in the target's units."""
+        ...
+
+    def condition_on(self, X: ArrayLike, y: ArrayLike) -> FrontierModel:
+        """A copy conditioned on observations ``y`` ``(k,)`` at ``X`` ``(k, d)``, not refitted
+        (the kriging believer's pending runs)."""
+        ...
 
 
 class Setting(NamedTuple):
@@ -149,7 +206,7 @@ class FrontierBand:
 
 
 def frontier_band(
-    surrogate: Any,
+    surrogate: FrontierModel,
     model: str,
     reward: str,
     budget: float,
@@ -163,7 +220,7 @@ def frontier_band(
 
 
 def classify_setting(
-    surrogate: Any,
+    surrogate: FrontierModel,
     model: str,
     reward: str,
     budget: float,
@@ -218,7 +275,7 @@ def at_budget(run_budget: float, budget: float) -> bool:
 
 
 def _measured_near(
-    surrogate: Any, model: str, reward: str, budget: float, grid: NDArray[np.float64], support: float
+    surrogate: FrontierModel, model: str, reward: str, budget: float, grid: NDArray[np.float64], support: float
 ) -> NDArray[np.bool_]:
     """Grid points within ``support`` of a training run of the setting at the budget
     (:func:`at_budget`)."""

@@ -35,6 +35,7 @@ from planner.design import (
 )
 from planner.errors import ConfigError
 from planner.frontier import (
+    FrontierModel,
     Setting,
     allocation_shares,
     at_budget,
@@ -162,7 +163,7 @@ class RaceStrategy:
         self.validate = validate
         self.records_: list[RunRecord] = []
         self._ids: set[str] = set()
-        self._surrogate: Any = None
+        self._surrogate: FrontierModel | None = None
         self._calls: dict[Setting, RegimeCall] | None = None
         self._failed = FailedRuns(problem)
 
@@ -176,7 +177,7 @@ class RaceStrategy:
             self._surrogate, self._calls = None, None
 
     @_fits
-    def surrogate(self) -> Any:
+    def surrogate(self) -> FrontierModel | None:
         """The surrogate fitted on every record told so far (None with < 2 records)."""
         if self._surrogate is None and len(self.records_) >= 2:
             from surrogate import FrontierSurrogate, NotFittedError

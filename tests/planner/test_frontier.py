@@ -199,3 +199,39 @@ def test_without_a_grid_the_frontier_is_read_on_the_settings_rho_grid() -> None:
     assert frontier_band(stub, m, r, b, grid=GRID).rho.tolist() == GRID.tolist()
     classify_setting(stub, m, r, b)
     assert stub.asked[-1].tolist() == rho_grid(m, r).tolist()
+
+
+def test_the_shipped_surrogate_is_a_frontier_model() -> None:
+    """FrontierModel is the surrogate plug point the planner drives (classify_setting,
+    frontier_band, the acquisition): the shipped FrontierSurrogate, fitted, satisfies it at
+    run time, with the Protocol's parameters and defaults (mypy checks the types where
+    ours stores its fit), and its conditioned copy is one too."""
+    import inspect
+
+    from planner.design import compile_feasible
+    from planner.frontier import FrontierModel, Setting
+    from planner.proposals import make_proposal
+    from runners.engines.sim import SimEngine
+    from surrogate import FrontierSurrogate
+
+    s, engine = Setting("qwen2.5-1.5b", "sparse"), SimEngine(world="paper")
+    records = []
+    for i, rho in enumerate((0.2, 0.4, 0.6, 0.8)):
+        plan, _ = compile_feasible(s, rho, 1e15)
+        assert plan is not None
+        records.append(engine.run(make_proposal(plan, target="native", reason="test"), i))
+    sur = FrontierSurrogate("native", rewards=["sparse"], models={s.model: 1.5e9},
+                            budget_range=(1e14, 1e16)).fit(records)
+    assert isinstance(sur, FrontierModel) and sur.target == "native"
+    members = [n for n in vars(FrontierModel) if not n.startswith("_") and callable(getattr(FrontierModel, n))]
+    assert set(members) == {"encode", "predict", "frontier", "sample_frontier", "lookahead_samples",
+                            "run_noise_variance", "condition_on"}
+    for name in members:
+        mine = [(p.name, p.kind, p.default) for p in inspect.signature(getattr(sur, name)).parameters.values()]
+        theirs = [(p.name, p.kind, p.default)
+                  for p in list(inspect.signature(getattr(FrontierModel, name)).parameters.values())[1:]]
+        assert mine == theirs, name
+    X = sur.encode(s.model, s.reward, [0.5], 1e16)
+    assert X.ndim == 2 and X.shape[0] == 1
+    assert isinstance(sur.condition_on(X, [0.5]), FrontierModel)
+    assert not isinstance(object(), FrontierModel)
