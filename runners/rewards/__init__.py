@@ -2,8 +2,8 @@
 
 ``build_reward_system(name, family)`` returns a :class:`RewardSystemImpl`:
 
-* ``funcs`` -- one function in TRL's signature ``f(prompts, completions, **kwargs) ->
-  list[float]`` (pass it as ``GRPOTrainer(reward_funcs=impl.funcs)``);
+* ``funcs`` -- one :class:`RewardFunc` (TRL's signature ``f(prompts, completions, **kwargs) ->
+  list[float]``; pass it as ``GRPOTrainer(reward_funcs=impl.funcs)``);
 * ``scorer`` -- the PRM module for ``proxy-prm`` / ``prm`` (None for rule rewards);
 * ``scored`` -- ``(batch, padded_seq_len)`` of every scorer forward actually run, and
   ``calls`` -- ``(completions, wall seconds)`` of every reward call: a record of what ran.
@@ -18,20 +18,20 @@ Formulas: see :mod:`runners.rewards.rules` (sparse, structured, dense) and
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import ConfigError
+from runners.rewards.func import RewardFunc
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["FAMILIES", "RewardSystemImpl", "build_reward_system"]
+__all__ = ["FAMILIES", "RewardFunc", "RewardSystemImpl", "build_reward_system"]
 
 FAMILIES: tuple[str, ...] = ("tiny", "qwen2.5")
-RewardFunc = Callable[..., list[float]]
 
 
 @dataclass

@@ -27,9 +27,11 @@ from __future__ import annotations
 import ast
 import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from runners.rewards.func import RewardFunc
 
 __all__ = [
     "FORMAT_WEIGHT",
@@ -42,7 +44,6 @@ __all__ = [
 FORMAT_WEIGHT = 0.2
 STEP_WEIGHT = 0.5
 
-RewardFunc = Callable[..., list[float]]
 
 
 def completion_text(c: Any) -> str:

@@ -382,3 +382,29 @@ def test_every_bulleted_line_is_read() -> None:
     for bullet in ("- ", "* ", "+ "):
         text = f"{bullet}3 + 4 = 7\n{bullet}7 * 2 = 15\n\\boxed{{15}}"
         assert arithmetic_step_share(text, "Add 3 and 4, then double it.") == pytest.approx(1 / 2), bullet
+
+
+def test_every_rule_reward_is_a_reward_func_in_trls_signature() -> None:
+    """RewardFunc is the reward plug point (TRL's signature; mypy checks RULE_FUNCS against
+    it): every shipped rule reward, bare and as built for TRL, takes prompts, completions
+    and the dataset's columns as keywords, and gives one float in [0, 1] per completion."""
+    import inspect
+
+    from runners.rewards import RewardFunc
+    from runners.rewards.rules import RULE_FUNCS
+
+    batches = {"tiny": ([PROMPT] * 3, [RIGHT, WRONG_STEP, SHORTCUT], ["9"] * 3),
+               "qwen2.5": (["What is 2+3?"] * 2, ["2+3=5, so \\boxed{5}.", "\\boxed{6}"], ["5", "5"])}
+    assert {f for f, _ in RULE_FUNCS} == set(batches)
+    for (family, name), fn in RULE_FUNCS.items():
+        built = build_reward_system(name, family).funcs
+        assert len(built) == 1
+        for f in (fn, built[0]):
+            assert isinstance(f, RewardFunc)
+            kinds = [p.kind for p in inspect.signature(f).parameters.values()]
+            assert kinds[:2] == [inspect.Parameter.POSITIONAL_OR_KEYWORD] * 2 and kinds[-1] == inspect.Parameter.VAR_KEYWORD
+            prompts, completions, answer = batches[family]
+            out = f(prompts, completions, answer=answer)
+            assert isinstance(out, list) and len(out) == len(completions), (family, name)
+            assert all(isinstance(v, float) and 0.0 <= v <= 1.0 for v in out), (family, name, out)
+    assert not isinstance(42, RewardFunc)
