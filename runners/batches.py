@@ -53,9 +53,10 @@ class ParallelBatches:
         self.timeout_s = timeout_s
         # An unknown backend: make_backend names it and the known ones.
         opts = settings(backend, backend_config, dict(backend_options or {})) if backend in BACKENDS else {}
-        placed = placed_options(make_engine(engine, self.engine_options), self.engine_options)
+        eng = make_engine(engine, self.engine_options)
+        placed = placed_options(eng, self.engine_options)
         self._backend = make_backend(backend, workers=workers, data=self.data, engine_options=placed,
-                                     timeout_s=timeout_s, **opts)
+                                     timeout_s=timeout_s, simulated=getattr(eng, "simulated", False), **opts)
 
     def __call__(self, pairs: Sequence[tuple[Proposal, int]]) -> list[RunRecord]:
         from runners.execution import execute

@@ -163,7 +163,7 @@ def execute(
     # preparation (minutes of pretraining for the trl engine), not after it.
     be = backend if not isinstance(backend, str) else make_backend(
         backend, workers=workers, data=store.root, engine_options=placed, timeout_s=timeout_s,
-        **dict(backend_options or {}),
+        simulated=getattr(eng, "simulated", False), **dict(backend_options or {}),
     )
     driver = Driver(be, store, retries=retries, timeout_s=timeout_s, result=result,
                     show_progress=show_progress, console=console)

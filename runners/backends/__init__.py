@@ -91,10 +91,12 @@ def make_backend(
     data: str | Path = ".",
     engine_options: Mapping[str, Any] | None = None,
     timeout_s: float | None = None,
+    simulated: bool = False,
     **options: Any,
 ) -> Backend:
     """Build a backend by name. ``options`` are that backend's fields in
-    :mod:`runners.backends.config` (validated there, so bad values name their field)."""
+    :mod:`runners.backends.config` (validated there, so bad values name their field).
+    ``simulated``: the engine runs on no device (the sim), so GPU settings do not concern it."""
     from runners.backends.config import validate_options
 
     if name not in BACKENDS:
@@ -114,7 +116,8 @@ def make_backend(
         if opts.get("devices") and list(opts["devices"]) != [index]:
             raise ConfigError(f"device: {device} and [local].devices {list(opts['devices'])} disagree; give one")
         opts["devices"] = [index]
-    if name == "local" and opts.get("devices") and not cuda:
+    # Not for a simulated engine: it ignores the device, and refuses --device cuda itself.
+    if name == "local" and opts.get("devices") and not cuda and not simulated:
         # Ignored on the cpu: runs the user meant for GPUs would crawl on the CPU instead.
         raise ConfigError(f"devices: [local].devices {list(opts['devices'])} pins GPUs, but the runs are on "
                           "the cpu; pass --device cuda, or drop devices from --backend-config")

@@ -390,6 +390,15 @@ def test_gpu_devices_for_runs_on_the_cpu_are_refused() -> None:
         make_backend("local", devices=["0"])
 
 
+def test_gpu_devices_are_ignored_for_a_simulated_engine(tmp_path: Path) -> None:
+    """A backend config's [local].devices does not concern the sim engine, which ignores the
+    device and runs on no GPU: the refusal of devices on the cpu refused every sim run under
+    a shared backend.toml, and its fix (--device cuda) the sim refuses in turn."""
+    res = execute(PROPS[:2], data=tmp_path, engine="sim", backend="local", workers=2, show_progress=False,
+                  backend_options={"devices": ["0", "1"]})
+    assert len(res.ok) == 2
+
+
 def test_ray_on_this_machine_without_a_gpu_refuses_cuda(local_ray, tmp_path: Path) -> None:
     """A task asking Ray for a GPU the local Ray does not have waits forever, silently."""
     if local_ray.cluster_resources().get("GPU", 0):
