@@ -92,12 +92,13 @@ def execute(
     if len(set(seed_list)) < len(seed_list):
         twice = next(s for i, s in enumerate(seed_list) if s in seed_list[:i])
         raise ConfigError(f"seeds: {twice} is given twice; give each seed once")
-    ids: set[str] = set()
+    by_id: dict[str, Proposal] = {}
     for p in props:
-        if p.id in ids:
-            raise ConfigError(f"proposals: {p.id} is the id of two proposals; ids must be unique "
+        if p.id in by_id and by_id[p.id] != p:
+            raise ConfigError(f"proposals: {p.id} is the id of two different proposals; ids must be unique "
                               "(planner plan/suggest derive them from the content)")
-        ids.add(p.id)
+        by_id.setdefault(p.id, p)
+    props = list(by_id.values())  # the same proposal listed twice is one (two lists joined)
     if retries < 0:
         raise ConfigError(f"retries: must be >= 0, got {retries}")
     if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):

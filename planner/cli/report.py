@@ -28,7 +28,8 @@ def report(
     from planner.report import build_report
     from planner.schema import TARGETS
 
-    # Beside the runs by default, where the main job writes it (runs-main/report).
+    # Inside the store folder by default (the store reads only runs/, failed/, corrupt/ and
+    # its regimes.json), so a report stays with the runs it is of.
     out = data / "report" if out is None else out
     # The output first, before any fit: a refusal after the fits wasted them, and a name
     # over the length limit must be named as --out, not as a stat error.

@@ -19,9 +19,15 @@ def test_two_proposals_under_one_id_are_refused_before_any_run(tmp_path: Path) -
     under one id made one run id, the second plan was never run and came back "already
     done", its run lost behind the first one's record."""
     other = make_proposal(compile_plan("tiny-s", "sparse", 0.6, 1e12)).model_copy(update={"id": P.id})
-    with pytest.raises(ConfigError, match=rf"^proposals: {P.id} is the id of two proposals"):
+    with pytest.raises(ConfigError, match=rf"^proposals: {P.id} is the id of two different proposals"):
         execute([P, other], data=tmp_path / "d", engine="sim", show_progress=False)
     assert not (tmp_path / "d").exists()
+
+
+def test_the_same_proposal_listed_twice_runs_once(tmp_path: Path) -> None:
+    """Two lists joined (the same proposal twice) are one run, not an error."""
+    res = execute([P, P], data=tmp_path / "d", engine="sim", show_progress=False)
+    assert res.ok == [f"{P.id}-s0"] and res.skipped == [] and res.attempts == 1
 
 
 def test_a_seed_given_twice_is_refused_before_any_run(tmp_path: Path) -> None:
