@@ -48,7 +48,7 @@ from planner.strategies.base import (
     relevant_records,
 )
 
-__all__ = ["RaceProgress", "RaceResult", "regimes_document", "run_race", "write_regimes"]
+__all__ = ["RaceProgress", "RaceResult", "regimes_document", "run_race", "tally", "write_regimes"]
 
 # MAX_ATTEMPTS (strategies.base): a run that has failed this many times in the store is
 # not tried again by a race (the strategy is told, and proposes it no more);
@@ -96,7 +96,7 @@ class RaceResult:
         return sum(self.flops.values())
 
 
-def _tally(
+def tally(
     problem: RaceProblem, records: Sequence[RunRecord],
 ) -> tuple[dict[Setting, int], dict[Setting, float], dict[Setting, int]]:
     """Attempts, FLOPs (failed runs cost FLOPs too) and runs that measured the target, of
@@ -163,7 +163,7 @@ def run_race(
     measured_ids = {r.proposal_id for r in relevant_records(problem, all_records)}
     # Failed records too: a strategy must know what the loop will not run again.
     strategy.tell(all_records)
-    runs, flops, measured = _tally(problem, all_records)
+    runs, flops, measured = tally(problem, all_records)
     overrun = _overrun(all_records)
     asks: list[float] = []
     rnd = 0

@@ -178,15 +178,13 @@ def suggest(
     if strategy.records_:
         # A manual loop (suggest, execute, suggest) saw no call until every setting was
         # decided: the calls so far, as the race's live table shows them (on stderr).
-        from collections import Counter
-
         from planner.cli.app import whole_console
         from planner.cli.race_display import calls_table
-        from planner.strategies.base import relevant_records
+        from planner.loop import tally
 
-        ran = Counter(Setting(r.model, r.reward) for r in relevant_records(problem, strategy.records_))
+        _, _, measured = tally(problem, strategy.records_)
         table = calls_table(f"calls so far at {problem.budget:.3g} FLOPs ({problem.target})", problem,
-                            strategy.decide(), measured={s: ran[s] for s in problem.settings})
+                            strategy.decide(), measured=measured)
         whole_console(table, stderr=True).print(table)  # under 80 columns: whole rows, not cropped
     if as_json:
         for line in proposal_notes(props, len(waiting)):

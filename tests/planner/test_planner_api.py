@@ -4,69 +4,22 @@ docstring, and ``import planner`` and ``planner --help`` load no deep-learning l
 
 from __future__ import annotations
 
-import ast
-import dataclasses
-import importlib
-import inspect
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 import planner
+from tests.public_surface import check_public_surface, import_and_help, package_modules
 
-HEAVY = ("torch", "trl", "botorch", "gpytorch", "transformers", "peft")
-ROOT = Path(planner.__file__).parent
-MODULES = sorted(
-    ".".join(("planner", *p.relative_to(ROOT).with_suffix("").parts)).removesuffix(".__init__")
-    for p in ROOT.rglob("*.py")
-)
-
-
-def undocumented(module: object) -> list[str]:
-    """Names in ``module.__all__`` defined in this code base (a class or a function) whose
-    own docstring is missing; a dataclass's generated ``Name(field, ...)`` does not count."""
-    out = []
-    for name in getattr(module, "__all__", ()):
-        obj = getattr(module, name)
-        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
-            continue
-        doc = obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__
-        if dataclasses.is_dataclass(obj) and doc and doc.startswith(f"{obj.__name__}("):
-            doc = None
-        if not (doc and doc.strip()):
-            out.append(name)
-    return out
+MODULES = package_modules(planner)
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_every_public_name_exists_and_has_a_docstring(name: str) -> None:
-    module = importlib.import_module(name)
-    assert module.__doc__, f"{name} has no module docstring"
-    public = getattr(module, "__all__", None)
-    if public is None:  # a bare package (only its docstring); a CLI module registers commands
-        body = ast.parse(Path(module.__file__).read_text()).body
-        bare = len(body) == 1 and isinstance(body[0], ast.Expr)
-        assert bare or name.startswith("planner.cli."), f"{name} has no __all__"
-        return
-    assert len(set(public)) == len(public), f"{name}.__all__ repeats a name"
-    assert [n for n in public if not hasattr(module, n)] == [], f"{name}.__all__ names what it lacks"
-    assert undocumented(module) == [], f"{name}: public names without a docstring"
+    # A CLI module registers commands: it may have no __all__, as may a bare package.
+    check_public_surface(name, without_all="planner.cli.")
 
 
 def test_import_planner_and_help_load_no_deep_learning_library() -> None:
-    code = (
-        "import sys\n"
-        f"heavy = {HEAVY!r}\n"
-        "import planner\n"
-        "print('loaded after import:', [m for m in heavy if m in sys.modules])\n"
-        "from planner.cli import main\n"
-        "sys.argv = ['planner', '--help']\n"
-        "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-        "print('loaded after help:', [m for m in heavy if m in sys.modules])\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = import_and_help("planner")
     assert "loaded after import: []" in out.splitlines(), out
     assert "loaded after help: []" in out.splitlines(), out
     assert "Usage" in out  # the help really printed

@@ -5,54 +5,21 @@ features (``extract``, ``group_replicates``, ``FEATURES``) stays light."""
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
-import inspect
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 import surrogate
+from tests.public_surface import HEAVY, check_public_surface, package_modules, run_python
 
-HEAVY = ("torch", "trl", "botorch", "gpytorch", "transformers", "peft")
-ROOT = Path(surrogate.__file__).parent
-MODULES = sorted(
-    ".".join(("surrogate", *p.relative_to(ROOT).with_suffix("").parts)).removesuffix(".__init__")
-    for p in ROOT.rglob("*.py")
-)
-
-
-def undocumented(module: object) -> list[str]:
-    """Names in ``module.__all__`` defined in this code base (a class or a function) whose
-    own docstring is missing; a dataclass's generated ``Name(field, ...)`` does not count."""
-    out = []
-    for name in getattr(module, "__all__", ()):
-        obj = getattr(module, name)
-        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
-            continue
-        doc = obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__
-        if dataclasses.is_dataclass(obj) and doc and doc.startswith(f"{obj.__name__}("):
-            doc = None
-        if not (doc and doc.strip()):
-            out.append(name)
-    return out
+MODULES = package_modules(surrogate)
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_every_public_name_exists_and_has_a_docstring(name: str) -> None:
-    module = importlib.import_module(name)
-    assert module.__doc__, f"{name} has no module docstring"
-    public = getattr(module, "__all__", None)
-    assert public is not None, f"{name} has no __all__"
-    assert len(set(public)) == len(public), f"{name}.__all__ repeats a name"
-    assert [n for n in public if not hasattr(module, n)] == [], f"{name}.__all__ names what it lacks"
-    assert undocumented(module) == [], f"{name}: public names without a docstring"
+    check_public_surface(name)
 
 
 def test_import_surrogate_loads_no_deep_learning_library_until_the_gp_is_used() -> None:
-    code = (
+    out = run_python(
         "import sys\n"
         f"heavy = {HEAVY!r}\n"
         "import surrogate\n"
@@ -63,7 +30,6 @@ def test_import_surrogate_loads_no_deep_learning_library_until_the_gp_is_used() 
         "assert FrontierSurrogate is surrogate.model.FrontierSurrogate\n"
         "print('torch after use:', 'torch' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "loaded after import: []" in out.splitlines(), out
     assert "torch after use: True" in out.splitlines(), out
 
