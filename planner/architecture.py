@@ -11,7 +11,7 @@ from typing import Any
 
 from planner.errors import ConfigError
 
-__all__ = ["LINEAR_MODULES", "Architecture", "FamilyDefaults", "architecture_from_hf_config", "lora_targets_problem",
+__all__ = ["LINEAR_MODULES", "Architecture", "FamilyDefaults", "architecture_from_hf_config", "is_count", "lora_targets_problem",
            "shape_mismatch"]
 
 # Every linear layer of a Qwen2 decoder block, as peft names them.
@@ -137,6 +137,12 @@ _CONFIG_INTS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_
                 "intermediate_size", "vocab_size", "max_position_embeddings")
 
 
+def is_count(v: Any) -> bool:
+    """Whether ``v`` is a positive whole number as a config file gives one: an int, not a
+    bool (True is an int in Python) and not a float or a numeric string."""
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
 # Keys that mark a mixture-of-experts config (Mixtral, Qwen2/3-MoE, DeepSeek), when positive.
 _MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
 
@@ -183,8 +189,7 @@ def architecture_from_hf_config(
                            "vocab_size") if config.get(k) is None]
     if missing:
         raise ConfigError(f"{where} lacks {missing[0]!r}; pass a Qwen2-style config")
-    moe = next((k for k in _MOE_KEYS if isinstance(config.get(k), int) and not isinstance(config.get(k), bool)
-                and config[k] > 0), None)
+    moe = next((k for k in _MOE_KEYS if is_count(config.get(k))), None)
     if moe is not None:
         # Its intermediate_size is one expert's (Mixtral: two run per token) or a dense size
         # beside the routed and shared experts (Qwen2-MoE): one dense MLP is the wrong cost.
@@ -193,7 +198,7 @@ def architecture_from_hf_config(
     fields = {"num_key_value_heads": config["num_attention_heads"], "max_position_embeddings": 32768}
     fields |= {k: config[k] for k in _CONFIG_INTS if config.get(k) is not None}
     for k, v in fields.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        if not is_count(v):
             raise ConfigError(f"{where} {k} is {v!r}; it must be a positive whole number")
     heads, kv = fields["num_attention_heads"], fields["num_key_value_heads"]
     if heads % kv:

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from planner.accountant import LoRA
-from planner.architecture import LINEAR_MODULES, Architecture
+from planner.architecture import LINEAR_MODULES, Architecture, is_count
 from planner.audit import Recipe
 from planner.engine import is_device
 from planner.errors import ConfigError
@@ -220,7 +220,7 @@ def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any], layers: int |
 
     def pos_int(key: str, default: Any = None) -> int:
         v = cfg.get(key, default)
-        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+        if not is_count(v):
             raise ConfigError(f"config: {key} must be a positive integer, got {v!r}")
         if v > MAX_COUNT:
             raise ConfigError(f"config: {key} is {v:.3g}; at most {MAX_COUNT:.0e} (a larger one is no run)")

@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from planner.architecture import Architecture, FamilyDefaults, architecture_from_hf_config
+from planner.architecture import Architecture, FamilyDefaults, architecture_from_hf_config, is_count
 from planner.errors import ConfigError
 
 __all__ = [
@@ -104,7 +104,7 @@ def _model_from_file(path: Path, raw: dict[str, Any]) -> Architecture:
     if raw.get("hub_id") is not None and not isinstance(raw["hub_id"], str):
         raise ConfigError(f"{path}: hub_id must be a string, got {raw['hub_id']!r}")
     head = raw.get("score_head", [])
-    if not isinstance(head, list) or len(head) > 2 or not all(_positive_int(x) for x in head):
+    if not isinstance(head, list) or len(head) > 2 or not all(is_count(x) for x in head):
         raise ConfigError(f"{path}: score_head must be [d_out] or [d_hidden, d_out] of positive integers, "
                           f"got {head!r}")
     raw["score_head"] = tuple(head)
@@ -118,7 +118,7 @@ def _model_from_file(path: Path, raw: dict[str, Any]) -> Architecture:
     for key, value in defaults.items():
         if key not in known:
             raise ConfigError(f"{path}: unknown key defaults.{key}; use {', '.join(sorted(known))}")
-        if key in _DEFAULT_COUNTS and not _positive_int(value):
+        if key in _DEFAULT_COUNTS and not is_count(value):
             raise ConfigError(f"{path}: defaults.{key} must be a positive integer, got {value!r}")
     if not isinstance(defaults.get("gradient_checkpointing", True), bool):
         raise ConfigError(f"{path}: defaults.gradient_checkpointing must be true or false, "
@@ -127,10 +127,6 @@ def _model_from_file(path: Path, raw: dict[str, Any]) -> Architecture:
         raise ConfigError(f"{path}: defaults.lm_head_positions must be 'completion' or 'all', "
                           f"got {defaults['lm_head_positions']!r}")
     return Architecture(**raw, defaults=FamilyDefaults(**defaults))
-
-
-def _positive_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
 @cache
