@@ -21,6 +21,7 @@ def calibrate_cmd(
     out: Path | None = typer.Option(None, "--out", parser=path_value, help="write the world with the fitted entries here "
                                     "(a .toml; use it with --world in race, execute and truth)"),
     delta: float = typer.Option(0.02, "--delta", help="Huber threshold in metric units (~2 evaluation-noise sd)"),
+    force: bool = typer.Option(False, "--force", help="replace --out if it exists"),
 ) -> None:
     """Fit each policy's sim entry (base, ceiling, scale per target) to its real runs.
 
@@ -43,6 +44,10 @@ def calibrate_cmd(
             raise ConfigError(f"out: the world is named after its file, and {out.stem!r} is a shipped world's "
                               "name (records would not tell them apart); choose another file name")
         check_output_file(out, "out")
+        if out.exists() and not force:
+            # A world file may be hand-edited, or the world some store's sim records were
+            # made with (they carry its hash, and a race on that store would then refuse).
+            raise ConfigError(f"out: {str(out)!r} exists; choose another file name, or add --force to replace it")
     if not Path(data).is_dir():
         raise ConfigError(f"data: {str(data)!r} is not a directory; give the pilot store of your runs")
     # DIR/runs read as a store holds no run: "no real runs ... run `runners execute` first"

@@ -156,3 +156,18 @@ def test_calibrate_warns_when_no_run_measures_the_native_base(tmp_path: Path) ->
     assert "warning: tiny-m: every run uses a partial-credit reward (prm)" in " ".join(res.output.split())
     full = runner.invoke(app, ["calibrate", "--data", str(CAMPAIGN), "--models", "tiny-m"])
     assert full.exit_code == 0 and "partial-credit" not in full.output
+
+
+def test_calibrate_keeps_an_existing_out_file_unless_forced(tmp_path: Path) -> None:
+    """A world file already at --out (hand-edited, or the world of some store's records) is
+    not replaced silently: a one-line refusal before any fitting, and --force replaces it."""
+    out = tmp_path / "mine.toml"
+    out.write_text("# my hand-edited world\n")
+    res = runner.invoke(app, ["calibrate", "--data", str(CAMPAIGN), "--models", "tiny-m", "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "out: " in res.output and "--force" in res.output and len(res.output.strip().splitlines()) == 1
+    assert out.read_text() == "# my hand-edited world\n"
+    res = runner.invoke(app, ["calibrate", "--data", str(CAMPAIGN), "--models", "tiny-m", "--out", str(out),
+                              "--force"])
+    assert res.exit_code == 0, res.output
+    assert load_world(out).name == "mine"
