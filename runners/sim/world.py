@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import tomllib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from planner.errors import ConfigError
 from planner.registry import configs_dir
@@ -42,6 +43,38 @@ __all__ = [
 ]
 
 DEFAULT_WORLD = "paper"
+
+_V = TypeVar("_V")
+
+
+class _Frozen(Mapping[str, _V]):
+    """A read-only mapping. ``load_world`` hands every caller the same cached World, so a
+    caller writing into ``world.noise`` would change every later run's world under its
+    unchanged hash. Unlike ``MappingProxyType`` it pickles (worlds travel to workers)."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, items: Mapping[str, _V]) -> None:
+        self._d = dict(items)
+
+    def __getitem__(self, key: str) -> _V:
+        return self._d[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __repr__(self) -> str:
+        return repr(self._d)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Frozen, (self._d,))
+
+
+def _freeze(obj: object, name: str, value: Mapping[str, Any]) -> None:
+    object.__setattr__(obj, name, value if isinstance(value, _Frozen) else _Frozen(value))
 
 
 @dataclass(frozen=True)
@@ -61,7 +94,10 @@ class RewardDynamics:
     graded: float
     selection: float
     native_lift: float
-    signal: dict[str, float]
+    signal: Mapping[str, float]
+
+    def __post_init__(self) -> None:
+        _freeze(self, "signal", self.signal)
 
 
 @dataclass(frozen=True)
@@ -72,13 +108,18 @@ class World:
     description: str
     sources: tuple[str, ...]
     stages: int
-    noise: dict[str, float]
-    reuse_decay: dict[str, float]
-    prompt_cap: dict[str, float]
-    rewards: dict[str, RewardDynamics]
-    models: dict[str, dict[str, Capacity]]
+    noise: Mapping[str, float]
+    reuse_decay: Mapping[str, float]
+    prompt_cap: Mapping[str, float]
+    rewards: Mapping[str, RewardDynamics]
+    models: Mapping[str, Mapping[str, Capacity]]
     path: str = ""
     sha256: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("noise", "reuse_decay", "prompt_cap", "rewards"):
+            _freeze(self, name, getattr(self, name))
+        _freeze(self, "models", {m: c if isinstance(c, _Frozen) else _Frozen(c) for m, c in self.models.items()})
 
     def capacity(self, model: str, target: str) -> Capacity:
         if model not in self.models:

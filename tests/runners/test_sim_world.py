@@ -150,3 +150,18 @@ def test_stages_default_to_8_and_a_missing_reward_is_named(tmp_path: Path) -> No
     assert load_world(_broken(tmp_path, "stages = 8", "stages = 3")).stages == 3
     with pytest.raises(ConfigError, match=re.escape("'rewards.no-such-reward' is missing")):
         load_world(PAPER).reward("no-such-reward")
+
+
+def test_a_loaded_world_is_read_only_and_still_pickles() -> None:
+    """Every load_world call returns the one cached World: a caller writing into its tables
+    would change every later run's world under an unchanged hash."""
+    import pickle
+
+    w = load_world("paper")
+    for table in (w.noise, w.reuse_decay, w.prompt_cap, w.rewards, w.models, w.models["qwen2.5-7b"],
+                  w.reward("sparse").signal):
+        with pytest.raises(TypeError):
+            table[next(iter(table))] = 0.5  # type: ignore[index]
+    assert load_world("paper").noise["native"] == w.noise["native"] == dict(w.noise)["native"]
+    back = pickle.loads(pickle.dumps(w))  # worlds travel to spawned workers
+    assert back == w and back.models["qwen2.5-7b"]["native"] == w.models["qwen2.5-7b"]["native"]
