@@ -14,6 +14,7 @@ import math
 import os
 import signal
 import subprocess
+import sys
 import time
 import types
 from collections.abc import Iterator
@@ -24,9 +25,11 @@ from typing import Any
 from planner.errors import ConfigError
 from runners.backends import Handle, WorkerLost, require
 from runners.backends.queue import ThrottledQueue
+from runners.lease import TTL_S
 from runners.task import Outcome, forget_attempt, run_task
 
-__all__ = ["CLOSE_GRACE_S", "DEFAULT_TIME_MIN", "KILLED_STATES", "RESULT_GRACE_S", "SlurmBackend"]
+__all__ = ["CANCEL_GRACE_S", "CLOSE_GRACE_S", "DEFAULT_TIME_MIN", "KILLED_STATES", "RESULT_GRACE_S",
+           "SlurmBackend"]
 
 DEFAULT_TIME_MIN = 240  # submitit's own default is 5 minutes, far too short for a pilot run
 
@@ -37,6 +40,10 @@ DEFAULT_TIME_MIN = 240  # submitit's own default is 5 minutes, far too short for
 KILLED_STATES = frozenset({"BOOT_FAIL", "CANCELLED", "DEADLINE", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT"})
 RESULT_GRACE_S = 2.0  # a job can write its result just before the kill: a short look for it
 CLOSE_GRACE_S = 5.0  # how long close() waits for stopped local jobs to be gone
+# How long close() waits for cancelled SLURM jobs to end: scancel only asks, and a job lives
+# on for up to the cluster's KillWait (30 s by default), and may still write its record.
+CANCEL_GRACE_S = 35.0
+SACCT_POLL_S = 2.0  # between the sacct calls of that wait (submitit's own shortest interval)
 
 
 class SlurmBackend(ThrottledQueue):
@@ -169,16 +176,21 @@ class SlurmBackend(ThrottledQueue):
                 _kill_group(h.ref)
             else:
                 h.ref.cancel(check=False)
-        if local:
-            deadline = time.monotonic() + CLOSE_GRACE_S
-            while any(_live(h.ref) for h in stopped) and time.monotonic() < deadline:
-                time.sleep(0.05)
-        for h in stopped:
-            # A local job is gone now; a SLURM job has been cancelled (killed within the
-            # cluster's KillWait). Its lease would keep the run from a resumed race or another
-            # driver for the lease's TTL; only this attempt's lease (by its nonce) goes.
-            if not local or not _live(h.ref):
+        grace, every = (CLOSE_GRACE_S, 0.05) if local else (CANCEL_GRACE_S, SACCT_POLL_S)
+        live = _still_live([h.ref for h in stopped], grace, every)
+        for h, on in zip(stopped, live, strict=True):
+            # Its lease would keep the run from a resumed race or another driver for the
+            # lease's TTL; only this attempt's lease (by its nonce) goes. A job not seen gone
+            # may still run it, and write its record: its lease stays, to go stale once the
+            # job is dead.
+            if not on:
                 forget_attempt(h.task)
+        kept = [h for h, on in zip(stopped, live, strict=True) if on]
+        if kept:
+            jobs = ", ".join(f"{h.task.run_id} (job {h.ref.job_id})" for h in kept)
+            print(f"slurm: {len(kept)} stopped job(s) not seen to end within {grace:g} s (still running, or sacct "
+                  f"did not answer): {jobs}; their runs stay leased, so a rerun waits until each job ends or its "
+                  f"lease goes stale ({TTL_S:g} s without a heartbeat)", file=sys.stderr)
         self._running.clear()
         self._waiting.clear()
 
@@ -188,6 +200,28 @@ def _live(job: Any) -> bool:
         return not job.done()
     except Exception:  # sacct unreachable: assume the worst, as a cancel is cheap
         return True
+
+
+def _still_live(jobs: list[Any], within_s: float, every_s: float) -> list[bool]:
+    """Whether each of ``jobs`` is still live after waiting up to ``within_s`` for them all to
+    end, looking every ``every_s``. One forced sacct call a round: submitit's watcher re-reads
+    sacct only every few minutes for a job started long ago, and one call answers for all."""
+    live = [True] * len(jobs)
+    deadline = time.monotonic() + within_s
+    while True:
+        asked = False
+        for i, job in enumerate(jobs):
+            if not live[i]:
+                continue
+            try:
+                live[i] = not job.done(force_check=not asked)
+                asked = True
+            except Exception:  # as in _live: a job not known to be gone counts as live
+                pass
+        left = deadline - time.monotonic()
+        if not any(live) or left <= 0:
+            return live
+        time.sleep(min(every_s, left))
 
 
 def _kill_group(job: Any) -> None:
