@@ -12,7 +12,7 @@ from typing import Any
 
 __all__ = [
     "atomic_write_text", "check_creatable", "default_file_mode", "dumps_json", "nearest_existing", "remove_idle",
-    "umask",
+    "shown_path", "umask",
 ]
 
 
@@ -36,6 +36,20 @@ def nearest_existing(path: str | Path) -> tuple[Path, bool]:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     return probe, probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
+
+
+def shown_path(path: str | Path) -> str:
+    """``path`` as text any page, figure or terminal can take. A name whose bytes are not
+    UTF-8 (a latin-1 folder name) is held by Python with surrogates, which no UTF-8 writer
+    accepts: ``planner report`` on such a folder was a traceback with no report. Those
+    bytes are shown escaped (``runs_\\xff``, as Python shows bytes), the rest unchanged; the
+    path itself stays for opening files."""
+    text = os.fspath(path)
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no byte decodes to (text, not a name): escaped too
+        raw = text.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def check_creatable(path: str | Path, field: str) -> None:

@@ -43,6 +43,7 @@ def report(
     if target not in TARGETS:
         raise ConfigError(f"target: unknown target {target!r}; use one of: {', '.join(TARGETS)}")
     from planner.cli.app import interrupted_code, terminate_as_interrupt
+    from planner.files import shown_path
     from planner.report.build import is_earlier_report
 
     had = is_earlier_report(out)
@@ -52,16 +53,18 @@ def report(
     except KeyboardInterrupt as exc:
         # Its pages are written last, each whole: an earlier report stays readable, but the
         # figures it shares with this one may already be the new ones.
-        left = (f"the earlier report in {out} is kept, though some of its figures may already be this run's"
+        left = (f"the earlier report in {shown_path(out)} is kept, though some of its figures may already be this run's"
                 if had else "no report was written")
         typer.echo(f"interrupted: {left}; rerun the same command to write it", err=True)
         raise typer.Exit(interrupted_code(exc)) from None
     for w in res.warnings:
         typer.echo(f"warning: {w}", err=True)
     typer.echo(res.message)
-    typer.echo(f"report: {res.html}")
-    typer.echo(f"        {res.markdown}")
-    typer.echo(f"        {res.regimes} ({len(res.figures) // 2} figures in {out / 'figures'})")
+    # Shown, not opened: a folder name that is not UTF-8 was a UnicodeEncodeError here, after
+    # the report was written.
+    typer.echo(f"report: {shown_path(res.html)}")
+    typer.echo(f"        {shown_path(res.markdown)}")
+    typer.echo(f"        {shown_path(res.regimes)} ({len(res.figures) // 2} figures in {shown_path(out / 'figures')})")
 
 
 def _check_out(out: Path, data: Path) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner.files import atomic_write_text, dumps_json
+from planner.files import atomic_write_text, dumps_json, shown_path
 from planner.schema import TARGETS
 
 __all__ = ["ReportResult", "build_report", "is_earlier_report"]
@@ -126,12 +126,12 @@ def build_report(
         doc = blocks(data, figs)
         md, page, reg = out / "report.md", out / "report.html", out / "regimes.json"
         _atomic_write(md, to_markdown(doc))
-        _atomic_write(page, to_html(doc, f"RACE regime report: {data.data_dir.name or data.data_dir}"))
+        _atomic_write(page, to_html(doc, f"RACE regime report: {shown_path(data.data_dir.name or data.data_dir)}"))
         _atomic_write(reg, dumps_json(regimes_json(data), indent=2) + "\n")
     warnings = [*data.mixed, *data.notes]
     if data.corrupt:
-        warnings.append(f"{len(data.corrupt)} unreadable record file(s) in {data.data_dir} were skipped (first: "
-                        f"{data.corrupt[0][0]}); `runners status --data {data.data_dir}` lists them")
+        warnings.append(f"{len(data.corrupt)} unreadable record file(s) in {data.data_text} were skipped (first: "
+                        f"{data.corrupt[0][0]}); `runners status --data {data.data_text}` lists them")
     return ReportResult(out, md, page, reg, paths, status_of(data), status_line(data), warnings)
 
 

@@ -194,9 +194,16 @@ class ReportData:
         return f"{kind} ({', '.join(self.engines) or 'no engine'})"
 
     @property
+    def data_text(self) -> str:
+        """The data directory as the report shows it (its bytes that are not UTF-8 escaped)."""
+        from planner.files import shown_path
+
+        return shown_path(self.data_dir)
+
+    @property
     def source_text(self) -> str:
         # Attempts, said so: the summary above counts failed *runs* (a run tried twice is one).
-        return f"{self.data_dir} ({len(self.ok)} ok runs, {len(self.failed)} failed attempts)"
+        return f"{self.data_text} ({len(self.ok)} ok runs, {len(self.failed)} failed attempts)"
 
     @property
     def empty(self) -> bool:
@@ -217,12 +224,14 @@ def check_campaign_dir(data_dir: str | Path) -> None:
 def load_records(data_dir: Path) -> tuple[list[RunRecord], list[RunRecord], list[tuple[str, str]]]:
     """ok records, failed attempts and corrupt files (name, reason) of a pilot store."""
     from planner.engine import open_store
+    from planner.files import shown_path
 
     check_campaign_dir(data_dir)
     scan = open_store(data_dir).scan(status=None)
     ok = [r for r in scan.records if r.status == "ok"]
     failed = [r for r in scan.records if r.status == "failed"]
-    corrupt = [(str(c.path), c.reason) for c in scan.corrupt]
+    # Shown, not opened: as text a page takes (a reason may quote a link's target path).
+    corrupt = [(shown_path(c.path), shown_path(c.reason)) for c in scan.corrupt]
     key = lambda r: (r.model, r.reward, r.budget, r.rho_planned, r.seed, r.run_id, r.attempt)  # noqa: E731
     return sorted(ok, key=key), sorted(failed, key=key), corrupt
 
@@ -269,7 +278,10 @@ def read_race(data_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
     """``DIR/regimes.json`` written by ``planner race`` (None if absent) and a note if unreadable."""
     import json
 
+    from planner.files import shown_path
+
     path = data_dir / "regimes.json"
+    where = shown_path(path)  # the notes are printed and written into the report
     if not path.is_file():
         return None, None
     try:
@@ -277,14 +289,14 @@ def read_race(data_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
         budget = float(doc["budget"])
         pairs = [(e["model"], e["reward"]) for e in doc.get("settings", [])]
     except Exception as exc:  # a hand-edited or half-written file must not sink the report
-        return None, f"{path} is not a readable race summary ({_why(exc)}); ignored"
+        return None, f"{where} is not a readable race summary ({_why(exc)}); ignored"
     if not math.isfinite(budget) or budget <= 0 or not pairs:
-        return None, f"{path} names no target budget or settings; ignored"
+        return None, f"{where} names no target budget or settings; ignored"
     bad = _race_field_problem(doc, pairs)
     if bad:
-        return None, f"{path} is not a readable race summary ({bad}); ignored"
+        return None, f"{where} is not a readable race summary ({bad}); ignored"
     odd = _race_value_problem(doc)
-    return doc, (f"{path}: {odd}; shown as missing" if odd else None)
+    return doc, (f"{where}: {odd}; shown as missing" if odd else None)
 
 
 def _why(exc: Exception) -> str:

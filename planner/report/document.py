@@ -39,10 +39,10 @@ def status_line(data: ReportData) -> str:
     st = status_of(data)
     if st == "empty":
         extra = f" ({len(data.corrupt)} unreadable file(s) were skipped)" if data.corrupt else ""
-        return (f"No runs found in {data.data_dir}{extra}: there is nothing to report yet. "
+        return (f"No runs found in {data.data_text}{extra}: there is nothing to report yet. "
                 "Run proposals with `runners execute` or `planner race` into this directory first.")
     if st == "all-failed":
-        return (f"All {len(data.failed)} attempt(s) of {_n_runs(data.failed)} run(s) in {data.data_dir} "
+        return (f"All {len(data.failed)} attempt(s) of {_n_runs(data.failed)} run(s) in {data.data_text} "
                 "failed: no frontier can be fitted and no regime can be called. The failed attempts and "
                 "their errors are listed below.")
     if st == "no-fit":
@@ -64,7 +64,7 @@ def status_line(data: ReportData) -> str:
     where = ("each at every budget it was measured at" if not unrun else
              f"each at every budget it was measured at, and {unrun} at a budget with no run of its own "
              "(the race's decision budget): predicted from the others")
-    return (f"{len(data.ok)} successful run(s) and {failed} in {data.data_dir}; "
+    return (f"{len(data.ok)} successful run(s) and {failed} in {data.data_text}; "
             f"{n} regime call(s) under the {data.target} target: {pairs} policy/reward setting(s), {where}.")
 
 

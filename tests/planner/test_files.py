@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from planner.files import atomic_write_text, dumps_json
+from planner.files import atomic_write_text, dumps_json, shown_path
 
 
 def test_dumps_json_is_standard_json() -> None:
@@ -34,3 +34,11 @@ def test_atomic_write_leaves_no_temporary_and_honours_the_umask(tmp_path: Path) 
         atomic_write_text(tmp_path / "sub", "x")  # a directory cannot be replaced by a file
     assert sorted(p.name for p in (tmp_path).iterdir()) == ["sub"]
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["f.json"]
+
+
+def test_shown_path_escapes_only_the_bytes_that_are_not_utf_8() -> None:
+    # A latin-1 name decodes with a surrogate; the text shown must encode as UTF-8.
+    odd = Path(os.fsdecode(b"/x/runs_\xff/caf\xc3\xa9 $5"))
+    assert shown_path(odd) == "/x/runs_\\xff/caf\u00e9 $5"
+    assert shown_path("plain/path") == "plain/path"
+    shown_path("a\ud800b").encode("utf-8")  # a surrogate no byte decodes to: still writable

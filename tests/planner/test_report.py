@@ -353,6 +353,31 @@ def test_a_dollar_in_the_data_path_is_text_and_a_hand_edited_summary_does_not_si
     assert any("probabilities is not a table of numbers; shown as missing" in w for w in res.warnings)
 
 
+def test_a_data_and_out_folder_whose_names_are_not_utf_8_get_their_report(tmp_path: Path) -> None:
+    """A folder named in latin-1 is held by Python with a surrogate (runs_\\udcff), which no
+    UTF-8 writer takes: the figure footers, pages and the lines printed after naming it were
+    a traceback and no report. The report is written and names the folder with that byte
+    escaped; its regimes.json keeps the path itself, for a reader to open."""
+    import os
+
+    data = make_campaign(tmp_path / os.fsdecode(b"runs_\xff"), models=MODELS[:1], rewards=REWARDS[:1], n_rho=4,
+                         seeds=(0,), n_failed=0)
+    victim = sorted((data / "runs").glob("*.parquet"))[0]
+    victim.write_bytes(victim.read_bytes()[:100])  # its path in the corrupt table and the warning
+    (data / "regimes.json").write_text("{not json")  # its path in a note and a warning
+    out = tmp_path / os.fsdecode(b"report_\xe9")
+    res = CliRunner().invoke(app, ["report", "--data", str(data), "--out", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    shown, shown_out = str(data).replace("\udcff", "\\xff"), str(out).replace("\udce9", "\\xe9")
+    assert f"report: {shown_out}{os.sep}report.html" in res.stdout
+    warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("warning: ")]
+    assert len(warnings) == 2 and all(shown in w for w in warnings), res.stderr
+    md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
+    assert shown in md and shown in html and victim.name in md
+    assert all(shown in svg.read_text() for svg in (out / "figures").glob("*.svg"))
+    assert json.loads((out / "regimes.json").read_text())["data"] == str(data)
+
+
 def test_a_model_outside_the_registry_is_called_as_any_other(tmp_path: Path) -> None:
     from runners.store import PilotStore
 
