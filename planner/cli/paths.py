@@ -122,9 +122,28 @@ def check_not_report_folder(data: Path, field: str = "data") -> None:
         source = json.loads(summary.read_text()).get("data")
     except (OSError, ValueError, UnicodeDecodeError, AttributeError):
         source = None
-    where = f"the store it reports on, {str(source)!r}" if isinstance(source, str) and source else "the pilot store"
+    where = (f"the store it reports on, {_reported_store(data, source)!r}" if isinstance(source, str) and source
+             else "the pilot store")
     raise ConfigError(f"{field}: {str(data)!r} is a report's folder (`planner report` wrote its regimes.json), "
                       f"not a pilot store; pass {where}")
+
+
+def _reported_store(report: Path, source: str) -> str:
+    """The store a report's regimes.json names (its ``data``), as a path that works from here.
+
+    A report writes it absolute. An older one kept ``--data`` as typed, relative to where
+    `planner report` ran, which a command run elsewhere cannot follow: it is looked for
+    from each folder above the report's (the default DATA/report, or a checkout's
+    reports/NAME/data beside reports/NAME/report), as a store, and otherwise named as it
+    was typed and said to be so."""
+    path = Path(source)
+    if path.is_absolute():
+        return source
+    for above in report.resolve().parents:
+        found = above / path
+        if any((found / n).is_dir() for n in ("runs", "failed")):
+            return str(found)
+    return f"{source} (relative to where `planner report` ran)"
 
 
 def check_output_dir(path: str | Path, field: str) -> Path:

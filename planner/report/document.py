@@ -346,7 +346,9 @@ def regimes_json(data: ReportData) -> dict[str, Any]:
         "generated_by": "planner report",
         "status": status_of(data),
         "message": status_line(data),
-        "data": str(data.data_dir),
+        # Absolute: this file outlives the directory `planner report` ran in, and a reader
+        # elsewhere (the refusal of this folder given as a store names it) must find the store.
+        "data": str(data.data_dir.resolve()),
         "engine": data.engine_text,
         "simulated": None if not sims else (sims == {True} if len(sims) == 1 else "mixed"),
         "target": data.target,

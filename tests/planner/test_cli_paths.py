@@ -118,3 +118,54 @@ def test_a_report_folder_given_as_data_is_refused_and_left_as_it_was(
     assert len(res.stderr.strip().splitlines()) == 1
     assert {p: p.read_bytes() for p in rep.rglob("*") if p.is_file()} == before
     assert not (tmp_path / "again").exists() and not (tmp_path / "proposals.json").exists()
+
+
+def test_a_reports_data_is_absolute_so_its_store_is_named_from_anywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """regimes.json of `planner report` kept ``--data`` as typed ("store"): from another
+    folder, the refusal of the report folder given as a store named a store not there."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app as planner_app
+
+    (tmp_path / "store").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(planner_app, ["report", "--data", "store", "--quiet"])
+    assert res.exit_code == 0, res.output
+    store = (tmp_path / "store").resolve()
+    assert json.loads((store / "report" / "regimes.json").read_text())["data"] == str(store)
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    res = CliRunner().invoke(planner_app, ["report", "--data", str(store / "report"), "--out", "r"])
+    assert res.exit_code == 2 and f"pass the store it reports on, {str(store)!r}" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize(("typed", "report", "store"), [
+    ("camp", "camp/report", "camp"),  # the default DATA/report, run beside the store
+    ("reports/tiny/data", "reports/tiny/report", "reports/tiny/data"),  # a checkout's campaign, run at its root
+    ("gone", "camp/report", None),  # not found: named as typed, and said to be
+])
+def test_an_older_reports_relative_data_is_found_from_the_report(
+    typed: str, report: str, store: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An older report's ``data`` is relative to where `planner report` ran: looked for from
+    the folders above the report's, not from wherever the refused command runs."""
+    import json
+
+    from planner.cli.paths import check_not_report_folder
+
+    rep = tmp_path / report
+    rep.mkdir(parents=True)
+    (rep / "regimes.json").write_text(json.dumps({"generated_by": "planner report", "data": typed}))
+    if store:
+        (tmp_path / store / "runs").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    with pytest.raises(ConfigError) as err:
+        check_not_report_folder(rep)
+    shown = (str((tmp_path / store).resolve()) if store
+             else f"{typed} (relative to where `planner report` ran)")
+    assert f"pass the store it reports on, {shown!r}" in str(err.value)
