@@ -1,4 +1,5 @@
-"""The race's live table and its final one: one line per setting, whole at 80 columns."""
+"""The race's live table and its final one: one line per setting, whole at 80 columns;
+narrower, the live table sheds columns rather than be cropped."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ if TYPE_CHECKING:
     from planner.frontier import Setting
     from planner.regime import RegimeCall
 
-__all__ = ["RaceDisplay", "calls_table", "round_line"]
+__all__ = ["RaceDisplay", "calls_table", "compact_calls_table", "round_line"]
 
 
 class RaceDisplay:
@@ -54,8 +55,16 @@ class RaceDisplay:
         title = "race: starting" if progress is None else (
             f"race round {progress.round}: {progress.runs} runs, {progress.flops:.3g} FLOPs, "
             f"last ask {progress.ask_seconds:.1f} s")
-        return calls_table(title, self.problem, progress.calls if progress else {}, posterior=self.posterior,
-                           measured=progress.setting_runs if progress else None)
+        calls = progress.calls if progress else {}
+        measured = progress.setting_runs if progress else None
+        # Live redraws in place, so it cannot hand the terminal over-wide lines to wrap as
+        # final() does: under the full table's width (80 columns and below, by its setting
+        # names) it sheds columns, chosen at each redraw as the terminal is now.
+        return _Fitted([
+            calls_table(title, self.problem, calls, posterior=self.posterior, measured=measured),
+            *(compact_calls_table(title, self.problem, calls, posterior=self.posterior, measured=measured,
+                                  rho=rho) for rho in (True, False)),
+        ])
 
     def final(self, result: Any, path: Path) -> None:
         from rich.markup import escape
@@ -147,6 +156,58 @@ def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], resu
     for r in rows:
         t.add_row(*r)
     return t
+
+
+def compact_calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], posterior: bool = True,
+                        measured: dict[Setting, int] | None = None, rho: bool = True) -> Any:
+    """The live table for a narrow terminal: setting, its runs, (rho*,) the call and its own
+    probability only. The interval, the other regimes' P and the stake go; a long setting
+    name folds onto a second line rather than push the call off the edge."""
+    from rich import box
+    from rich.table import Table
+
+    from planner.regime import format_probability
+    from planner.strategies import decision_state
+
+    heads = ["setting", "runs", *(["rho*"] if rho else []), "regime", "P%"]
+    rows = []
+    for s in problem.settings:
+        c, n = calls.get(s), (measured or {}).get(s)
+        runs = "-" if n is None else str(n)
+        if c is None or n == 0:  # no call yet; or only other settings' runs behind it, as calls_table
+            rows.append([s.key, runs, *(["-"] if rho else []), "no runs" if n == 0 else "-", "-"])
+            continue
+        mark = {"confident": "", "indifferent": "~", "open": "?"}[decision_state(c, problem)]
+        rows.append([s.key, runs, *([f"{c.rho_star:.2f}"] if rho else []), c.regime + mark,
+                     format_probability(c.probabilities[c.regime], 0, percent=True)])
+    what = ("the called regime's posterior probability" if posterior
+            else "the call's (no posterior: 100 for a point call, else its share of bootstrap refits)")
+    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_edge=False,
+              caption=f"P%: {what}; ?: not decided, ~: indifferent; wider: the interval, all P and the stake")
+    for k, head in enumerate(heads):
+        if k == 0:
+            t.add_column(head, overflow="fold")  # the one cell that may take two lines
+        else:
+            t.add_column(head, no_wrap=True, justify="left" if head == "regime" else "right",
+                         min_width=max(len(head), *(len(r[k]) for r in rows)))
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+class _Fitted:
+    """The first of ``tables`` whose every line fits the width it is drawn at, else the last
+    (folding what it must): decided at each render, so a resized terminal gets its own."""
+
+    def __init__(self, tables: list[Any]) -> None:
+        self.tables = tables
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        for table in self.tables[:-1]:
+            if console.measure(table, options=options.update_width(100_000)).maximum <= options.max_width:
+                yield table
+                return
+        yield self.tables[-1]
 
 
 def _stake_cell(call: RegimeCall, in_sd: bool) -> str:

@@ -961,6 +961,48 @@ def test_the_live_table_shows_no_call_for_a_setting_without_runs() -> None:
     assert "qwen2.5-1.5b/prm no runs" in round_line(progress, problem)  # as the log's line says
 
 
+def test_the_live_table_at_60_columns_sheds_columns_rather_than_crop_the_call() -> None:
+    """A terminal under 80 columns cropped the live table at its edge: P% and the stake went
+    first, and at 60 a setting's probabilities read "3/97" for "3/97/0". Live redraws in
+    place, so it cannot print over-wide lines for the terminal to wrap as the final table
+    does: narrower, every setting keeps its name, runs, call and its call's P, whole."""
+    from rich.console import Console
+
+    from planner.cli.race_display import RaceDisplay, calls_table
+    from planner.frontier import Setting
+    from planner.loop import RaceProgress
+    from planner.regime import RegimeCall
+    from planner.strategies import RaceProblem
+
+    sure, unsure, none = (Setting("qwen2.5-1.5b", "structured"), Setting("qwen2.5-7b", "proxy-prm"),
+                          Setting("qwen2.5-1.5b", "prm"))
+    problem = RaceProblem((sure, unsure, none), budget=1e16, pilot_budget=1e15)
+    probs = {"search-heavy": 0.03, "update-heavy": 0.97, "reward-heavy": 0.0}
+    calls = {sure: RegimeCall(0.7, (0.6, 0.8), "update-heavy", probs, stake=0.01),
+             unsure: RegimeCall(0.3, (0.2, 0.45), "search-heavy", {"search-heavy": 0.62, "update-heavy": 0.38,
+                                                                   "reward-heavy": 0.0}, stake=0.01)}
+    calls[none] = calls[sure]
+    progress = RaceProgress(2, 12, 4e15, calls, 4, 0.1, {sure: 4, unsure: 7, none: 0})
+    live = RaceDisplay(problem, quiet=True)._table(progress)
+
+    def shown(renderable: object, width: int) -> list[str]:
+        console = Console(width=width, record=True)
+        console.print(renderable)
+        return console.export_text().splitlines()
+
+    for width, rows in ((60, {sure.key: [sure.key, "4", "0.70", "update-heavy", "97"],
+                              unsure.key: [unsure.key, "7", "0.30", "search-heavy?", "62"],
+                              none.key: [none.key, "0", "-", "no", "runs", "-"]}),
+                        (50, {sure.key: [sure.key, "4", "update-heavy", "97"]})):
+        lines = shown(live, width)  # the same renderable: a terminal resized mid-race
+        assert all(len(line) <= width for line in lines)
+        got = {line.split()[0]: line.split() for line in lines if line.startswith("qwen2.5-")}
+        assert all(got[key] == cells for key, cells in rows.items()), lines
+    wide = calls_table("race round 2: 12 runs, 4e+15 FLOPs, last ask 0.1 s", problem, calls,
+                       measured=progress.setting_runs)
+    assert shown(live, 80) == shown(wide, 80)  # 80 columns and up: the table as before
+
+
 def test_race_table_at_40_columns_keeps_every_cell(tmp_path: Path) -> None:
     # COLUMNS=40 (a split pane): rich cropped the calls table at the 40th column, so the
     # P% and stake cells, the call's evidence, were cut off and the title read "...1e+16 FLO".
