@@ -177,7 +177,7 @@ class SlurmBackend(ThrottledQueue):
             else:
                 h.ref.cancel(check=False)
         grace, every = (CLOSE_GRACE_S, 0.05) if local else (CANCEL_GRACE_S, SACCT_POLL_S)
-        live = _still_live([h.ref for h in stopped], grace, every)
+        live = _still_live([h.ref for h in stopped], grace, every, queue=not local)
         for h, on in zip(stopped, live, strict=True):
             # Its lease would keep the run from a resumed race or another driver for the
             # lease's TTL; only this attempt's lease (by its nonce) goes. A job not seen gone
@@ -189,7 +189,7 @@ class SlurmBackend(ThrottledQueue):
         if kept:
             jobs = ", ".join(f"{h.task.run_id} (job {h.ref.job_id})" for h in kept)
             print(f"slurm: {len(kept)} stopped job(s) not seen to end within {grace:g} s (still running, or sacct "
-                  f"did not answer): {jobs}; their runs stay leased, so a rerun waits until each job ends or its "
+                  f"or squeue did not answer): {jobs}; their runs stay leased, so a rerun waits until each job ends or its "
                   f"lease goes stale ({TTL_S:g} s without a heartbeat)", file=sys.stderr)
         self._running.clear()
         self._waiting.clear()
@@ -202,10 +202,12 @@ def _live(job: Any) -> bool:
         return True
 
 
-def _still_live(jobs: list[Any], within_s: float, every_s: float) -> list[bool]:
+def _still_live(jobs: list[Any], within_s: float, every_s: float, *, queue: bool = False) -> list[bool]:
     """Whether each of ``jobs`` is still live after waiting up to ``within_s`` for them all to
     end, looking every ``every_s``. One forced sacct call a round: submitit's watcher re-reads
-    sacct only every few minutes for a job started long ago, and one call answers for all."""
+    sacct only every few minutes for a job started long ago, and one call answers for all.
+    With ``queue`` (a real cluster), a job squeue still lists, or any job when squeue does not
+    answer, counts as live too."""
     live = [True] * len(jobs)
     deadline = time.monotonic() + within_s
     while True:
@@ -218,10 +220,28 @@ def _still_live(jobs: list[Any], within_s: float, every_s: float) -> list[bool]:
                 asked = True
             except Exception:  # as in _live: a job not known to be gone counts as live
                 pass
+        if queue and not all(live):
+            # sacct says CANCELLED as soon as the cancel lands, while the job's processes may
+            # still be dying (COMPLETING) for up to KillWait; squeue lists a job until they are.
+            listed = _listed()
+            live = [on or listed is None or str(job.job_id) in listed for on, job in zip(live, jobs, strict=True)]
         left = deadline - time.monotonic()
         if not any(live) or left <= 0:
             return live
         time.sleep(min(every_s, left))
+
+
+def _listed() -> set[str] | None:
+    """The ids of this user's jobs squeue lists (pending, running or completing: a cancelled
+    job until its processes are gone); None when squeue does not answer."""
+    import getpass
+
+    try:
+        out = subprocess.run(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i"], capture_output=True,
+                             text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError, KeyError):  # KeyError: getuser with no user name
+        return None
+    return {line.strip() for line in out.splitlines() if line.strip()}
 
 
 def _kill_group(job: Any) -> None:

@@ -65,6 +65,7 @@ def backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SlurmBackend:
 
     monkeypatch.setattr(slurm, "CANCEL_GRACE_S", 10.0)
     monkeypatch.setattr(slurm, "SACCT_POLL_S", 0.01)
+    monkeypatch.setattr(slurm, "_listed", set)  # squeue lists none of them (each test says otherwise)
     be = SlurmBackend(workers=len(PROPS), folder=tmp_path / ".jobs", cluster="local")
     be._ex.cluster = "slurm"  # close() takes its cluster path; the jobs below are scripted
     return be
@@ -155,3 +156,52 @@ def test_the_wait_for_cancelled_jobs_is_bounded(backend: SlurmBackend, tmp_path:
     finally:
         for lease in leases:
             lease.release()
+
+
+@pytest.mark.parametrize("squeue", ["completing", "no-answer"])
+def test_a_job_squeue_still_lists_keeps_its_lease_though_sacct_says_cancelled(
+    backend: SlurmBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, squeue: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """sacct reads CANCELLED once the cancel lands; the job's processes may run on
+    (COMPLETING) for up to KillWait, and squeue lists it until they are gone."""
+    from runners.backends import slurm
+
+    sacct, data = _Sacct(), tmp_path / "d"
+    job = _Job(sacct, "80_0", 1)
+    (task,), leases = _running(backend, data, [job])
+    held: list[str | None] = []
+
+    def listed() -> set[str] | None:
+        held.append(_holder(data, task.run_id))
+        if squeue == "no-answer":
+            return None
+        return {"80_0", "99_1"} if len(held) <= 3 else {"99_1"}
+
+    monkeypatch.setattr(slurm, "_listed", listed)
+    if squeue == "no-answer":
+        monkeypatch.setattr(slurm, "CANCEL_GRACE_S", 0.2)
+    try:
+        backend.close()
+        if squeue == "completing":
+            assert held == [task.nonce] * 4 and _holder(data, task.run_id) is None
+            assert capsys.readouterr().err == ""
+        else:
+            assert len(held) >= 2 and _holder(data, task.run_id) == task.nonce
+            assert "squeue did not answer" in capsys.readouterr().err
+    finally:
+        for lease in leases:
+            lease.release()
+
+
+def test_squeue_lists_this_users_job_ids(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """_listed reads squeue's ids (a fake squeue on PATH), and None where there is none."""
+    from runners.backends import slurm
+
+    fake = tmp_path / "squeue"
+    fake.write_text('#!/bin/sh\nprintf "81_0\\n81_[1-3]\\n  \\n82\\n"\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert slurm._listed() == {"81_0", "81_[1-3]", "82"}
+    fake.unlink()
+    assert slurm._listed() is None

@@ -96,6 +96,11 @@ def fake_slurm(monkeypatch: pytest.MonkeyPatch, on_path: None) -> None:
     monkeypatch.setattr(submitit, "AutoExecutor", OnSlurm)
     # A dead local job's result file never comes: no NFS lag to wait out on a local disk.
     monkeypatch.setattr(submitit.local.local.LocalJob, "_results_timeout_s", 1, raising=False)
+    # No squeue here: a local job has no COMPLETING phase after its process ends, so once
+    # done() says so squeue would list it no longer.
+    from runners.backends import slurm
+
+    monkeypatch.setattr(slurm, "_listed", set)
 
 
 def test_retries_stay_under_the_cap_on_a_slurm_cluster(fake_slurm: None, tmp_path: Path) -> None:
