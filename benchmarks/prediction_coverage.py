@@ -12,6 +12,9 @@ word). A prediction made before any fit is None: those runs are not counted.
 
 About 30 s per race on 2 cores.
 
+``--settings`` races other settings (``--settings qwen2.5-1.5b/sparse``: a one-setting race,
+whose anchors' predictions rest on pilots alone) and ``--pilot-budget`` moves the pilots.
+
 ``--transfer`` measures predictions for settings *without* runs instead: each repetition
 races a few of the 3 x 3 settings (three Qwen2.5 sizes x sparse, dense, prm; which ones
 follows the repetition), then asks ours for the initial design of all nine and runs the
@@ -29,6 +32,7 @@ import math
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,18 +62,22 @@ class Recording:
         value = getattr(rec.metrics, self.target)
         if pred is not None and value is not None:
             kind = proposal.reason.split(":")[0].split(" (")[0].strip() or "?"
+            kind += " (marked)" if pred.extrapolated else ""
             self.rows.append((kind, pred.mean, pred.std, float(value)))
         return rec
 
 
-def race(world: str, rep: int, tmp: Path) -> list[tuple[str, float, float, float]]:
+BENCH_SETTINGS = tuple((m, r) for m in ("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b") for r in ("sparse", "prm"))
+
+
+def race(world: str, rep: int, tmp: Path, settings: Sequence[tuple[str, str]] = BENCH_SETTINGS,
+         pilot_budget: float = 1e15) -> list[tuple[str, float, float, float]]:
     from planner.engine import load_engine
     from planner.loop import run_race
     from planner.strategies import RaceProblem, make_strategy
     from runners.store import PilotStore
 
-    settings = [(m, r) for m in ("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b") for r in ("sparse", "prm")]
-    problem = RaceProblem(settings, budget=1e16, pilot_budget=1e15)
+    problem = RaceProblem(list(settings), budget=1e16, pilot_budget=pilot_budget)
     eng = Recording(load_engine("sim", world=world), problem.target, rep)
     run_race(problem, make_strategy("ours", problem, seed=rep), eng, PilotStore(tmp / f"{world}-{rep}"),
              max_flops=6 * 1e16 * len(settings), max_runs=40 * len(settings))
@@ -151,8 +159,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--transfer", action="store_true",
                     help="predictions for settings without runs (see the module's docstring)")
+    ap.add_argument("--settings", default=None,
+                    help="race these model/reward settings instead of the benchmark's six, e.g. qwen2.5-1.5b/sparse")
+    ap.add_argument("--pilot-budget", type=float, default=1e15, help="the races' pilot budget (target 1e16)")
     args = ap.parse_args(argv)
-    measure = transfer if args.transfer else race
+    if args.transfer:
+        measure: Any = transfer
+    else:
+        chosen = BENCH_SETTINGS if args.settings is None else [
+            tuple(s.split("/", 1)) for s in args.settings.split(",")]
+        measure = partial(race, settings=chosen, pilot_budget=args.pilot_budget)
     rows: list[tuple[str, float, float, float]] = []
     per_world: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:

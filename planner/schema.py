@@ -136,11 +136,11 @@ class Prediction(BaseModel):
     std: float = Field(ge=0)
     extrapolated: bool = Field(
         default=False,
-        description="the setting has no run of its own and its reward system has no fitted run, its policy "
-        "lies outside the fitted policies' sizes, or the fitted settings cannot tell a policy's effect from a "
-        "reward's (no fitted policy ran two reward systems, or no reward system ran at two policies): the "
-        "mean carries other settings' level over and the std assumes the setting is like them, so read it "
-        "as a guess",
+        description="no fitted run reached this budget (none within half of it), or the setting has no run of "
+        "its own and its reward system has no fitted run, its policy lies outside the fitted policies' sizes, "
+        "or the fitted settings cannot tell a policy's effect from a reward's (no fitted policy ran two reward "
+        "systems, or no reward system ran at two policies): the mean carries other runs' level over and the "
+        "std assumes the setting is like them, so read it as a guess",
     )
 
 

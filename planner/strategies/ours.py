@@ -60,7 +60,7 @@ from planner.strategies.base import (
 )
 from planner.threads import one_thread_when
 
-__all__ = ["MAX_ANCHOR", "N_ANCHOR", "RaceStrategy"]
+__all__ = ["BUDGET_REACH", "MAX_ANCHOR", "N_ANCHOR", "RaceStrategy"]
 
 # One torch thread for the surrogate's fits, calls and acquisition (planner.threads), where
 # there is a surrogate to fit: with fewer than two records nothing here touches a tensor.
@@ -91,6 +91,10 @@ N_ANCHOR = 2
 # At most this many: each is a target-budget run, the dearest kind, and a million of them
 # (a typo) spun for minutes building proposals no cap would let run.
 MAX_ANCHOR = 20
+# A prediction at a budget more than this many times every fitted run's is marked a guess
+# (RaceStrategy._extrapolated): a factor of 2 still sits between a ladder's rungs
+# (pilot, ~3.2x, target), so the first run of each rung up is marked.
+BUDGET_REACH = 2.0
 
 
 def _tolerance(role: str) -> float:
@@ -328,7 +332,7 @@ class RaceStrategy:
                 c.plan,
                 target=p.target,
                 prediction=Prediction(target=p.target, mean=c.mean, std=c.std if c.run_std is None else c.run_std,  # type: ignore[arg-type]
-                                      extrapolated=self._extrapolated(c.plan.model, c.plan.reward)),
+                                      extrapolated=self._extrapolated(c.plan.model, c.plan.reward, c.plan.budget)),
                 reason=c.reason(p.pilot_budget),
             )
             for c in cands
@@ -441,21 +445,27 @@ class RaceStrategy:
         # standardisation scales the std to their spread, not to how far apart settings can
         # be: such a prediction is marked (_extrapolated).
         return Prediction(target=self.problem.target, mean=float(mean[0]), std=float(std[0]),  # type: ignore[arg-type]
-                          extrapolated=self._extrapolated(plan.model, plan.reward))
+                          extrapolated=self._extrapolated(plan.model, plan.reward, plan.budget))
 
-    def _extrapolated(self, model: str, reward: str) -> bool:
-        """Whether a prediction for the setting is a guess. A setting with runs of its own
-        is not. One without is when its reward system has no fitted run, or its policy's
-        size lies outside the fitted policies' sizes, or when it borrows its reward's level
-        from other sizes (no fitted runs of its reward at sizes on both sides of its own)
-        and the fitted settings cannot tell a policy's effect from a reward's: no fitted
-        policy ran two reward systems, or no reward system ran at two policies (fitted
-        1.5b/sparse and 3b/prm say nothing of 1.5b/prm but their sum).
+    def _extrapolated(self, model: str, reward: str, budget: float) -> bool:
+        """Whether a prediction for the setting at ``budget`` is a guess. It is at a budget
+        more than :data:`BUDGET_REACH` times every fitted run's: the level at a budget no run
+        reached is the prior's (outcome standardisation scales it to the runs' spread, and
+        a one-setting race's anchors at 10x its pilots' budget measured 6-40 predicted stds
+        above the mean). Otherwise a setting with runs of its own is not a guess. One
+        without is when its reward system has no fitted run, or its policy's size lies
+        outside the fitted policies' sizes, or when it borrows its reward's level from
+        other sizes (no fitted runs of its reward at sizes on both sides of its own) and the
+        fitted settings cannot tell a policy's effect from a reward's: no fitted policy ran
+        two reward systems, or no reward system ran at two policies (fitted 1.5b/sparse and
+        3b/prm say nothing of 1.5b/prm but their sum).
 
         Measured on the sim (benchmarks/prediction_coverage.py --transfer, 5 worlds x 8
         repetitions, docs/schema.md): inside mean +- 1.645 std were 0.96 of the unmarked
         predictions' runs and 0.42 of the marked ones'; with the last clause missing, 0.16
         of the runs of crossed settings fitted on two confounded settings, unmarked."""
+        if budget > BUDGET_REACH * max(r.budget for r in self.records_):
+            return True
         fitted = {(r.model, r.reward) for r in self.records_}
         if (model, reward) in fitted:
             return False

@@ -954,6 +954,21 @@ def test_ours_marks_predictions_for_settings_beyond_its_runs_as_extrapolated(
     assert all(flag[s] for s in marked) and not any(flag[s] for s in unmarked)
 
 
+def test_ours_marks_predictions_at_a_budget_no_run_reached() -> None:
+    """A one-setting race's anchors at 10x its pilots' budget are predicted from the pilots
+    alone, whose spread sets the std (on the sim 6-40 stds off): marked. Once runs reached
+    the target, predictions there are not."""
+    s = Setting("qwen2.5-1.5b", "sparse")
+    st = make_strategy("ours", RaceProblem([s], budget=1e16, pilot_budget=1e15), 0)
+    st.tell([run(p, {s: 0.5}) for p in st.ask()])
+    anchors = st.ask()
+    assert anchors and all(p.budget == 1e16 for p in anchors)
+    assert all(p.prediction is not None and p.prediction.extrapolated for p in anchors)
+    st.tell([run(p, {s: 0.5}) for p in anchors])
+    after = [p for p in st.ask() if p.prediction is not None]
+    assert after and not any(p.prediction.extrapolated for p in after if p.budget <= 1e16)
+
+
 def _signature(fn: Callable[..., object]) -> list[tuple[str, object, object]]:
     import inspect
 
