@@ -553,4 +553,35 @@ class RaceStrategy:
 
 
 def _first(proposals: list[Proposal], n: int | None) -> list[Proposal]:
-    return proposals if n is None else proposals[:n]
+    """At most ``n`` of a phase's ``proposals``, in their order. A cut takes them in turn
+    from each setting and, within one, spread over rho (the lowest, the highest, then each
+    farthest from those taken): the first ``n`` in order gave ``--n 4`` of two settings'
+    initial designs all to the first setting, and each setting's first points are its
+    lowest rho."""
+    if n is None or len(proposals) <= n:
+        return proposals
+    chosen = {id(x) for x in _spread(proposals)[:n]}
+    return [x for x in proposals if id(x) in chosen]
+
+
+def _spread(proposals: list[Proposal]) -> list[Proposal]:
+    """``proposals`` reordered: round-robin over their settings (first seen first), each
+    setting's in :func:`_farthest_first` order."""
+    by: dict[tuple[str, str], list[Proposal]] = {}
+    for x in proposals:
+        by.setdefault((x.model, x.reward), []).append(x)
+    queues = [_farthest_first(xs) for xs in by.values()]
+    return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
+
+
+def _farthest_first(proposals: list[Proposal]) -> list[Proposal]:
+    """The lowest rho, the highest, then each the farthest from those taken (ties: the
+    lower rho)."""
+    left = sorted(proposals, key=lambda x: x.rho)
+    out = left[:1] + left[-1:] if len(left) > 1 else left[:]
+    left = left[1:-1]
+    while left:
+        best = max(left, key=lambda x: min(abs(x.rho - y.rho) for y in out))
+        left.remove(best)
+        out.append(best)
+    return out

@@ -562,9 +562,10 @@ def test_ours_keeps_a_half_done_settings_design_when_another_setting_finishes() 
     missing = [p for p in pilots if (p.model, p.reward) == P][1]
     st.tell([run(p, peak) for p in pilots if p.id != missing.id])
     assert [p.id for p in st.ask()] == [missing.id]
-    # and a batch of 3 gets the first three of the same design
+    # and a batch of 3 gets three points of the same design (which three: the cut's test)
     st3 = make_strategy("ours", PROBLEM, 0)
-    assert [p.id for p in st3.ask(3)] == [p.id for p in pilots[:3]]
+    batch = [p.id for p in st3.ask(3)]
+    assert len(batch) == 3 and set(batch) < {p.id for p in pilots}
 
 
 def test_ours_pilots_of_a_setting_share_one_budget() -> None:
@@ -967,6 +968,24 @@ def test_ours_marks_predictions_at_a_budget_no_run_reached() -> None:
     st.tell([run(p, {s: 0.5}) for p in anchors])
     after = [p for p in st.ask() if p.prediction is not None]
     assert after and not any(p.prediction.extrapolated for p in after if p.budget <= 1e16)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 6])
+def test_ours_cut_of_a_phase_takes_every_setting_in_turn_spread_over_rho(n: int) -> None:
+    """``ask(n)`` below a phase's size: ``--n 4`` of two settings' initial designs gave all
+    four to the first setting, at its lowest rho values."""
+    settings = [Setting("qwen2.5-1.5b", "sparse"), Setting("qwen2.5-1.5b", "prm")]
+    st = make_strategy("ours", RaceProblem(settings, budget=1e16, pilot_budget=1e15), 0)
+    whole = st.ask()
+    cut = st.ask(n)
+    assert len(whole) == 8 and len(cut) == n
+    assert [x.id for x in cut] == [x.id for x in whole if x in cut]  # the phase's order kept
+    per = {s: sorted(x.rho for x in cut if Setting(x.model, x.reward) == s) for s in settings}
+    assert sorted(len(v) for v in per.values()) == [n // 2, n - n // 2]
+    for s, rhos in per.items():
+        mine = sorted(x.rho for x in whole if Setting(x.model, x.reward) == s)
+        if len(rhos) >= 2:  # the setting's range, ends first
+            assert (rhos[0], rhos[-1]) == (mine[0], mine[-1])
 
 
 def _signature(fn: Callable[..., object]) -> list[tuple[str, object, object]]:
