@@ -142,6 +142,16 @@ class Prediction(BaseModel):
         "systems, or no reward system ran at two policies): the mean carries other runs' level over and the "
         "std assumes the setting is like them, so read it as a guess",
     )
+    extrapolated_why: str | None = Field(
+        default=None, description="which of those makes it a guess (null where it is not one)"
+    )
+
+    @model_validator(mode="after")
+    def _why_with_flag(self) -> Prediction:
+        if self.extrapolated_why is not None and not self.extrapolated:
+            raise ValueError("extrapolated_why: given for a prediction not marked extrapolated; drop it, or set "
+                             "extrapolated to true")
+        return self
 
 
 class Proposal(BaseModel):

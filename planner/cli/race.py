@@ -237,13 +237,16 @@ def proposal_notes(props: list[Any], n_pending: int = 0) -> list[str]:
     from planner.design import ISO_RAISED, SCATTERED
 
     notes = []
-    guessed = sorted({f"{p.model}/{p.reward}" for p in props if p.prediction and p.prediction.extrapolated})
+    guessed: dict[str, list[str]] = {}  # why -> settings
+    for p in props:
+        if p.prediction and p.prediction.extrapolated:
+            why = p.prediction.extrapolated_why or "nothing in the fit ties its level to runs"
+            if (key := f"{p.model}/{p.reward}") not in guessed.setdefault(why, []):
+                guessed[why].append(key)
     if guessed:
-        notes.append(f"(...): a guess for {', '.join(guessed)}: no fitted run reached its budget, or (without runs "
-                     "of its own) its reward system has no run in the fit, its policy is outside the fitted sizes, or "
-                     "the fitted settings cannot tell a policy's effect from a reward's; so the mean carries other "
-                     "runs' level over and the std assumes the setting is like them (on the sim 0.10-0.42 of such "
-                     "runs fell inside mean ± 1.645 std, not 0.90; docs/schema.md)")
+        notes.append("(...): a guess, the mean carrying other runs' level over and the std assuming the setting is "
+                     "like them (on the sim 0.10-0.42 of such runs fell inside mean ± 1.645 std, not 0.90; "
+                     "docs/schema.md): " + "; ".join(f"{', '.join(keys)}: {why}" for why, keys in guessed.items()))
     raised = {f"{p.model}/{p.reward}": p.budget for p in props if ISO_RAISED in p.reason}
     if raised:
         notes.append(f"{ISO_RAISED} for " + ", ".join(f"{k} (to {b:.2g})" for k, b in raised.items())

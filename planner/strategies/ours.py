@@ -332,7 +332,7 @@ class RaceStrategy:
                 c.plan,
                 target=p.target,
                 prediction=Prediction(target=p.target, mean=c.mean, std=c.std if c.run_std is None else c.run_std,  # type: ignore[arg-type]
-                                      extrapolated=self._extrapolated(c.plan.model, c.plan.reward, c.plan.budget)),
+                                      **self._guess(c.plan.model, c.plan.reward, c.plan.budget)),
                 reason=c.reason(p.pilot_budget),
             )
             for c in cands
@@ -443,43 +443,59 @@ class RaceStrategy:
                                            reuse=[plan.num_iterations]), observation_noise=True)
         # Beyond the fitted settings the kernel carries their level over, and outcome
         # standardisation scales the std to their spread, not to how far apart settings can
-        # be: such a prediction is marked (_extrapolated).
+        # be: such a prediction is marked (_guess).
         return Prediction(target=self.problem.target, mean=float(mean[0]), std=float(std[0]),  # type: ignore[arg-type]
-                          extrapolated=self._extrapolated(plan.model, plan.reward, plan.budget))
+                          **self._guess(plan.model, plan.reward, plan.budget))
 
-    def _extrapolated(self, model: str, reward: str, budget: float) -> bool:
-        """Whether a prediction for the setting at ``budget`` is a guess. It is at a budget
-        more than :data:`BUDGET_REACH` times every fitted run's: the level at a budget no run
-        reached is the prior's (outcome standardisation scales it to the runs' spread, and
-        a one-setting race's anchors at 10x its pilots' budget measured 6-40 predicted stds
-        above the mean). Otherwise a setting with runs of its own is not a guess. One
-        without is when its reward system has no fitted run, or its policy's size lies
-        outside the fitted policies' sizes, or when it borrows its reward's level from
-        other sizes (no fitted runs of its reward at sizes on both sides of its own) and the
-        fitted settings cannot tell a policy's effect from a reward's: no fitted policy ran
-        two reward systems, or no reward system ran at two policies (fitted 1.5b/sparse and
-        3b/prm say nothing of 1.5b/prm but their sum).
+    def _guess(self, model: str, reward: str, budget: float) -> dict[str, Any]:
+        """``Prediction`` fields marking a guess: ``extrapolated`` and why (:meth:`_extrapolated`)."""
+        why = self._extrapolated(model, reward, budget)
+        return {"extrapolated": why is not None, "extrapolated_why": why}
+
+    def _extrapolated(self, model: str, reward: str, budget: float) -> str | None:
+        """What makes a prediction for the setting at ``budget`` a guess (None: nothing; two
+        causes joined by "and").
+
+        * A budget more than :data:`BUDGET_REACH` times every fitted run's: the level there
+          is the prior's, which outcome standardisation scales to the runs' spread (a
+          one-setting race's anchors at 10x its pilots' budget came 6-40 predicted stds
+          above the mean).
+        * A setting without runs of its own (:meth:`_unanchored`) whose reward system has no
+          fitted run, or whose policy's size lies outside the fitted policies' sizes, or
+          that borrows its reward's level from other sizes (no fitted runs of its reward at
+          sizes on both sides of its own) while the fitted settings cannot tell a policy's
+          effect from a reward's: no fitted policy ran two reward systems, or no reward
+          system ran at two policies (fitted 1.5b/sparse and 3b/prm say nothing of
+          1.5b/prm but their sum).
 
         Measured on the sim (benchmarks/prediction_coverage.py --transfer, 5 worlds x 8
         repetitions, docs/schema.md): inside mean +- 1.645 std were 0.96 of the unmarked
         predictions' runs and 0.42 of the marked ones'; with the last clause missing, 0.16
         of the runs of crossed settings fitted on two confounded settings, unmarked."""
+        why = [w for w in (self._unanchored(model, reward),) if w]
         if budget > BUDGET_REACH * max(r.budget for r in self.records_):
-            return True
+            why.append("no fitted run reached its budget")
+        return " and ".join(why) or None
+
+    def _unanchored(self, model: str, reward: str) -> str | None:
+        """What leaves a setting's level untied to the fitted runs (None: nothing);
+        :meth:`_extrapolated` says when."""
         fitted = {(r.model, r.reward) for r in self.records_}
         if (model, reward) in fitted:
-            return False
+            return None
         if reward not in {r for _, r in fitted}:
-            return True
+            return "its reward system has no fitted run"
         size = get_model(model).num_parameters
         sizes = [get_model(m).num_parameters for m, _ in fitted]
         if not min(sizes) <= size <= max(sizes):
-            return True
+            return "its policy lies outside the fitted policies' sizes"
         own = [get_model(m).num_parameters for m, r in fitted if r == reward]
         if min(own) <= size <= max(own):
-            return False
+            return None
         per_model, per_reward = Counter(m for m, _ in fitted), Counter(r for _, r in fitted)
-        return max(per_model.values()) < 2 or max(per_reward.values()) < 2
+        if max(per_model.values()) < 2 or max(per_reward.values()) < 2:
+            return "the fitted settings cannot tell a policy's effect from a reward's"
+        return None
 
     def _near_target_run(self, s: Setting, rho: float, tol: float = 0.08) -> bool:
         return any((r.model, r.reward) == s and abs(r.card.rho - rho) <= tol and self._at_target(r)

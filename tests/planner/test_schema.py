@@ -228,7 +228,11 @@ def test_prediction_and_record_defaults() -> None:
     from planner.schema import Prediction
 
     pred = Prediction(mean=0.5, std=0.5)
-    assert pred.target == "native" and pred.extrapolated is False
+    assert pred.target == "native" and pred.extrapolated is False and pred.extrapolated_why is None
+    # A reason for a prediction not marked a guess contradicts itself.
+    with pytest.raises(ValueError, match="extrapolated_why: given for a prediction not marked"):
+        Prediction(mean=0.5, std=0.5, extrapolated_why="its reward system has no fitted run")
+    assert Prediction(mean=0.5, std=0.5, extrapolated=True, extrapolated_why="x").extrapolated_why == "x"
     rec = _record()
     assert rec.attempt == 1 and rec.wall_s == 0.0 and rec.error is None and rec.metrics == Metrics(
         native=0.5, judge=0.7)
