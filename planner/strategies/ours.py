@@ -457,9 +457,9 @@ class RaceStrategy:
         causes joined by "and").
 
         * A budget more than :data:`BUDGET_REACH` times every fitted run's: the level there
-          is the prior's, which outcome standardisation scales to the runs' spread (a
-          one-setting race's anchors at 10x its pilots' budget came 6-40 predicted stds
-          above the mean).
+          is the prior's, which outcome standardisation scales to the runs' spread
+          (one-setting races' anchors at 10x their pilots' budget: median |z| 10.9,
+          benchmarks/prediction_coverage.py --settings, docs/schema.md).
         * A setting without runs of its own (:meth:`_unanchored`) whose reward system has no
           fitted run, or whose policy's size lies outside the fitted policies' sizes, or
           that borrows its reward's level from other sizes (no fitted runs of its reward at
@@ -472,10 +472,10 @@ class RaceStrategy:
         repetitions, docs/schema.md): inside mean +- 1.645 std were 0.96 of the unmarked
         predictions' runs and 0.42 of the marked ones'; with the last clause missing, 0.16
         of the runs of crossed settings fitted on two confounded settings, unmarked."""
-        why = [w for w in (self._unanchored(model, reward),) if w]
+        causes = [self._unanchored(model, reward)]
         if budget > BUDGET_REACH * max(r.budget for r in self.records_):
-            why.append("no fitted run reached its budget")
-        return " and ".join(why) or None
+            causes.append("no fitted run reached its budget")
+        return " and ".join(c for c in causes if c) or None
 
     def _unanchored(self, model: str, reward: str) -> str | None:
         """What leaves a setting's level untied to the fitted runs (None: nothing);
