@@ -182,14 +182,23 @@ def run_race(
             reason = "max-flops"
             break
         t0 = time.perf_counter()
-        props = strategy.ask(batch_size)
-        asks.append(time.perf_counter() - t0)
-        known.update((p.id, p) for p in props)
-        props = _unfinished(known, measured_ids, props, seeds, runnable) + props
+        own = strategy.ask(batch_size)
+        known.update((p.id, p) for p in own)
+        props = _unfinished(known, measured_ids, own, seeds, runnable) + own
         if not props:
+            asks.append(time.perf_counter() - t0)
             reason = "exhausted"
             break
         kept, blocked = _trim(props, seeds, n_runs, n_flops, max_runs, max_flops, runnable, overrun)
+        fit = len(kept) - (len(props) - len(own))  # the strategy's own proposals under the caps
+        if blocked and 0 < fit < len(own) and getattr(strategy, "asks_again", False):
+            # A cap cut the batch: the leading proposals are a phase's first points (one
+            # setting's lowest rho values, say), so the strategy chooses the ones that fit.
+            own = strategy.ask(fit)
+            known.update((p.id, p) for p in own)
+            props = _unfinished(known, measured_ids, own, seeds, runnable) + own
+            kept, blocked = _trim(props, seeds, n_runs, n_flops, max_runs, max_flops, runnable, overrun)
+        asks.append(time.perf_counter() - t0)
         if not kept:  # not even the first proposal fits under a cap
             reason = blocked
             break

@@ -355,6 +355,9 @@ class Strategy(Protocol):
     * ``decide()``: the current regime call of every setting.
     * ``stops_on_confidence``: whether the loop may stop once every call reaches the
       problem's confidence (strategies without a posterior run to a cap or exhaustion).
+    * ``asks_again`` (optional, default False): whether ``ask`` has no side effects, so
+      the loop may ask again with a smaller ``n`` when a cap cuts a batch (otherwise it
+      keeps the batch's leading proposals). Optuna's ask creates trials; ours' is pure.
     """
 
     name: str

@@ -129,6 +129,9 @@ class RaceStrategy:
 
     name = "ours"
     stops_on_confidence = True
+    # ask() reads the records and changes nothing (its fit and calls are caches): the
+    # loop may ask again for fewer proposals when a cap cuts a batch.
+    asks_again = True
 
     def __init__(
         self,

@@ -530,3 +530,29 @@ def test_a_replicate_left_unrun_is_run_by_the_resumed_or_next_round(tmp_path: Pa
         seeds.setdefault(r.proposal_id, set()).add(r.seed)
     assert all(s == {0, 1} for s in seeds.values()), seeds
     assert len(store.records(status=None)) <= cap
+
+
+def test_a_run_cap_below_the_initial_design_spreads_the_runs_over_settings_and_rho(tmp_path: Path) -> None:
+    """--max-runs 4 with two settings' initial designs (4 points each) kept the batch's
+    leading four: all of the first setting, at its lowest rho values, and none of the
+    second. The loop asks ours again for the four that fit."""
+    from planner.strategies.ours import RaceStrategy
+
+    two = RaceProblem((S, Setting("qwen2.5-3b", "prm")), budget=1e16, pilot_budget=1e15)
+    design = RaceStrategy(two, 0).ask()
+    assert len(design) == 8  # the cap cuts the design
+    eng = FakeEngine()
+    res = run_race(two, RaceStrategy(two, 0), eng, PilotStore(tmp_path / "data"), max_runs=4)
+    assert res.stop_reason == "max-runs" and eng.calls == 4
+    recs = PilotStore(tmp_path / "data").records()
+    for s in two.settings:
+        mine = sorted(r.rho_planned for r in recs if Setting(r.model, r.reward) == s)
+        full = sorted(x.plan.rho for x in design if Setting(x.model, x.reward) == s)
+        assert mine == [full[0], full[-1]]  # both ends of each setting's design
+
+
+def test_a_strategy_that_cannot_ask_again_keeps_the_leading_proposals(tmp_path: Path) -> None:
+    eng = FakeEngine()
+    res = run_race(PROBLEM, Scripted(), eng, PilotStore(tmp_path / "data"), max_runs=3)
+    first = Scripted().ask()  # Scripted's ask has side effects (a counter): it is asked once a round
+    assert res.total_runs == 3 and eng.run_ids[0] == run_id_for(first[0].id, 0)
