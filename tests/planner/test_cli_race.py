@@ -103,7 +103,7 @@ def test_race_says_which_settings_pilots_were_raised_and_to_what(tmp_path: Path)
     assert f"qwen2.5-1.5b/prm (to {prm:.2g})" in line and "sparse" not in line
     # A setting a cap left without runs has no pilots to speak of.
     res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e18", "--pilot-budget", "1e14", "--models",
-                              "qwen2.5-7b", "--rewards", "sparse,dense", "--max-runs", "4", "--data",
+                              "qwen2.5-7b", "--rewards", "sparse,dense", "--max-runs", "1", "--data",
                               str(tmp_path / "e"), "--quiet"], env={"COLUMNS": "300"})
     assert res.exit_code == 0, res.output
     [line] = [ln for ln in res.stdout.splitlines() if ln.startswith("pilot budget raised")]
@@ -120,7 +120,7 @@ def test_race_in_a_log_prints_a_line_per_round(tmp_path: Path) -> None:
     assert len(rounds) >= 2 and rounds[-1].startswith(f"race round {len(rounds)}: 6 runs")
     # A setting the cap leaves without runs says so, not a call the others' runs made.
     res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
-                              "--rewards", "sparse,prm", "--max-runs", "3", "--data", str(tmp_path / "e")])
+                              "--rewards", "sparse,prm", "--max-runs", "1", "--data", str(tmp_path / "e")])
     assert res.exit_code == 0, res.output
     rounds = [ln for ln in res.stdout.splitlines() if ln.startswith("race round ")]
     assert rounds and all(ln.endswith("qwen2.5-1.5b/prm no runs") for ln in rounds)
@@ -549,7 +549,7 @@ def test_a_setting_without_runs_shows_no_call(tmp_path: Path) -> None:
     table says so instead of printing a call and a stake that read as measured."""
     data = tmp_path / "d"
     res = runner.invoke(app, ["race", "--budget", "1e16", "--data", str(data), "--models", "qwen2.5-1.5b",
-                              "--rewards", "sparse,prm", "--max-runs", "3", "--quiet"],
+                              "--rewards", "sparse,prm", "--max-runs", "1", "--quiet"],
                         env={"COLUMNS": "100"})
     assert res.exit_code == 0, res.output
     rows = {line.split()[0]: line for line in res.output.splitlines() if line.strip().startswith("qwen2.5-1.5b/")}
@@ -565,7 +565,7 @@ def test_settings_capped_before_their_first_run_are_named_once(tmp_path: Path) -
     """The closing note listed every capped setting twice, "no runs for a, b, ... (a, b, ...:
     max-runs came first)": with the default 15 settings and a small cap, 13 names twice."""
     res = runner.invoke(app, ["race", "--budget", "1e16", "--data", str(tmp_path / "d"), "--models", "qwen2.5-1.5b",
-                              "--rewards", "sparse,dense,prm", "--max-runs", "3", "--quiet"])
+                              "--rewards", "sparse,dense,prm", "--max-runs", "1", "--quiet"])
     assert res.exit_code == 0, res.output
     note = next(line for line in " ".join(res.stderr.split()).split("note: ") if line.startswith("no runs for"))
     assert note.startswith("no runs for qwen2.5-1.5b/dense, qwen2.5-1.5b/prm (max-runs came first):"), note
