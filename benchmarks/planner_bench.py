@@ -54,6 +54,7 @@ if str(BENCH) not in sys.path:  # sibling modules (``planner bench`` loads this 
     sys.path.insert(0, str(BENCH))
 
 from bench_latency import cli_suggest_latency, suggest_latency  # noqa: E402
+from bench_machine import PORTABLE_MATH, fingerprint, pin_env, pinned, portable_in_effect  # noqa: E402
 from bench_plot import plot_bench  # noqa: E402
 from bench_progress import Log, bench_progress  # noqa: E402
 from bench_scoring import (  # noqa: E402
@@ -269,11 +270,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--latency-only", action="store_true",
                     help="only time `planner suggest` (ours, 15 settings; empty and 200 records of the first "
                          "world) and print it, writing it only where --out is given: no races")
+    ap.add_argument("--portable-math", action="store_true",
+                    help="pin MKL, OpenBLAS and ATen to the math paths every x86-64 CPU has, one thread each "
+                         "(bench_machine.PORTABLE_MATH), so the races replay on another box; run as a script "
+                         "it restarts itself pinned")
     ap.add_argument("--from-json", metavar="FILE", default=None,
                     help="print the tables of a stored results file (this script's --out) and exit: no races")
     a = ap.parse_args(list(argv) if argv is not None else None)
     if a.from_json:
         return print_stored(a.from_json)
+    if a.portable_math:
+        check_portable()
     warnings.simplefilter("ignore")
     import torch
 
@@ -323,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         latency = {**suggest_latency(problem, worlds[0]), **cli_suggest_latency(worlds[0])}
         print("suggest latency (s): " + ", ".join(f"{k} {v:.2f}" for k, v in latency.items()))
         doc_l = {"suggest_latency": latency, "world": worlds[0], "cpus": os.cpu_count(),
-                 "date": time.strftime("%Y-%m-%d")}
+                 "date": time.strftime("%Y-%m-%d"), "machine": fingerprint()}
         if a.out is not None:
             Path(a.out).write_text(dumps_json(doc_l, indent=2))
             print(f"wrote {a.out}")
@@ -416,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                    "ours": ours_opts, **EXTRA_CONFIG},
         "rows": rows, "pooled": pool, "summary": summary, "suggest_latency": latency, "paired_regret": paired, "stake": stake,
         "outcomes": summaries, "wall_s": time.perf_counter() - t0,
-        "simulated": True,
+        "simulated": True, "machine": fingerprint(),
     }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     # Standard JSON (jq, JavaScript): no bare NaN; null where there is nothing to score.
@@ -430,7 +437,31 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return doc
 
 
+def check_portable() -> None:
+    """Refuse ``--portable-math`` where the pins cannot be in effect: off x86-64, or in a
+    process whose math libraries loaded before the pins were set (``planner bench`` and the
+    script itself restart pinned instead)."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        raise ConfigError(f"portable-math: pins x86-64 math paths; this machine is {platform.machine()}, "
+                          "drop the option")
+    if not portable_in_effect():
+        pins = " ".join(f"{k}={v}" for k, v in PORTABLE_MATH.items())
+        raise ConfigError("portable-math: the math libraries read their pins when they load; run "
+                          f"benchmarks/planner_bench.py as a script (it restarts pinned) or start Python with {pins}")
+
+
+def restart_pinned(argv: Sequence[str]) -> None:
+    """Replace this process with a pinned one running the same script and options, where
+    ``--portable-math`` is asked for and the pins are not yet set (they must be in place
+    before numpy and torch load)."""
+    if "--portable-math" in argv and not pinned(os.environ):
+        os.execve(sys.executable, [sys.executable, str(Path(__file__).resolve()), *argv], pin_env(os.environ))
+
+
 if __name__ == "__main__":
+    restart_pinned(sys.argv[1:])
     try:
         main()
     except ConfigError as exc:  # the same one line and exit code as `planner bench`

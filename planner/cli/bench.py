@@ -25,6 +25,9 @@ def bench(
         help="Ours' FLOP cap per setting in target-budget runs (default 6); baselines get equal spend.")] = None,
     cost_power: Annotated[float | None, typer.Option(help="Ours' acquisition cost power (default 0.5).")] = None,
     jobs: Annotated[int, typer.Option(min=1, help="Worlds benchmarked in parallel processes.")] = 1,
+    portable_math: Annotated[bool, typer.Option(
+        help="Pin MKL, OpenBLAS and ATen to paths every x86-64 CPU has, one thread each, so the races "
+             "replay on another box (runs the script in a fresh, pinned process).")] = False,
 ) -> None:
     import importlib.util
     import sys
@@ -34,12 +37,6 @@ def bench(
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "planner_bench.py"
     if not script.is_file():
         raise ConfigError(f"bench: {script} not found; run from a source checkout of race-planner")
-    spec = importlib.util.spec_from_file_location("planner_bench", script)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    # Registered before it runs: its dataclasses look their module up in sys.modules.
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
     argv = ["--out", str(out)] + (["--quick"] if quick else []) + ([] if plot else ["--no-plot"])
     argv += ["--worlds", worlds] if worlds else []
     argv += ["--strategies", strategies] if strategies else []
@@ -47,4 +44,16 @@ def bench(
     argv += ["--first-rep", str(first_rep), "--jobs", str(jobs)]
     argv += ["--flops-per-setting", str(flops_per_setting)] if flops_per_setting is not None else []
     argv += ["--cost-power", str(cost_power)] if cost_power is not None else []
+    if portable_math:
+        import subprocess
+
+        # The math libraries read their pins when they load, and this process may have
+        # loaded them: the script restarts itself pinned, and its exit code is this one's.
+        raise typer.Exit(subprocess.call([sys.executable, str(script), *argv, "--portable-math"]))
+    spec = importlib.util.spec_from_file_location("planner_bench", script)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    # Registered before it runs: its dataclasses look their module up in sys.modules.
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
     mod.main(argv)

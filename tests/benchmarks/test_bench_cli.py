@@ -71,6 +71,13 @@ def test_stored_file_readers_refuse_a_file_that_is_not_results(
     ("learning_real", ["--seeds", "1"], "seeds: need at least 2"),
     ("learning_real", ["--rewards", "sparse,nope"], "rewards: unknown 'nope'"),
     ("setting_calls", ["--worlds", "paper,nope"], "worlds: unknown 'nope'"),
+    # In this process the math libraries loaded unpinned: a pinned run must not claim it.
+    ("planner_bench", ["--portable-math", "--quick", "--out", "{tmp}/b.json"],
+     "portable-math: the math libraries read their pins when they load"),
+    ("math_paths", ["--world", "nope"], "world: unknown 'nope'"),
+    ("math_paths", ["--configs", "native,nope"], "configs: unknown 'nope'"),
+    ("math_paths", ["--configs", "portable"], "configs: start with native"),
+    ("math_paths", ["--rep", "-1"], "rep: repetitions are numbered from 0"),
 ])
 def test_bad_options_are_one_line_before_any_work(
         script: str, argv: list[str], said: str, load_script: Callable[..., ModuleType], cli: ModuleType,

@@ -354,6 +354,25 @@ def test_bench_runs_through_the_cli(tmp_path: Path) -> None:
     assert not (tmp_path / "bad.json").exists()
 
 
+def test_bench_portable_math_runs_pinned_in_a_fresh_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The math libraries read their pins when they load, so `planner bench --portable-math`
+    hands over to the script, which restarts itself pinned: the results file must show the
+    pins in effect (OpenBLAS on its generic kernels, ATen on its default path), not just set."""
+    for k in ("MKL_CBWR", "OPENBLAS_CORETYPE", "ATEN_CPU_CAPABILITY"):
+        monkeypatch.delenv(k, raising=False)
+    out = tmp_path / "pinned.json"
+    res = runner.invoke(app, ["bench", "--quick", "--worlds", "flat", "--strategies", "grid", "--seeds", "1",
+                              "--out", str(out), "--no-plot", "--portable-math"])
+    assert res.exit_code == 0, res.output
+    machine = json.loads(out.read_text())["machine"]
+    assert machine["portable_math"] is True and machine["torch_cpu_capability"] == "DEFAULT"
+    arch = {b["architecture"] for b in machine["blas"] if b["internal_api"] == "openblas"}
+    assert arch == {"Katmai"} and machine["env"]["MKL_CBWR"] == "COMPATIBLE"
+    bad = runner.invoke(app, ["bench", "--quick", "--worlds", "mars", "--out", str(tmp_path / "b.json"),
+                              "--portable-math"])
+    assert bad.exit_code == 2 and not (tmp_path / "b.json").exists()  # the child's one line and exit code
+
+
 def test_anchors_option_sets_the_target_budget_runs(tmp_path: Path) -> None:
     data = tmp_path / "data"
     base = ["--budget", "1e16", "--pilot-budget", "1e15", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
