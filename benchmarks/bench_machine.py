@@ -2,18 +2,26 @@
 
 A race feeds each GP fit back into its next proposals, so a last-bit rounding difference in
 one fit becomes another race (docs/benchmark.md, "At HEAD on 12-04"). The races' floating
-point goes through three libraries whose kernels depend on the CPU: MKL (torch's BLAS and
+point goes through libraries whose kernels depend on the CPU: MKL (torch's BLAS and
 LAPACK: the GP's matrix products and Cholesky factors), OpenBLAS (numpy's and scipy's: the
-acquisition's L-BFGS-B) and ATen's own vector kernels. ``benchmarks/math_paths.py`` replays
-one race with each pinned alone: on the 2-core AMD EPYC box of 12-04, MKL's path and
-OpenBLAS's kernel each moved it, ATen's dispatch did not.
+acquisition's L-BFGS-B), glibc's libm (``exp``, ``log``, ``pow``: FMA variants chosen at
+load), ATen's own vector kernels and numpy's SIMD loops. ``benchmarks/math_paths.py``
+replays one race with each pinned alone: on the 2-core AMD EPYC box of 12-04, MKL's path,
+OpenBLAS's kernel and libm's variant each moved it; ATen's dispatch and numpy's loops did
+not.
 
 :data:`PORTABLE_MATH` pins each to the path every x86-64 CPU has (MKL's conditional numerical
 reproducibility in its ``COMPATIBLE`` branch; OpenBLAS's generic SSE kernels, ``Katmai``, to
-which numpy's build also sends ``Prescott`` and ``Core2``; ATen's ``default``, no vector ISA) and every library to one thread, whose reductions then split the
+which numpy's build also sends ``Prescott`` and ``Core2``; libm's SSE2 variants, FMA and AVX2
+masked through ``GLIBC_TUNABLES``, in glibc's names since 2.33 and before; ATen's
+``default``, no vector ISA) and every library to one thread, whose reductions then split the
 same way on any core count. MKL documents ``COMPATIBLE`` as reproducible across Intel and
 compatible processors at a fixed thread count and MKL version; the whole recipe has been
-checked on one machine only. The libraries read these when they load, so a pinned run starts
+checked on one machine only. Not pinned: numpy's own SIMD loops (turning its AVX2 and
+AVX-512 loops off left the race alone). ``GLIBC_TUNABLES`` is read by the dynamic loader at
+start-up only and replaces any tunables of the caller's; the libm pin applies on glibc
+systems, and no library reports it back, so :func:`portable_in_effect` can only see that
+it was in the environment. The libraries read these when they load, so a pinned run starts
 a fresh interpreter (``planner_bench.py --portable-math`` restarts itself).
 """
 
@@ -35,6 +43,7 @@ PORTABLE_MATH: dict[str, str] = {
     "OPENBLAS_NUM_THREADS": "1",
     "OMP_NUM_THREADS": "1",
     "ATEN_CPU_CAPABILITY": "default",
+    "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX2,-FMA,-FMA4,-AVX512F,-AVX2_Usable,-FMA_Usable,-FMA4_Usable,-AVX512F_Usable",
 }
 
 
@@ -91,6 +100,7 @@ def fingerprint() -> dict[str, Any]:
     return {
         "cpu": _cpu_model(), "machine": platform.machine(), "cpus": os.cpu_count(),
         "python": platform.python_version(), "platform": sys.platform,
+        "libc": " ".join(platform.libc_ver()),
         "versions": {"torch": torch.__version__, "botorch": botorch.__version__,
                      "gpytorch": gpytorch.__version__, "numpy": numpy.__version__, "scipy": scipy.__version__},
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),

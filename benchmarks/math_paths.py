@@ -10,7 +10,7 @@ rho* estimate and stake agree to the last bit. ``native`` runs twice and the por
 recipe twice, so a row that differs from its twin says the machine itself is not
 deterministic. Prints a table (FLOPs in target-run units, calls right of six, median
 simple regret, the race's wall time and ``planner suggest``'s with 200 records, in process
-and as the command) and writes JSON. About 10 races of 40-60 s on a 2-core box.
+and as the command) and writes JSON. About 12 races of 40-70 s on a 2-core box.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ CONFIGS: list[tuple[str, dict[str, str]]] = [
     ("MKL AVX2", {"MKL_CBWR": "AVX2"}),
     ("OpenBLAS Katmai", {"OPENBLAS_CORETYPE": "Katmai"}),
     ("OpenBLAS Haswell", {"OPENBLAS_CORETYPE": "Haswell"}),
+    ("libm no FMA", {"GLIBC_TUNABLES": PORTABLE_MATH["GLIBC_TUNABLES"]}),
+    # numpy 2.4's dispatch targets above its x86-64-v2 baseline.
+    ("numpy baseline", {"NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"}),
     ("portable", dict(PORTABLE_MATH)),
     ("portable again", dict(PORTABLE_MATH)),
 ]
@@ -98,6 +101,8 @@ def print_rows(rows: Sequence[dict[str, Any]], machine: Mapping[str, Any]) -> No
         t.add_column(c, justify="left" if c in ("config", "pins") else "right")
     for r in rows:
         pins = " ".join(f"{k}={v}" for k, v in r["pins"].items()) if r["pins"] else "-"
+        if len(pins) > 40:
+            pins = pins[:37] + "..."
         if r["pins"] == PORTABLE_MATH:
             pins = "all (--portable-math)"
         t.add_row(r["config"], pins, f"{r['flops_target_units']:.4f}", f"{r['right']}/{r['calls']}",

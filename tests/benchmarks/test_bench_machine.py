@@ -19,7 +19,8 @@ def test_pin_env_sets_every_pin_over_the_caller_and_keeps_the_rest(machine: Modu
     assert machine.pinned(env) and not machine.pinned({"PATH": "/bin"})
 
 
-@pytest.mark.parametrize("drop", ["MKL_CBWR", "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "ATEN_CPU_CAPABILITY"])
+@pytest.mark.parametrize("drop", ["MKL_CBWR", "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "ATEN_CPU_CAPABILITY",
+                                  "GLIBC_TUNABLES"])
 def test_pinned_needs_every_pin(machine: ModuleType, drop: str) -> None:
     env = machine.pin_env({})
     assert machine.pinned({k: v.lower() for k, v in env.items()})  # MKL reads the branch in any case
