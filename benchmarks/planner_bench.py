@@ -215,6 +215,10 @@ def print_stored(path: str | Path) -> dict[str, Any]:
     c = doc.get("config", {})
     print(f"{Path(path).name}: reps {c.get('first_rep', 0)}-{c.get('first_rep', 0) + c.get('reps', 0) - 1}, "
           f"ours {c.get('ours')}, FLOPs per setting {c.get('flops_per_setting', FLOPS_PER_SETTING)}")
+    m = doc.get("machine")
+    # Files before 12-04 do not say: their races replay only on the box that ran them.
+    print(f"machine: {m['cpu']}, {m['cpus']} cores, torch {m['versions']['torch']}, portable math "
+          f"{'on' if m['portable_math'] else 'off'}" if m else "machine: not recorded (a file from before 12-04)")
     print_table(rows, {})
     if doc.get("suggest_latency"):
         # Files written before latency_records timed a suggestion that returned anchor

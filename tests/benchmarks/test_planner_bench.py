@@ -138,6 +138,7 @@ def test_from_json_prints_a_stored_file_without_racing(bench: ModuleType, tmp_pa
     assert ours["shifted"] == pytest.approx(0.967, abs=5e-4)
     assert ours["flat"] == pytest.approx(0.95) and ours["noisy"] == pytest.approx(0.95)
     assert "ask s (no fit)" in out and "reps 10-19" in out
+    assert "machine: not recorded (a file from before 12-04)" in out
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     from planner.errors import ConfigError
