@@ -4,6 +4,7 @@ as the same race."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -40,3 +41,22 @@ def test_a_race_that_differs_in_the_last_bit_of_one_estimate_is_another_race(pat
                           ("MKL COMPATIBLE", {"MKL_CBWR": "COMPATIBLE"}, _doc(36.0, nudged, [True, True]))])
     assert [r["same_as_native"] for r in rows] == [True, True, False]
     assert rows[2]["right"] == 2 and rows[2]["blas"] == ["Katmai"] and rows[0]["cli_suggest_200_s"] is None
+
+
+def test_the_stored_pinned_benchmark_holds_the_pinned_race_of_math_paths(load_script: Callable[..., ModuleType]) -> None:
+    """docs/benchmark.md (Portable math): the pinned benchmark's paper repetition 6 is the
+    race math_paths.py ran alone under the same pins, to the last bit, and the file says it
+    was pinned; the unpinned 12-04 file holds the native row's race (the same box)."""
+    import json
+
+    machine = load_script("bench_machine")
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    rows = {r["config"]: r for r in json.loads((results / "math_paths_1204.json").read_text())["rows"]}
+    assert rows["portable"]["pins"] == machine.PORTABLE_MATH and rows["portable"]["key"] == rows["portable again"]["key"]
+    for name, row in (("planner_bench_portable_1204_reps0-9.json", rows["portable"]),
+                      ("planner_bench_head_1204_reps0-9.json", rows["native"])):
+        doc = json.loads((results / name).read_text())
+        race = next(o for o in doc["outcomes"] if (o["strategy"], o["world"], o["rep"]) == ("ours", "paper", 6))
+        assert [race["flops_target_units"], race["rho_hat"], race["stake"]] == row["key"], name
+    pinned = json.loads((results / "planner_bench_portable_1204_reps0-9.json").read_text())["machine"]
+    assert pinned["portable_math"] is True and pinned["env"] == machine.PORTABLE_MATH
