@@ -30,6 +30,7 @@ start-up and store included (:func:`bench_latency.cli_suggest_latency`, ``cli_*`
     python benchmarks/planner_bench.py [--quick] [--worlds paper,flat] [--seeds 10] [--out FILE]
     python benchmarks/planner_bench.py --from-json benchmarks/planner_bench_results.json   # stored: no races
     python benchmarks/planner_bench.py --latency-only                                     # suggest latency only
+    python benchmarks/planner_bench.py --portable-math [...]   # pinned math: races replay across x86-64 boxes (bench_machine.py)
 """
 
 from __future__ import annotations
@@ -275,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     help="only time `planner suggest` (ours, 15 settings; empty and 200 records of the first "
                          "world) and print it, writing it only where --out is given: no races")
     ap.add_argument("--portable-math", action="store_true",
-                    help="pin MKL, OpenBLAS and ATen to the math paths every x86-64 CPU has, one thread each "
+                    help="pin MKL, OpenBLAS, glibc's libm and ATen to code every x86-64 CPU runs, one thread each "
                          "(bench_machine.PORTABLE_MATH), so the races replay on another box; run as a script "
                          "it restarts itself pinned")
     ap.add_argument("--from-json", metavar="FILE", default=None,

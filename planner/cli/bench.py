@@ -26,7 +26,7 @@ def bench(
     cost_power: Annotated[float | None, typer.Option(help="Ours' acquisition cost power (default 0.5).")] = None,
     jobs: Annotated[int, typer.Option(min=1, help="Worlds benchmarked in parallel processes.")] = 1,
     portable_math: Annotated[bool, typer.Option(
-        help="Pin MKL, OpenBLAS and ATen to paths every x86-64 CPU has, one thread each, so the races "
+        help="Pin MKL, OpenBLAS, glibc's libm and ATen to code every x86-64 CPU runs, one thread each, so the races "
              "replay on another box (runs the script in a fresh, pinned process).")] = False,
 ) -> None:
     import importlib.util
