@@ -78,13 +78,16 @@ def _blas() -> list[dict[str, Any]]:
     return [{k: i.get(k) for k in keys} for i in threadpool_info()]
 
 
-def portable_in_effect() -> bool:
+def portable_in_effect(blas: list[dict[str, Any]] | None = None) -> bool:
     """Whether this process runs on the pinned paths: the environment is pinned and every
-    loaded OpenBLAS took the pinned kernel (a pin set after the library loaded is not)."""
-    import numpy  # noqa: F401  (OpenBLAS picks its kernel when numpy loads it)
-    import scipy.linalg  # noqa: F401
+    loaded OpenBLAS took the pinned kernel (a pin set after the library loaded is not).
+    ``blas``: :func:`_blas` of this process once numpy and scipy are loaded, if in hand."""
+    if blas is None:
+        import numpy  # noqa: F401  (OpenBLAS picks its kernel when numpy loads it)
+        import scipy.linalg  # noqa: F401
 
-    arch = [b.get("architecture") for b in _blas() if b.get("internal_api") == "openblas"]
+        blas = _blas()
+    arch = [b.get("architecture") for b in blas if b.get("internal_api") == "openblas"]
     return pinned(os.environ) and all(a == PORTABLE_MATH["OPENBLAS_CORETYPE"] for a in arch)
 
 
@@ -94,9 +97,10 @@ def fingerprint() -> dict[str, Any]:
     import botorch
     import gpytorch
     import numpy
-    import scipy
+    import scipy.linalg  # scipy, and its own OpenBLAS loaded so that _blas lists it
     import torch
 
+    blas = _blas()
     return {
         "cpu": _cpu_model(), "machine": platform.machine(), "cpus": os.cpu_count(),
         "python": platform.python_version(), "platform": sys.platform,
@@ -105,7 +109,7 @@ def fingerprint() -> dict[str, Any]:
                      "gpytorch": gpytorch.__version__, "numpy": numpy.__version__, "scipy": scipy.__version__},
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "torch_threads": torch.get_num_threads(),
-        "blas": _blas(),
+        "blas": blas,
         "env": {k: os.environ.get(k) for k in PORTABLE_MATH},
-        "portable_math": portable_in_effect(),
+        "portable_math": portable_in_effect(blas),
     }
