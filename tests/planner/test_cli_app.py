@@ -172,3 +172,20 @@ def test_a_terminal_that_cannot_encode_a_character_gets_a_question_mark(tmp_path
     out, err = res.stdout.decode("ascii"), res.stderr.decode("utf-8", "replace")
     assert res.returncode == 0 and "Traceback" not in err, err
     assert "?" in out and "±" not in out  # mean?std where the terminal has no ±
+
+
+@pytest.mark.parametrize(("package", "command"), [("planner", "suggest"), ("runners", "truth")])
+def test_python_m_runs_each_command_line_and_names_itself(package: str, command: str) -> None:
+    # Where the console scripts are not on PATH (a venv not activated) `python -m` is the way in;
+    # click names the program after it, so usage lines tell the user what to type again.
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", package, "--help"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert command in res.stdout
+    assert f"python -m {package}" in res.stdout
+    bad = subprocess.run([sys.executable, "-m", package, "no-such-command"], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2
+    assert "no-such-command" in bad.stderr
