@@ -103,6 +103,8 @@ def fingerprint() -> dict[str, Any]:
     blas = _blas()
     return {
         "cpu": _cpu_model(), "machine": platform.machine(), "cpus": os.cpu_count(),
+        # What this process may run on (taskset, a cgroup): the cores it actually had.
+        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "python": platform.python_version(), "platform": sys.platform,
         "libc": " ".join(platform.libc_ver()),
         "versions": {"torch": torch.__version__, "botorch": botorch.__version__,

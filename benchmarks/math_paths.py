@@ -49,7 +49,16 @@ CONFIGS: list[tuple[str, dict[str, str]]] = [
     ("numpy baseline", {"NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"}),
     ("portable", dict(PORTABLE_MATH)),
     ("portable again", dict(PORTABLE_MATH)),
+    # Another machine, as near as one box gets: the portable pins on a CPU that offers
+    # numpy nothing above its baseline, glibc nothing from AVX up, and one core. Where the
+    # pins are complete this is the portable race again.
+    ("portable, baseline CPU", {**PORTABLE_MATH, "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
+                                "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX,-AVX2,-FMA,-FMA4,-AVX512F,-AVX512VL,"
+                                                  "-AVX512BW,-AVX512DQ,-AVX512CD,-AVX2_Usable,-FMA_Usable,"
+                                                  "-FMA4_Usable,-AVX512F_Usable,-AVX_Usable"}),
 ]
+# Configurations run on fewer cores than the box has (the first N it may use).
+CORES: dict[str, int] = {"portable, baseline CPU": 1}
 KNOBS = sorted({k for _, pins in CONFIGS for k in pins})
 
 
@@ -65,11 +74,24 @@ def race_key(outcome: Mapping[str, Any]) -> tuple:
     return (outcome["flops_target_units"], tuple(outcome["rho_hat"]), tuple(outcome["stake"]))
 
 
-def replay(world: str, rep: int, pins: Mapping[str, str], out: Path) -> dict[str, Any]:
-    """One race of ours in a fresh process under ``pins``; the results file's content."""
+def first_cores(n: int | None) -> set[int] | None:
+    """The first ``n`` cores this process may run on (None: all of them)."""
+    if n is None:
+        return None
+    mine = sorted(os.sched_getaffinity(0))
+    if n > len(mine):
+        raise ValueError(f"cores: {n} asked, this process may use {len(mine)}")
+    return set(mine[:n])
+
+
+def replay(world: str, rep: int, pins: Mapping[str, str], out: Path, cores: int | None = None) -> dict[str, Any]:
+    """One race of ours in a fresh process under ``pins`` (on the first ``cores`` cores
+    where given); the results file's content."""
     cmd = [sys.executable, str(BENCH / "planner_bench.py"), "--worlds", world, "--strategies", "ours",
            "--seeds", "1", "--first-rep", str(rep), "--no-plot", "--out", str(out)]
-    proc = subprocess.run(cmd, env=config_env(pins, os.environ), capture_output=True, text=True)
+    cpus = first_cores(cores)
+    proc = subprocess.run(cmd, env=config_env(pins, os.environ), capture_output=True, text=True,
+                          preexec_fn=None if cpus is None else (lambda: os.sched_setaffinity(0, cpus)))
     if proc.returncode != 0:
         raise RuntimeError(f"planner_bench.py failed under {dict(pins)}:\n{proc.stderr[-2000:]}")
     return json.loads(out.read_text())
@@ -87,7 +109,8 @@ def rows_of(docs: Sequence[tuple[str, Mapping[str, str], dict[str, Any]]]) -> li
                      "cli_suggest_200_s": lat.get("cli_records_200_s"),
                      "same_as_native": race_key(o) == base, "key": list(race_key(o)),
                      "blas": [b.get("architecture") for b in doc["machine"]["blas"] if b.get("architecture")],
-                     "torch_cpu_capability": doc["machine"]["torch_cpu_capability"]})
+                     "torch_cpu_capability": doc["machine"]["torch_cpu_capability"],
+                     "usable_cpus": doc["machine"].get("usable_cpus")})
     return rows
 
 
@@ -105,6 +128,10 @@ def print_rows(rows: Sequence[dict[str, Any]], machine: Mapping[str, Any]) -> No
             pins = pins[:37] + "..."
         if r["pins"] == PORTABLE_MATH:
             pins = "all (--portable-math)"
+        elif set(PORTABLE_MATH) < set(r["pins"]):
+            pins = "portable, more masked: " + " ".join(k for k in r["pins"] if r["pins"][k] != PORTABLE_MATH.get(k))
+        if r.get("usable_cpus") is not None and r["usable_cpus"] != machine.get("usable_cpus"):
+            pins += f" ({r['usable_cpus']} core)"
         t.add_row(r["config"], pins, f"{r['flops_target_units']:.4f}", f"{r['right']}/{r['calls']}",
                   f"{r['regret_median']:.4f}", f"{r['race_s']:.0f}",
                   "-" if r["suggest_200_s"] is None else f"{r['suggest_200_s']:.2f}",
@@ -117,6 +144,11 @@ def print_rows(rows: Sequence[dict[str, Any]], machine: Mapping[str, Any]) -> No
         if a and b:
             print(f"{name} twice: {'the same race' if a['key'] == b['key'] else 'DIFFERENT races'}; "
                   f"race time {b['race_s'] / a['race_s']:.2f}x the first")
+    if "portable" in twins:
+        for r in rows:
+            if r["config"].startswith("portable,"):
+                same = r["key"] == twins["portable"]["key"]
+                print(f"{r['config']}: {'the same race as portable' if same else 'ANOTHER race than portable'}")
     nat = [r["race_s"] for r in rows if not r["pins"]]
     por = [r["race_s"] for r in rows if r["pins"] == PORTABLE_MATH]
     if nat and por:
@@ -158,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for i, name in enumerate(chosen):
             pins = dict(CONFIGS)[name]
             bar.update(task, description=f"{a.world} rep {a.rep}: {name}")
-            docs.append((name, pins, replay(a.world, a.rep, pins, Path(tmp) / f"{i}.json")))
+            docs.append((name, pins, replay(a.world, a.rep, pins, Path(tmp) / f"{i}.json", CORES.get(name))))
             bar.advance(task)
     rows = rows_of(docs)
     machine = docs[0][2]["machine"]

@@ -26,6 +26,26 @@ def test_native_drops_the_callers_pins_and_portable_sets_them_all(paths: ModuleT
     assert paths.CONFIGS[0][0] == "native" and configs["native again"] == {}
 
 
+def test_the_baseline_cpu_row_is_the_portable_recipe_with_more_masked_on_one_core(paths: ModuleType) -> None:
+    import os
+
+    configs = dict(paths.CONFIGS)
+    row = configs["portable, baseline CPU"]
+    portable = configs["portable"]
+    # Every pin of the recipe is there, libm's mask only grows, and numpy loses its extensions.
+    assert set(portable) < set(row)
+    assert {k: v for k, v in row.items() if k != "GLIBC_TUNABLES"}.items() >= {
+        k: v for k, v in portable.items() if k != "GLIBC_TUNABLES"}.items()
+    masked = set(row["GLIBC_TUNABLES"].split("=", 1)[1].split(","))
+    assert set(portable["GLIBC_TUNABLES"].split("=", 1)[1].split(",")) < masked and "-AVX" in masked
+    assert set(paths.CORES) <= set(configs) and paths.CORES["portable, baseline CPU"] == 1
+    mine = os.sched_getaffinity(0)
+    assert paths.first_cores(None) is None
+    assert paths.first_cores(1) == {min(mine)}
+    with pytest.raises(ValueError, match="cores: .* asked"):
+        paths.first_cores(len(mine) + 1)
+
+
 def _doc(flops: float, rho: list[float], same: list[bool]) -> dict[str, Any]:
     return {"outcomes": [{"flops_target_units": flops, "rho_hat": rho, "stake": [0.1] * len(rho), "same": same,
                           "regret_median": 0.001}],
