@@ -52,13 +52,13 @@ CONFIGS: list[tuple[str, dict[str, str]]] = [
     # Another machine, as near as one box gets: the portable pins on a CPU that offers
     # numpy nothing above its baseline, glibc nothing from AVX up, and one core. Where the
     # pins are complete this is the portable race again.
-    ("portable, baseline CPU", {**PORTABLE_MATH, "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
+    ("portable on baseline CPU", {**PORTABLE_MATH, "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
                                 "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX,-AVX2,-FMA,-FMA4,-AVX512F,-AVX512VL,"
                                                   "-AVX512BW,-AVX512DQ,-AVX512CD,-AVX2_Usable,-FMA_Usable,"
                                                   "-FMA4_Usable,-AVX512F_Usable,-AVX_Usable"}),
 ]
 # Configurations run on fewer cores than the box has (the first N it may use).
-CORES: dict[str, int] = {"portable, baseline CPU": 1}
+CORES: dict[str, int] = {"portable on baseline CPU": 1}
 KNOBS = sorted({k for _, pins in CONFIGS for k in pins})
 
 
@@ -146,7 +146,7 @@ def print_rows(rows: Sequence[dict[str, Any]], machine: Mapping[str, Any]) -> No
                   f"race time {b['race_s'] / a['race_s']:.2f}x the first")
     if "portable" in twins:
         for r in rows:
-            if r["config"].startswith("portable,"):
+            if r["config"].startswith("portable on "):
                 same = r["key"] == twins["portable"]["key"]
                 print(f"{r['config']}: {'the same race as portable' if same else 'ANOTHER race than portable'}")
     nat = [r["race_s"] for r in rows if not r["pins"]]

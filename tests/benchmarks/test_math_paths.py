@@ -30,7 +30,7 @@ def test_the_baseline_cpu_row_is_the_portable_recipe_with_more_masked_on_one_cor
     import os
 
     configs = dict(paths.CONFIGS)
-    row = configs["portable, baseline CPU"]
+    row = configs["portable on baseline CPU"]
     portable = configs["portable"]
     # Every pin of the recipe is there, libm's mask only grows, and numpy loses its extensions.
     assert set(portable) < set(row)
@@ -38,7 +38,7 @@ def test_the_baseline_cpu_row_is_the_portable_recipe_with_more_masked_on_one_cor
         k: v for k, v in portable.items() if k != "GLIBC_TUNABLES"}.items()
     masked = set(row["GLIBC_TUNABLES"].split("=", 1)[1].split(","))
     assert set(portable["GLIBC_TUNABLES"].split("=", 1)[1].split(",")) < masked and "-AVX" in masked
-    assert set(paths.CORES) <= set(configs) and paths.CORES["portable, baseline CPU"] == 1
+    assert set(paths.CORES) <= set(configs) and paths.CORES["portable on baseline CPU"] == 1
     mine = os.sched_getaffinity(0)
     assert paths.first_cores(None) is None
     assert paths.first_cores(1) == {min(mine)}
