@@ -42,7 +42,7 @@ def test_the_baseline_cpu_row_is_the_portable_recipe_with_more_masked_on_one_cor
     mine = os.sched_getaffinity(0)
     assert paths.first_cores(None) is None
     assert paths.first_cores(1) == {min(mine)}
-    with pytest.raises(ValueError, match="cores: .* asked"):
+    with pytest.raises(ValueError, match=r"cores: .* asked"):
         paths.first_cores(len(mine) + 1)
 
 
@@ -80,3 +80,19 @@ def test_the_stored_pinned_benchmark_holds_the_pinned_race_of_math_paths(load_sc
         assert [race["flops_target_units"], race["rho_hat"], race["stake"]] == row["key"], name
     pinned = json.loads((results / "planner_bench_portable_1204_reps0-9.json").read_text())["machine"]
     assert pinned["portable_math"] is True and pinned["env"] == machine.PORTABLE_MATH
+
+
+def test_the_stored_baseline_cpu_race_is_the_portable_race(load_script: Callable[..., ModuleType]) -> None:
+    """docs/benchmark.md (Portable math): the pinned race replayed with numpy and glibc
+    offered nothing above the x86-64 baseline, on one core, is the pinned race to the last
+    bit, and the run that stored it was held to one core."""
+    import json
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    earlier = {r["config"]: r for r in json.loads((results / "math_paths_1204.json").read_text())["rows"]}
+    rows = {r["config"]: r for r in json.loads((results / "math_paths_baseline_1204.json").read_text())["rows"]}
+    baseline = rows["portable on baseline CPU"]
+    assert baseline["key"] == rows["portable"]["key"] == earlier["portable"]["key"]
+    assert rows["native"]["key"] == earlier["native"]["key"] != baseline["key"]
+    assert baseline["usable_cpus"] == 1 and rows["native"]["usable_cpus"] > 1
+    assert baseline["torch_cpu_capability"] == "DEFAULT" and set(baseline["blas"]) == {"Katmai"}
