@@ -16,7 +16,7 @@ from typing import Any
 import typer
 
 __all__ = [
-    "MAX_BUDGET", "SEED_MAX", "OneLineErrors", "app", "command", "emit_json", "engine_options", "guard", "parse_budget", "parse_list",
+    "MAX_BUDGET", "SEED_MAX", "OneLineErrors", "add_version_option", "app", "command", "emit_json", "engine_options", "guard", "parse_budget", "parse_list",
     "parse_option", "replace_unencodable", "whole_console",
 ]
 
@@ -78,6 +78,29 @@ app = typer.Typer(
     add_completion=False,
     cls=OneLineErrors,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from planner.versions import version_line
+
+        typer.echo(version_line())
+        raise typer.Exit()
+
+
+def add_version_option(typer_app: typer.Typer) -> None:
+    """``--version`` on ``typer_app``: race-planner's version and the libraries' a run and a
+    fit depend on (a bug report's first line), without importing any of them."""
+
+    @typer_app.callback()
+    def _root(
+        version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                     help="Print race-planner's version and its libraries', then exit."),
+    ) -> None:
+        pass
+
+
+add_version_option(app)
 
 
 def parse_budget(value: str, field: str = "budget", most: float | None = MAX_BUDGET) -> float:

@@ -194,6 +194,19 @@ class ReportData:
         return f"{kind} ({', '.join(self.engines) or 'no engine'})"
 
     @property
+    def software(self) -> dict[str, dict[str, int]]:
+        """``{library: {version: runs}}`` of the ok runs (:func:`planner.versions.software_of`)."""
+        from planner.versions import software_of
+
+        return software_of(self.ok)
+
+    @property
+    def software_text(self) -> str:
+        """``race-planner 0.1.0, trl 1.16.0, ...``: what the runs were made with (every
+        version of a library that changed between them); empty where no card says."""
+        return ", ".join(f"{name} {' / '.join(v)}" for name, v in self.software.items())
+
+    @property
     def data_text(self) -> str:
         """The data directory as the report shows it (its bytes that are not UTF-8 escaped)."""
         from planner.files import shown_path
@@ -458,6 +471,10 @@ def assemble(
 
     if mixed := mixed_sources(ok):
         data.notes.append(mixed[0].upper() + mixed[1:])
+    from planner.versions import mixed_software
+
+    if mixed := mixed_software(ok):
+        data.notes.append(mixed)
     if race is not None:
         # The decision the race made is at its target budget, where there may be no runs
         # at all (pilots are cheaper): evaluate those settings too.

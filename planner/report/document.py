@@ -205,7 +205,8 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
     out = [Block("h1", "RACE regime report")]
     st = status_of(data)
     out.append(Block("warn" if st != "ok" else "note", status_line(data)))
-    out.append(Block("p", f"Data: {data.source_text}. Engine: {data.engine_text}. "
+    made_with = f" Made with {data.software_text}." if data.software_text else ""
+    out.append(Block("p", f"Data: {data.source_text}. Engine: {data.engine_text}.{made_with} "
                           f"Primary target: {data.target}. Generated {now} by `planner report`."))
     if any(r.simulated for r in data.records):
         out.append(Block("warn", "Results from the sim engine are SIMULATED: they measure the planner "
@@ -350,6 +351,8 @@ def regimes_json(data: ReportData) -> dict[str, Any]:
         # elsewhere (the refusal of this folder given as a store names it) must find the store.
         "data": str(data.data_dir.resolve()),
         "engine": data.engine_text,
+        # {library: {version: runs}}: what the runs were made with, from their compute cards.
+        "software": data.software,
         "simulated": None if not sims else (sims == {True} if len(sims) == 1 else "mixed"),
         "target": data.target,
         # failed: runs with no ok attempt (the status line's "failed runs"); every failed

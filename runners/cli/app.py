@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from planner.cli.app import OneLineErrors
+from planner.cli.app import OneLineErrors, add_version_option
 from planner.cli.app import command as _command
 
 __all__ = ["app", "command"]
@@ -20,6 +20,7 @@ app = typer.Typer(
     add_completion=False,
     cls=OneLineErrors,
 )
+add_version_option(app)
 
 
 def command(**kwargs: Any) -> Callable[[Callable[..., Any]], Any]:

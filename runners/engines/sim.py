@@ -19,6 +19,7 @@ import numpy as np
 from planner.engine import ProgressFn
 from planner.errors import ConfigError
 from planner.schema import TARGETS, ComputeCard, Metrics, Proposal, RunPlan, RunRecord
+from planner.versions import tool_version
 from runners.sim.dynamics import base_metrics, learn
 from runners.sim.simulate import add_noise, seed_entropy
 from runners.sim.world import World, load_world
@@ -117,7 +118,7 @@ class SimEngine:
             tokens=tokens_of_plan(plan),
             wall_s={"total": wall},
             hardware="simulated",
-            software={"engine": "sim", "world": self.world.name},
+            software={"engine": "sim", "race-planner": tool_version(), "world": self.world.name},
         )
         return RunRecord.ok(
             proposal,

@@ -412,6 +412,9 @@ def _software() -> dict[str, str]:
     import transformers
     import trl
 
-    return {"engine": "trl", "python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "trl": trl.__version__, "peft": peft.__version__}
+    from planner.versions import tool_version
+
+    return {"engine": "trl", "race-planner": tool_version(), "python": platform.python_version(),
+            "torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__,
+            "peft": peft.__version__}
 

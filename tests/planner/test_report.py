@@ -88,6 +88,9 @@ def test_every_figure_states_engine_and_data(built) -> None:
 def test_regimes_json(built) -> None:
     doc = json.loads((built.out / "regimes.json").read_text())
     assert doc["status"] == "ok" and doc["simulated"] is True and doc["target"] == "native"
+    from planner.versions import tool_version
+
+    assert doc["software"] == {"race-planner": {tool_version(): 30}}  # the sim's cards name no trl
     assert doc["runs"] == {"ok": 30, "failed": 2, "failed_attempts": 2, "corrupt": 0}
     # The race's decision budget has no runs: its calls are predictions, and the status says so.
     assert (f"and {len(MODELS) * len(REWARDS)} at a budget with no run of its own (the race's decision "
@@ -125,6 +128,9 @@ def _failed_ids(built) -> set[str]:
 
 def test_markdown_sections(built) -> None:
     md = (built.out / "report.md").read_text()
+    from planner.versions import tool_version
+
+    assert f"Made with race-planner {tool_version()}." in md
     for heading in ("## Race", "## Regime calls", "## Frontiers", "## rho* against model size",
                     "## Target disagreement", "## FLOP split of every run", "## Surrogate diagnostics",
                     "## Failed runs", "## Compute cards"):

@@ -3,6 +3,7 @@ quick-pretrained tiny world, for a low and a high rho; plus the failure path."""
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ def test_both_runs_ok_on_budget_and_on_rho(records: list[RunRecord]) -> None:
         assert walls["search"] > 0 and walls["learning"] > 0 and walls["eval"] > 0
         assert walls["total"] >= walls["search"] + walls["learning"]
         assert r.card.software["trl"].startswith("1.16")
+        assert r.card.software["race-planner"] == version("race-planner")  # which planner made it
     low, high = records
     # The two levers really ran: down-sampling (K < G) and reuse (old log-probs when mu > 1).
     assert low.plan.completions_kept < low.plan.completions_per_prompt and low.plan.num_iterations == 1

@@ -1,0 +1,66 @@
+"""Which versions made a result: race-planner itself and the libraries a real run's outcome
+depends on (TRL 1.16 changed GRPO's defaults under the same config: loss_type "dapo",
+beta 0.0), read from the installed distributions' metadata, so nothing heavy is imported."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Iterable
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+__all__ = ["PLANNING_LIBRARIES", "TRAINING_LIBRARIES", "mixed_software", "package_version", "software_of",
+           "tool_version", "version_line"]
+
+# What a GRPO/LoRA run's numbers depend on besides its plan, seed and weights.
+TRAINING_LIBRARIES: tuple[str, ...] = ("torch", "transformers", "trl", "peft")
+# What fits, acquires and compares (the same records can give other calls under another).
+PLANNING_LIBRARIES: tuple[str, ...] = ("botorch", "gpytorch", "optuna", "polars")
+
+
+def package_version(name: str) -> str | None:
+    """The installed version of distribution ``name``, or None where it is not installed."""
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+@functools.cache
+def tool_version() -> str:
+    """race-planner's version (``"unknown"`` when run from a source tree never installed)."""
+    return package_version("race-planner") or "unknown"
+
+
+def version_line() -> str:
+    """``race-planner 0.1.0 (torch 2.13.0, ...)``: what ``--version`` prints."""
+    libs = ", ".join(f"{n} {package_version(n) or 'not installed'}"
+                     for n in (*TRAINING_LIBRARIES, *PLANNING_LIBRARIES))
+    return f"race-planner {tool_version()} ({libs})"
+
+
+def software_of(records: Iterable[Any]) -> dict[str, dict[str, int]]:
+    """``{library: {version: runs}}`` over the records' compute cards (``card.software``),
+    for race-planner and :data:`TRAINING_LIBRARIES`; a library no card names is left out
+    (the sim's runs name race-planner only, records older than a key name none)."""
+    seen: dict[str, Counter[str]] = {}
+    for r in records:
+        software = r.card.software
+        for name in ("race-planner", *TRAINING_LIBRARIES):
+            if name in software:
+                seen.setdefault(name, Counter())[software[name]] += 1
+    return {name: dict(sorted(c.items())) for name, c in seen.items()}
+
+
+def mixed_software(records: Iterable[Any]) -> str | None:
+    """One line naming each library whose runs were made under more than one version (a
+    store that spans an upgrade), or None: a change of TRL's defaults moves every metric,
+    and the surrogate would read it as noise."""
+    mixed = {name: v for name, v in software_of(records).items() if len(v) > 1}
+    if not mixed:
+        return None
+    parts = "; ".join(f"{name} " + ", ".join(f"{ver} ({n} runs)" for ver, n in v.items()) for name, v in mixed.items())
+    return (f"The runs were made under different library versions ({parts}): where a version changed "
+            "training, the fits read the change as noise; compare the settings' runs by version "
+            "(`runners card RUN_ID` lists each run's) or keep one --data directory per version")
