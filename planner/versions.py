@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-__all__ = ["PLANNING_LIBRARIES", "TRAINING_LIBRARIES", "mixed_software", "package_version", "software_of",
-           "tool_version", "version_line"]
+__all__ = ["PLANNING_LIBRARIES", "TRAINING_LIBRARIES", "changed_since", "mixed_software", "package_version",
+           "software_of", "tool_version", "version_line"]
 
 # What a GRPO/LoRA run's numbers depend on besides its plan, seed and weights.
 TRAINING_LIBRARIES: tuple[str, ...] = ("torch", "transformers", "trl", "peft")
@@ -64,3 +64,26 @@ def mixed_software(records: Iterable[Any]) -> str | None:
     return (f"The runs were made under different library versions ({parts}): where a version changed "
             "training, the fits read the change as noise; compare the settings' runs by version "
             "(`runners card RUN_ID` lists each run's) or keep one --data directory per version")
+
+
+def _release(v: str | None) -> str | None:
+    # "2.13.0+cpu" and "2.13.0+cu126" are one release built for two machines: the hardware
+    # is on every card already, and a campaign may move from a laptop to a GPU box.
+    return None if v is None else v.split("+", 1)[0]
+
+
+def changed_since(records: Iterable[Any]) -> str | None:
+    """One line naming each library the records' cards name whose installed release here is
+    none of theirs (``trl 1.15.0 -> 1.16.0``), or None: said before a race or an execute
+    adds runs to a store, since runs across an upgrade fit as one campaign only where the
+    upgrade changed nothing a run does."""
+    moved = []
+    for name, versions in software_of(records).items():
+        here = tool_version() if name == "race-planner" else package_version(name)
+        if here is not None and _release(here) not in {_release(v) for v in versions}:
+            moved.append(f"{name} {' / '.join(versions)} -> {here}")
+    if not moved:
+        return None
+    return (f"this store's runs were made with other library versions than this machine has ({'; '.join(moved)}): "
+            "where a version changed training, the fits read the change as noise; finish a campaign on one "
+            "version, or give the new one its own --data directory")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,11 +39,13 @@ class ExecutionResult:
     attempts: int = 0
     corrupt: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)  # one line each, e.g. a library changed since the store's runs
 
     def summary(self) -> dict[str, Any]:
         return {
             "ok": len(self.ok), "failed": len(self.failed), "skipped": len(self.skipped),
-            "attempts": self.attempts, "corrupt_files": self.corrupt, "wall_s": round(self.wall_s, 2),
+            "attempts": self.attempts, "corrupt_files": self.corrupt, "warnings": self.warnings,
+            "wall_s": round(self.wall_s, 2),
             "failures": [{"run_id": o.run_id, "attempt": o.attempt, "error": o.error} for o in self.failed],
         }
 
@@ -63,6 +65,7 @@ def execute(
     show_progress: bool = True,
     console: Any | None = None,
     only: Collection[str] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> ExecutionResult:
     """Run every (proposal, seed) not yet recorded ok in ``data``; see docs/execution.md.
 
@@ -70,6 +73,7 @@ def execute(
     ``ray``, ``slurm`` or a :class:`runners.backends.Backend`. Failed runs are retried up
     to ``retries`` times in this call; every attempt's record is kept. ``only``: run just
     these run ids of the (proposal, seed) grid (a race round's pairs, all in one go).
+    ``warn(line)`` hears each warning before any run (``result.warnings`` keeps them).
     """
     from runners.backends import make_backend
     from runners.backends.driver import Driver
@@ -158,6 +162,12 @@ def execute(
                               options, timeout_s))
     if not tasks and isinstance(backend, str):  # all done: no backend to start (Ray takes seconds)
         return result
+    from planner.versions import changed_since
+
+    if tasks and (moved := changed_since(ok)):
+        result.warnings.append(moved)
+        if warn is not None:
+            warn(moved)
     # A simulated engine ignores the device: no GPU to find, no worker per GPU.
     placed = placed_options(eng, options)
     # The backend first: a bad option, no sbatch or no GPU is one line before the engine's

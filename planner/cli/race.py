@@ -376,6 +376,10 @@ def race(
         check_engine_settings(eng, [(s.model, s.reward) for s in problem.settings])
         check_same_source(scan.records, eng, store.root)
         said = _warn_corrupt(store.root, scan.corrupt)
+        from planner.versions import changed_since
+
+        if moved := changed_since([r for r in scan.records if r.status == "ok"]):
+            typer.echo(f"warning: {moved}", err=True)
         prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
         display = RaceDisplay(problem, quiet, posterior=strat.stops_on_confidence)
         with terminate_as_interrupt(), display:

@@ -87,6 +87,7 @@ def execute(
                 pset, data=data, engine=engine, engine_options=options, seeds=seeds, backend=backend,
                 workers=workers, retries=retries, timeout_s=None if timeout_min is None else timeout_min * 60,
                 backend_options=backend_opts, show_progress=progress and not as_json,
+                warn=lambda line: typer.echo(f"warning: {line}", err=True),
             )
     except KeyboardInterrupt as exc:
         # Finished runs are in the store (each written atomically); rerunning skips them.

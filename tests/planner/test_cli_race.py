@@ -1054,3 +1054,22 @@ def test_race_table_at_40_columns_keeps_every_cell(tmp_path: Path) -> None:
     row = [line for line in res.output.splitlines() if line.strip().startswith("qwen2.5-1.5b/sparse")][-1]
     cells = row.split()
     assert cells[1] == f"{e['rho_star']:.2f}" and cells[-1] == str(e["runs"]) and "sd" in cells[-2]
+
+
+def test_race_warns_before_adding_runs_to_a_store_made_with_another_trl(tmp_path: Path) -> None:
+    """Sim runs name no trl, so a store of runs whose cards say trl 0.9.0 stands in for a real
+    campaign begun before an upgrade: one warning line on stderr, and the race goes on."""
+    from planner.compiler import compile_plan
+    from planner.engine import load_engine, open_store
+    from planner.proposals import make_proposal
+
+    data = tmp_path / "data"
+    rec = load_engine("sim").run(make_proposal(compile_plan("qwen2.5-1.5b", "sparse", 0.3, 1e14)), 0)
+    open_store(data).write(rec.model_copy(update={"card": rec.card.model_copy(update={"software": {
+        **rec.card.software, "trl": "0.9.0"}})}))
+    res = runner.invoke(app, ["race", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                              "--engine", "sim", "--max-runs", "3", "--data", str(data), "--quiet"])
+    assert res.exit_code == 0, res.output
+    warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 1 and "trl 0.9.0 -> " in warnings[0]
+    assert len(PilotStore(data).records()) > 1

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from planner.versions import (
+    changed_since,
     mixed_software,
     package_version,
     software_of,
@@ -85,3 +86,17 @@ def test_the_report_says_what_the_runs_were_made_with_and_notes_a_mixed_store(tm
     assert any("different library versions" in n and "trl 1.15.0 (1 runs), 1.16.0 (3 runs)" in n
                for n in data.notes)
     assert regimes_json(data)["software"] == {"race-planner": {tool_version(): 4}, "trl": {"1.15.0": 1, "1.16.0": 3}}
+
+
+def test_a_library_changed_since_the_stores_runs_is_named_and_a_build_label_is_not_a_change() -> None:
+    a, b = _sim_records(2)
+    assert changed_since([a, b]) is None  # made here, now
+    here_trl = version("trl")
+    line = changed_since([_with(a, trl="0.9.0"), _with(b, trl="0.9.0")])
+    assert line is not None and f"trl 0.9.0 -> {here_trl}" in line and "race-planner" not in line
+    # One of the store's versions is this machine's: the report's note covers the mix, not this.
+    assert changed_since([_with(a, trl="0.9.0"), _with(b, trl=here_trl)]) is None
+    # The same torch release built for another machine (a GPU box's +cu126) is not an upgrade.
+    torch_release = version("torch").split("+")[0]
+    assert changed_since([_with(a, torch=f"{torch_release}+cu126")]) is None
+    assert "torch 1.0.0 -> " in (changed_since([_with(a, torch="1.0.0")]) or "")

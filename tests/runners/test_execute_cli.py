@@ -94,7 +94,8 @@ def test_execute_rerun_and_status(proposals: Path, tmp_path: Path) -> None:
                                 "--seeds", "3", "--json"])
     assert again.exit_code == 0, again.stderr
     assert json.loads(again.stdout) | {"wall_s": 0} == {
-        "ok": 1, "failed": 0, "skipped": 2, "attempts": 1, "corrupt_files": [], "wall_s": 0, "failures": [],
+        "ok": 1, "failed": 0, "skipped": 2, "attempts": 1, "corrupt_files": [], "warnings": [], "wall_s": 0,
+        "failures": [],
     }
     after = PilotStore(data).fingerprint()
     assert {k: v for k, v in after.items() if k in before} == before and len(after) == 3
@@ -586,3 +587,26 @@ def test_status_on_a_narrow_terminal_elides_no_value(proposals: Path, tmp_path: 
     assert "…" not in st.stdout
     for value in (rec.run_id, f"{rec.budget:.2e}", f"{rec.card.flops.total:.2e}", f"{rec.metrics.native:.3f}"):
         assert value in st.stdout
+
+
+def test_execute_warns_before_adding_runs_to_a_store_made_by_another_release(proposals: Path,
+                                                                           tmp_path: Path) -> None:
+    """A store whose runs name another race-planner (or trl) than this machine's gets one
+    warning line before the new runs, which still run; the old runs are kept as they were."""
+    data = tmp_path / "data"
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim", "--no-progress"])
+    assert res.exit_code == 0 and "warning" not in res.stderr
+    store = PilotStore(data)
+    (old,) = store.records()
+    (data / "runs").joinpath(next(p.name for p in (data / "runs").glob("*.parquet"))).unlink()
+    store.write(old.model_copy(update={"card": old.card.model_copy(update={"software": {
+        **old.card.software, "race-planner": "0.0.1"}})}))
+    before = store.fingerprint()
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim", "--seeds", "2",
+                              "--json"])
+    assert res.exit_code == 0, res.stderr
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")]
+    assert "race-planner 0.0.1 -> " in line and "--data directory" in line
+    assert json.loads(res.stdout)["warnings"] == [line.removeprefix("warning: ")]
+    after = store.fingerprint()
+    assert {k: v for k, v in after.items() if k in before} == before and len(after) == 2
