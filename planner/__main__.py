@@ -3,5 +3,7 @@
 
 from planner.cli import main
 
+__all__: list[str] = []  # a way in, not an API
+
 if __name__ == "__main__":
     main()

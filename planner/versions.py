@@ -10,13 +10,17 @@ from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-__all__ = ["PLANNING_LIBRARIES", "TRAINING_LIBRARIES", "changed_since", "mixed_software", "package_version",
-           "software_of", "tool_version", "version_line"]
+__all__ = ["FITTING_LIBRARIES", "PLANNING_LIBRARIES", "TRAINING_LIBRARIES", "changed_since", "fitting_versions",
+           "mixed_software", "package_version", "software_of", "tool_version", "version_line"]
 
 # What a GRPO/LoRA run's numbers depend on besides its plan, seed and weights.
 TRAINING_LIBRARIES: tuple[str, ...] = ("torch", "transformers", "trl", "peft")
 # What fits, acquires and compares (the same records can give other calls under another).
 PLANNING_LIBRARIES: tuple[str, ...] = ("botorch", "gpytorch", "optuna", "polars")
+# What a regime call's numbers depend on besides its records and seed: the GP's fit and
+# samples (torch, gpytorch, botorch) and the acquisition's optimiser (scipy, numpy). The
+# last bit of a fit can move a race (docs/benchmark.md, "Portable math").
+FITTING_LIBRARIES: tuple[str, ...] = ("torch", "gpytorch", "botorch", "scipy", "numpy", "optuna")
 
 
 def package_version(name: str) -> str | None:
@@ -31,6 +35,12 @@ def package_version(name: str) -> str | None:
 def tool_version() -> str:
     """race-planner's version (``"unknown"`` when run from a source tree never installed)."""
     return package_version("race-planner") or "unknown"
+
+
+def fitting_versions() -> dict[str, str | None]:
+    """``{library: version}`` of race-planner and :data:`FITTING_LIBRARIES`: what a
+    ``regimes.json`` records as ``fitted_with``."""
+    return {"race-planner": tool_version(), **{n: package_version(n) for n in FITTING_LIBRARIES}}
 
 
 def version_line() -> str:

@@ -2,5 +2,7 @@
 
 from runners.cli import main
 
+__all__: list[str] = []  # a way in, not an API
+
 if __name__ == "__main__":
     main()

@@ -420,6 +420,9 @@ def race(
     budgets = {**ran, **planned}
     doc = regimes_document(result, engine=engine, simulated=bool(getattr(eng, "simulated", False)),
                            world=world_name, seed=seed, pilot_budgets=budgets, seeds=seeds)
+    from planner.versions import fitting_versions
+
+    doc["fitted_with"] = fitting_versions()  # the same runs can give other calls under another fit
     replaced = _other_race(data / "regimes.json", doc)
     path = write_regimes(data / "regimes.json", doc)
     display.final(result, path)

@@ -17,6 +17,7 @@ from planner.report.cards import CARD_COLUMNS, card_rows
 from planner.report.data import ReportData, SettingAt, disagreements, runs_at
 from planner.report.render import Block, FigureRef
 from planner.schema import TARGETS
+from planner.versions import fitting_versions
 
 __all__ = ["blocks", "regimes_json", "status_line"]
 
@@ -353,6 +354,8 @@ def regimes_json(data: ReportData) -> dict[str, Any]:
         "engine": data.engine_text,
         # {library: {version: runs}}: what the runs were made with, from their compute cards.
         "software": data.software,
+        # What this report's refits ran on (the race's own are in race.fitted_with).
+        "fitted_with": fitting_versions(),
         "simulated": None if not sims else (sims == {True} if len(sims) == 1 else "mixed"),
         "target": data.target,
         # failed: runs with no ok attempt (the status line's "failed runs"); every failed

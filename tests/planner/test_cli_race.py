@@ -210,6 +210,9 @@ def test_race_sim_writes_regimes_and_resumes(tmp_path: Path) -> None:
     doc = json.loads((data / "regimes.json").read_text())
     assert doc["engine"] == "sim" and doc["simulated"] is True and doc["world"] == "paper"
     assert doc["stop_reason"] in ("max-runs", "confident") and doc["runs"] <= 10
+    from planner.versions import fitting_versions
+
+    assert doc["fitted_with"] == fitting_versions() and doc["fitted_with"]["botorch"]  # what made these calls
     assert [(e["model"], e["reward"]) for e in doc["settings"]] == [("qwen2.5-1.5b", "sparse"), ("qwen2.5-1.5b", "prm")]
     e = doc["settings"][0]
     assert e["target"] == "native" and e["budget"] == 1e16

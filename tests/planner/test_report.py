@@ -91,6 +91,10 @@ def test_regimes_json(built) -> None:
     from planner.versions import tool_version
 
     assert doc["software"] == {"race-planner": {tool_version(): 30}}  # the sim's cards name no trl
+    from importlib.metadata import version
+
+    assert doc["fitted_with"]["race-planner"] == tool_version()
+    assert doc["fitted_with"]["botorch"] == version("botorch") and doc["fitted_with"]["torch"] == version("torch")
     assert doc["runs"] == {"ok": 30, "failed": 2, "failed_attempts": 2, "corrupt": 0}
     # The race's decision budget has no runs: its calls are predictions, and the status says so.
     assert (f"and {len(MODELS) * len(REWARDS)} at a budget with no run of its own (the race's decision "
