@@ -1,6 +1,7 @@
 """Which versions made a result: race-planner itself and the libraries a real run's outcome
-depends on (TRL 1.16 changed GRPO's defaults under the same config: loss_type "dapo",
-beta 0.0), read from the installed distributions' metadata, so nothing heavy is imported."""
+depends on (TRL's GRPO defaults have moved between releases under the same config; 1.16's
+are loss_type "dapo" and beta 0.0), read from the installed distributions' metadata, so
+nothing heavy is imported."""
 
 from __future__ import annotations
 
@@ -65,9 +66,10 @@ def software_of(records: Iterable[Any]) -> dict[str, dict[str, int]]:
 
 def mixed_software(records: Iterable[Any]) -> str | None:
     """One line naming each library whose runs were made under more than one version (a
-    store that spans an upgrade), or None: a change of TRL's defaults moves every metric,
+    store that spans an upgrade; one release's builds for two machines, ``+cpu`` and
+    ``+cu126``, are one version), or None: a change of TRL's defaults moves every metric,
     and the surrogate would read it as noise."""
-    mixed = {name: v for name, v in software_of(records).items() if len(v) > 1}
+    mixed = {name: v for name, v in software_of(records).items() if len({_release(x) for x in v}) > 1}
     if not mixed:
         return None
     parts = "; ".join(f"{name} " + ", ".join(f"{ver} ({n} runs)" for ver, n in v.items()) for name, v in mixed.items())

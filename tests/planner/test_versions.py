@@ -67,6 +67,8 @@ def test_runs_across_a_trl_upgrade_are_named_with_their_counts() -> None:
     line = mixed_software(records)
     assert line is not None and "\n" not in line
     assert "trl 1.15.0 (1 runs), 1.16.0 (2 runs)" in line and "peft" not in line
+    # One torch release built for a laptop and a GPU box is not a mix.
+    assert mixed_software([_with(a, torch="2.13.0+cpu"), _with(b, torch="2.13.0+cu126")]) is None
     # A card older than a key names no version of it: nothing to compare, nothing mixed.
     older = c.model_copy(update={"card": c.card.model_copy(update={"software": {"engine": "sim"}})})
     assert mixed_software([_with(a, trl="1.16.0"), older]) is None
