@@ -381,7 +381,8 @@ def race(
         if moved := changed_since([r for r in scan.records if r.status == "ok"]):
             typer.echo(f"warning: {moved}", err=True)
         prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
-        display = RaceDisplay(problem, quiet, posterior=strat.stops_on_confidence)
+        display = RaceDisplay(problem, quiet, posterior=strat.stops_on_confidence, runs_cap=runs_cap,
+                              flops_cap=flops_cap)
         with terminate_as_interrupt(), display:
             result = run_race(problem, strat, eng, store, max_runs=runs_cap, max_flops=flops_cap,
                               seeds=seeds, batch_size=batch, progress=display.update, run_batch=parallel)

@@ -4,6 +4,7 @@ narrower, the live table sheds columns rather than be cropped."""
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,15 +12,71 @@ if TYPE_CHECKING:
     from planner.frontier import Setting
     from planner.regime import RegimeCall
 
-__all__ = ["RaceDisplay", "calls_table", "compact_calls_table", "round_line"]
+__all__ = ["RaceDisplay", "RacePace", "calls_table", "clock", "compact_calls_table", "round_line"]
+
+
+def clock(seconds: float) -> str:
+    """``4:12``, or ``1:04:12`` past an hour."""
+    m, s = divmod(round(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class RacePace:
+    """How far the race is toward its caps and, from the last round's pace, about when the
+    nearest is reached: a bound on the time left, since the race may stop sooner on
+    confidence. The first round has no pace (a resume's runs were not timed here, and the
+    engine's first run pays for its start), so it says the elapsed time only."""
+
+    def __init__(self, runs_cap: int | None = None, flops_cap: float | None = None,
+                 now: Any = time.monotonic) -> None:
+        self.runs_cap, self.flops_cap, self._now = runs_cap, flops_cap, now
+        self.start = now()
+        self._last: tuple[float, int, float] | None = None  # (time, runs, flops) at the last round
+        self.spend = ""  # "14/20 runs, 3.53e+12 FLOPs, 4:12 in"
+        self.left: tuple[float, str] | None = None  # (seconds, "run cap" | "FLOP cap")
+
+    def round(self, runs: int, flops: float) -> RacePace:
+        """Take a round's totals (call once per round); returns self."""
+        t = self._now()
+        self.spend = ", ".join([
+            f"{runs}/{self.runs_cap} runs" if self.runs_cap else f"{runs} runs",
+            f"{flops:.3g}/{self.flops_cap:.3g} FLOPs" if self.flops_cap else f"{flops:.3g} FLOPs",
+            f"{clock(t - self.start)} in"])
+        left: list[tuple[float, str]] = []
+        if self._last is not None:
+            t0, runs0, flops0 = self._last
+            if self.runs_cap and runs > runs0:
+                left.append(((self.runs_cap - runs) * (t - t0) / (runs - runs0), "run cap"))
+            if self.flops_cap and flops > flops0:
+                left.append(((self.flops_cap - flops) * (t - t0) / (flops - flops0), "FLOP cap"))
+        self.left = min(left) if left and min(left)[0] > 0 else None
+        self._last = (t, runs, flops)
+        return self
+
+    def line(self) -> str:
+        """For a log: ``14/20 runs, 3.53e+12 FLOPs, 4:12 in (the run cap in about 2:30 at
+        the last round's pace)``."""
+        if self.left is None:
+            return self.spend
+        when = "under a minute" if self.left[0] < 60 else f"about {clock(self.left[0])}"
+        return f"{self.spend} (the {self.left[1]} in {when} at the last round's pace)"
+
+    def short(self) -> str:
+        """For the live table's title, which must fit 80 columns: ``..., 4:12 in, cap ~2:30``."""
+        if self.left is None:
+            return self.spend
+        return f"{self.spend}, cap {'<1:00' if self.left[0] < 60 else '~' + clock(self.left[0])}"
 
 
 class RaceDisplay:
     """Live rich table of the race: runs, FLOPs and each setting's regime probabilities."""
 
-    def __init__(self, problem: Any, quiet: bool, posterior: bool = True) -> None:
+    def __init__(self, problem: Any, quiet: bool, posterior: bool = True, runs_cap: int | None = None,
+                 flops_cap: float | None = None) -> None:
         self.problem = problem
         self.quiet = quiet
+        self.pace = RacePace(runs_cap, flops_cap)
         self.posterior = posterior  # baselines make point calls: their "P" is 100 or 0
         self.live: Any = None
         # Not a terminal (a log file, nohup, SLURM, CI): rich's live table would show only
@@ -28,6 +85,7 @@ class RaceDisplay:
         self._said: tuple[int, int] | None = None
 
     def __enter__(self) -> RaceDisplay:
+        self.pace.start = self.pace._now()  # the engine's preparation (pretraining) is not the race's
         if not self.quiet:
             from rich.console import Console
             from rich.live import Live
@@ -45,16 +103,18 @@ class RaceDisplay:
             self.live.__exit__(*exc)
 
     def update(self, progress: Any) -> None:
+        if (progress.round, progress.runs) != self._said:  # a new round (the loop reports once per round)
+            self.pace.round(progress.runs, progress.flops)
         if self.live is not None:
             self.live.update(self._table(progress))
         elif self.log is not None and (progress.round, progress.runs) != self._said:
-            self._said = (progress.round, progress.runs)
-            self.log.print(round_line(progress, self.problem), highlight=False, soft_wrap=True, markup=False)
+            self.log.print(round_line(progress, self.problem, self.pace.line()), highlight=False, soft_wrap=True,
+                           markup=False)
+        self._said = (progress.round, progress.runs)
 
     def _table(self, progress: Any) -> Any:
         title = "race: starting" if progress is None else (
-            f"race round {progress.round}: {progress.runs} runs, {progress.flops:.3g} FLOPs, "
-            f"last ask {progress.ask_seconds:.1f} s")
+            f"race round {progress.round}: {self.pace.short() or f'{progress.runs} runs, {progress.flops:.3g} FLOPs'}")
         calls = progress.calls if progress else {}
         measured = progress.setting_runs if progress else None
         # Live redraws in place, so it cannot hand the terminal over-wide lines to wrap as
@@ -79,8 +139,9 @@ class RaceDisplay:
                 f"{result.total_flops:.3g} FLOPs; wrote {escape(str(path))}")
 
 
-def round_line(progress: Any, problem: Any) -> str:
-    """One line for a log: the round, the spend, and each setting's call so far."""
+def round_line(progress: Any, problem: Any, spend: str = "") -> str:
+    """One line for a log: the round, the spend (``spend``: :meth:`RacePace.line`, where the
+    caller keeps a pace), and each setting's call so far."""
     from planner.regime import format_probability
     from planner.strategies import decision_state
 
@@ -92,8 +153,8 @@ def round_line(progress: Any, problem: Any) -> str:
         elif c is not None:
             mark = {"confident": "", "indifferent": "~", "open": "?"}[decision_state(c, problem)]
             calls.append(f"{s.key} {c.regime}{mark} P {format_probability(c.probabilities[c.regime])}")
-    return (f"race round {progress.round}: {progress.runs} runs, {progress.flops:.3g} FLOPs"
-            + (f"; {', '.join(calls)}" if calls else ""))
+    spend = spend or f"{progress.runs} runs, {progress.flops:.3g} FLOPs"
+    return f"race round {progress.round}: {spend}" + (f"; {', '.join(calls)}" if calls else "")
 
 
 def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], result: Any = None,

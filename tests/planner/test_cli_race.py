@@ -116,8 +116,8 @@ def test_race_in_a_log_prints_a_line_per_round(tmp_path: Path) -> None:
                               "--rewards", "sparse", "--max-runs", "6", "--data", str(tmp_path / "d")])
     assert res.exit_code == 0, res.output
     rounds = [ln for ln in res.stdout.splitlines() if ln.startswith("race round ")]
-    assert rounds[0].startswith("race round 1: 4 runs, ") and "qwen2.5-1.5b/sparse " in rounds[0]
-    assert len(rounds) >= 2 and rounds[-1].startswith(f"race round {len(rounds)}: 6 runs")
+    assert rounds[0].startswith("race round 1: 4/6 runs, ") and "qwen2.5-1.5b/sparse " in rounds[0]
+    assert len(rounds) >= 2 and rounds[-1].startswith(f"race round {len(rounds)}: 6/6 runs")
     # A setting the cap leaves without runs says so, not a call the others' runs made.
     res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
                               "--rewards", "sparse,prm", "--max-runs", "1", "--data", str(tmp_path / "e")])
@@ -1039,7 +1039,7 @@ def test_the_live_table_at_60_columns_sheds_columns_rather_than_crop_the_call() 
         assert all(len(line) <= width for line in lines)
         got = {line.split()[0]: line.split() for line in lines if line.startswith("qwen2.5-")}
         assert all(got[key] == cells for key, cells in rows.items()), lines
-    wide = calls_table("race round 2: 12 runs, 4e+15 FLOPs, last ask 0.1 s", problem, calls,
+    wide = calls_table("race round 2: 12 runs, 4e+15 FLOPs", problem, calls,
                        measured=progress.setting_runs)
     assert shown(live, 80) == shown(wide, 80)  # 80 columns and up: the table as before
 
@@ -1076,3 +1076,36 @@ def test_race_warns_before_adding_runs_to_a_store_made_with_another_trl(tmp_path
     warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")]
     assert len(warnings) == 1 and "trl 0.9.0 -> " in warnings[0]
     assert len(PilotStore(data).records()) > 1
+
+
+def test_race_pace_says_the_caps_elapsed_time_and_when_the_nearest_cap_is_reached() -> None:
+    from planner.cli.race_display import RacePace, clock
+
+    assert clock(59.6) == "1:00" and clock(252) == "4:12" and clock(3852) == "1:04:12"
+    now = iter([0.0, 100.0, 250.0, 400.0, 400.0 + 3600.0 * 2])
+    pace = RacePace(runs_cap=20, flops_cap=1e13, now=lambda: next(now))
+    # Round 1: no pace yet (a resume's earlier runs were not timed here).
+    assert pace.round(8, 8e11).line() == "8/20 runs, 8e+11/1e+13 FLOPs, 1:40 in" and pace.left is None
+    # Round 2: 4 runs and 2e12 FLOPs in 150 s: the run cap is 8 runs (300 s) away, the FLOP
+    # cap 7.2e12 FLOPs (540 s): the nearer one is named.
+    line = pace.round(12, 2.8e12).line()
+    assert line == "12/20 runs, 2.8e+12/1e+13 FLOPs, 4:10 in (the run cap in about 5:00 at the last round's pace)"
+    assert pace.short() == "12/20 runs, 2.8e+12/1e+13 FLOPs, 4:10 in, cap ~5:00"
+    # Round 3: 1 run in 150 s but 5e12 FLOPs: now the FLOP cap is nearer (66 s).
+    assert "(the FLOP cap in about 1:06 at" in pace.round(13, 7.8e12).line()
+    # Without caps, only the spend and the time.
+    free = RacePace(now=iter([0.0, 30.0, 90.0]).__next__)
+    free.round(4, 1e12)
+    assert free.round(8, 2e12).line() == "8 runs, 2e+12 FLOPs, 1:30 in" and free.left is None
+
+
+def test_race_log_lines_carry_the_run_cap_and_the_time(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse", "--max-runs", "8", "--data", str(tmp_path / "d")])
+    assert res.exit_code == 0, res.output
+    rounds = [ln for ln in res.stdout.splitlines() if ln.startswith("race round ")]
+    assert rounds[0].startswith("race round 1: 4/8 runs, ") and " in;" in rounds[0] and "pace" not in rounds[0]
+    # From the second round on, the nearer cap's time at the last round's pace; none once reached.
+    assert len(rounds) >= 3 and rounds[-1].startswith(f"race round {len(rounds)}: 8/8 runs, ")
+    assert all("(the run cap in under a minute at the last round's pace)" in ln for ln in rounds[1:-1])
+    assert "pace" not in rounds[-1]
