@@ -36,6 +36,10 @@ class RacePace:
         self.spend = ""  # "14/20 runs, 3.53e+12 FLOPs, 4:12 in"
         self.left: tuple[float, str] | None = None  # (seconds, "run cap" | "FLOP cap")
 
+    def restart(self) -> None:
+        """Count the time from now (the race's first round begins)."""
+        self.start = self._now()
+
     def round(self, runs: int, flops: float) -> RacePace:
         """Take a round's totals (call once per round); returns self."""
         t = self._now()
@@ -85,7 +89,7 @@ class RaceDisplay:
         self._said: tuple[int, int] | None = None
 
     def __enter__(self) -> RaceDisplay:
-        self.pace.start = self.pace._now()  # the engine's preparation (pretraining) is not the race's
+        self.pace.restart()  # the engine's preparation (pretraining) is not the race's time
         if not self.quiet:
             from rich.console import Console
             from rich.live import Live
