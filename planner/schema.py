@@ -140,7 +140,8 @@ class Prediction(BaseModel):
         "its own and its reward system has no fitted run, its policy lies outside the fitted policies' sizes, "
         "or the fitted settings cannot tell a policy's effect from a reward's (no fitted policy ran two reward "
         "systems, or no reward system ran at two policies): the mean carries other runs' level over and the "
-        "std assumes the setting is like them, so read it as a guess",
+        "std assumes the setting is like them; or one setting is fitted and no seed replicates measured its "
+        "noise, so the std rests on the fit's guess of it. Read it as a guess",
     )
     extrapolated_why: str | None = Field(
         default=None, description="which of those makes it a guess (null where it is not one)"

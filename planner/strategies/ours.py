@@ -451,9 +451,28 @@ class RaceStrategy:
                           **self._guess(plan.model, plan.reward, plan.budget))
 
     def _guess(self, model: str, reward: str, budget: float) -> dict[str, Any]:
-        """``Prediction`` fields marking a guess: ``extrapolated`` and why (:meth:`_extrapolated`)."""
-        why = self._extrapolated(model, reward, budget)
+        """``Prediction`` fields marking a guess: ``extrapolated`` and why (:meth:`_extrapolated`,
+        :meth:`_noise_guessed`)."""
+        causes = [self._extrapolated(model, reward, budget), self._noise_guessed(reward)]
+        why = " and ".join(c for c in causes if c) or None
         return {"extrapolated": why is not None, "extrapolated_why": why}
+
+    def _noise_guessed(self, reward: str) -> str | None:
+        """Why a prediction's std is a guess though its level is tied to runs (None: it is
+        not): one fitted setting, and no seed replicates measured its noise. The fit's
+        noise then sits near its prior's mode, too small where the runs' spread is mostly
+        noise: in one-setting races the later, otherwise unmarked predictions' runs fell
+        inside mean +- 1.645 std 0.60 of 25 times (acquisition) and 0.73 of 15 (validation)
+        (benchmarks/prediction_coverage.py --settings, docs/schema.md); with more fitted
+        settings their spread informs the noise (the benchmark's six-setting races: 0.96
+        inside)."""
+        if len({(r.model, r.reward) for r in self.records_}) != 1:
+            return None
+        sur = self.surrogate()
+        source = getattr(sur, "noise_source", None)
+        if not callable(source) or source(reward) not in ("inferred", "identical replicates"):
+            return None
+        return "one fitted setting without seed replicates (its run noise is the fit's guess; --seeds 2 measures it)"
 
     def _extrapolated(self, model: str, reward: str, budget: float) -> str | None:
         """What makes a prediction for the setting at ``budget`` a guess (None: nothing; two
