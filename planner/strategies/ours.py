@@ -464,8 +464,8 @@ class RaceStrategy:
         noise: in one-setting races the later, otherwise unmarked predictions' runs fell
         inside mean +- 1.645 std 0.60 of 25 times (acquisition) and 0.73 of 15 (validation)
         (benchmarks/prediction_coverage.py --settings, docs/schema.md); with more fitted
-        settings their spread informs the noise (the benchmark's six-setting races: 0.96
-        inside)."""
+        settings their spread informs the noise (the benchmark's six-setting races: 0.90
+        of 195 inside)."""
         if len({(r.model, r.reward) for r in self.records_}) != 1:
             return None
         sur = self.surrogate()
