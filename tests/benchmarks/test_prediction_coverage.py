@@ -83,3 +83,20 @@ def test_a_transfer_subset_raced_again_draws_new_noise(pc: ModuleType, monkeypat
     from planner.engine import load_engine
 
     assert measured[0] == load_engine("sim", world="paper").run(prop, 0).metrics.native
+
+
+def test_the_stored_one_setting_rerun_marks_every_prediction_with_the_same_coverage() -> None:
+    """docs/schema.md: since one fitted setting without replicates marks a prediction, the
+    one-setting races of 12-03 re-run on 12-04 measure the same runs, every one marked."""
+    import json
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+    def pooled(name: str) -> dict[str, tuple[int, float]]:
+        doc = json.loads((results / name).read_text())
+        return {r["kind"].removesuffix(" (marked)"): (r["n"], r["inside90"]) for r in doc["pooled"]} | {
+            "marked": (sum(r["n"] for r in doc["pooled"] if r["kind"].endswith("(marked)")), 0.0)}
+
+    before, after = pooled("prediction_coverage_one_setting_1203.json"), pooled("prediction_coverage_one_setting_1204.json")
+    assert {k: v for k, v in after.items() if k != "marked"} == {k: v for k, v in before.items() if k != "marked"}
+    assert before["marked"][0] == 40 and after["marked"][0] == after["all"][0] == 80
