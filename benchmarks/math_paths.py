@@ -34,6 +34,8 @@ if str(BENCH.parent) not in sys.path:
 from bench_cli import check_known, run  # noqa: E402
 from bench_machine import PORTABLE_MATH  # noqa: E402
 
+# numpy 2.4's dispatch targets above its x86-64-v2 baseline: naming all of them leaves it the baseline.
+NUMPY_BASELINE = "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"
 # (name, pins): each library's CPU-dependent choice alone, then the whole recipe.
 CONFIGS: list[tuple[str, dict[str, str]]] = [
     ("native", {}),
@@ -45,14 +47,13 @@ CONFIGS: list[tuple[str, dict[str, str]]] = [
     ("OpenBLAS Katmai", {"OPENBLAS_CORETYPE": "Katmai"}),
     ("OpenBLAS Haswell", {"OPENBLAS_CORETYPE": "Haswell"}),
     ("libm no FMA", {"GLIBC_TUNABLES": PORTABLE_MATH["GLIBC_TUNABLES"]}),
-    # numpy 2.4's dispatch targets above its x86-64-v2 baseline.
-    ("numpy baseline", {"NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"}),
+    ("numpy baseline", {"NPY_DISABLE_CPU_FEATURES": NUMPY_BASELINE}),
     ("portable", dict(PORTABLE_MATH)),
     ("portable again", dict(PORTABLE_MATH)),
     # Another machine, as near as one box gets: the portable pins on a CPU that offers
     # numpy nothing above its baseline, glibc nothing from AVX up, and one core. Where the
     # pins are complete this is the portable race again.
-    ("portable on baseline CPU", {**PORTABLE_MATH, "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
+    ("portable on baseline CPU", {**PORTABLE_MATH, "NPY_DISABLE_CPU_FEATURES": NUMPY_BASELINE,
                                 "GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX,-AVX2,-FMA,-FMA4,-AVX512F,-AVX512VL,"
                                                   "-AVX512BW,-AVX512DQ,-AVX512CD,-AVX2_Usable,-FMA_Usable,"
                                                   "-FMA4_Usable,-AVX512F_Usable,-AVX_Usable"}),

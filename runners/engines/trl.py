@@ -37,6 +37,7 @@ from planner.engine import ProgressFn, is_device
 from planner.errors import ConfigError
 from planner.registry import get_model, get_reward, scorer_for
 from planner.schema import ComputeCard, FlopsSplit, Proposal, RunRecord
+from planner.versions import tool_version
 
 __all__ = ["TrlEngine"]
 
@@ -411,8 +412,6 @@ def _software() -> dict[str, str]:
     import torch
     import transformers
     import trl
-
-    from planner.versions import tool_version
 
     return {"engine": "trl", "race-planner": tool_version(), "python": platform.python_version(),
             "torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__,
