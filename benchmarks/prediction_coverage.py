@@ -12,6 +12,10 @@ word). A prediction made before any fit is None: those runs are not counted.
 
 About 30 s per race on 2 cores.
 
+``--loo`` also asks whether the fit's own leave-one-out z-scores could widen a prediction:
+at every ask it records the RMS of the surrogate's LOO z-scores (closed form, at the fitted
+hyperparameters) and scores each run a second time with its std times max(1, that RMS).
+
 ``--settings`` races other settings (``--settings qwen2.5-1.5b/sparse``: a one-setting race,
 whose anchors' predictions rest on pilots alone) and ``--pilot-budget`` moves the pilots.
 
@@ -50,11 +54,14 @@ class Recording:
     ``i`` of repetition ``rep`` draws with seed ``1000 * rep + i``, so repetitions draw
     their own noise (the sim's is a function of world, plan and seed)."""
 
-    def __init__(self, inner: Any, target: str, rep: int = 0) -> None:
+    def __init__(self, inner: Any, target: str, rep: int = 0, scales: dict[str, float] | None = None) -> None:
         self.inner, self.target, self.name, self.rep = inner, target, inner.name, rep
         self.simulated = True
         self.source = getattr(inner, "source", None)
         self.rows: list[tuple[str, float, float, float]] = []
+        # proposal id -> its fit's LOO z RMS (LooTap); rows (kind, mean, std, measured, RMS)
+        self.scales: dict[str, float] | None = scales
+        self.tapped: list[tuple[str, float, float, float, float]] = []
 
     def run(self, proposal: Any, seed: int, progress: Any = None) -> Any:
         rec = self.inner.run(proposal, 1000 * self.rep + seed, progress)
@@ -64,23 +71,58 @@ class Recording:
             kind = proposal.reason.split(":")[0].split(" (")[0].strip() or "?"
             kind += " (marked)" if pred.extrapolated else ""
             self.rows.append((kind, pred.mean, pred.std, float(value)))
+            if self.scales is not None and proposal.id in self.scales:
+                self.tapped.append((kind, pred.mean, pred.std, float(value), self.scales[proposal.id]))
         return rec
+
+
+class LooTap:
+    """A strategy that asks through ``inner`` and keeps, for every proposal, the RMS of the
+    leave-one-out z-scores of the surrogate that predicted it (``scales``: id -> RMS; a
+    proposal made before any fit has none)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.scales: dict[str, float] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def ask(self, *args: Any, **kwargs: Any) -> Any:
+        import numpy as np
+
+        proposals = self.inner.ask(*args, **kwargs)
+        sur = self.inner.surrogate()
+        if sur is not None and proposals:
+            loo = sur.loo_cv()
+            rms = float(np.sqrt(np.mean(((loo.observed - loo.mean) / loo.std) ** 2)))
+            self.scales.update({p.id: rms for p in proposals})
+        return proposals
 
 
 BENCH_SETTINGS = tuple((m, r) for m in ("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b") for r in ("sparse", "prm"))
 
 
 def race(world: str, rep: int, tmp: Path, settings: Sequence[tuple[str, str]] = BENCH_SETTINGS,
-         pilot_budget: float = 1e15) -> list[tuple[str, float, float, float]]:
+         pilot_budget: float = 1e15, loo: list[tuple[str, float, float, float, float]] | None = None,
+         ) -> list[tuple[str, float, float, float]]:
+    """Rows ``(kind, mean, std, measured)`` of one race; with ``loo`` (a list) each row
+    whose prediction a fit made is appended to it with that fit's LOO z RMS."""
     from planner.engine import load_engine
     from planner.loop import run_race
     from planner.strategies import RaceProblem, make_strategy
     from runners.store import PilotStore
 
     problem = RaceProblem(list(settings), budget=1e16, pilot_budget=pilot_budget)
-    eng = Recording(load_engine("sim", world=world), problem.target, rep)
-    run_race(problem, make_strategy("ours", problem, seed=rep), eng, PilotStore(tmp / f"{world}-{rep}"),
+    strategy: Any = make_strategy("ours", problem, seed=rep)
+    if loo is not None:
+        strategy = LooTap(strategy)
+    eng = Recording(load_engine("sim", world=world), problem.target, rep,
+                    scales=None if loo is None else strategy.scales)
+    run_race(problem, strategy, eng, PilotStore(tmp / f"{world}-{rep}"),
              max_flops=6 * 1e16 * len(settings), max_runs=40 * len(settings))
+    if loo is not None:
+        loo.extend(eng.tapped)
     return eng.rows
 
 
@@ -162,13 +204,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--settings", default=None,
                     help="race these model/reward settings instead of the benchmark's six, e.g. qwen2.5-1.5b/sparse")
     ap.add_argument("--pilot-budget", type=float, default=1e15, help="the races' pilot budget (target 1e16)")
+    ap.add_argument("--loo", action="store_true",
+                    help="also score each run with its std widened by its fit's LOO z RMS (not with --transfer)")
     args = ap.parse_args(argv)
+    if args.loo and args.transfer:
+        ap.error("--loo: measures the races' proposals; drop it or --transfer")
+    tapped: list[tuple[str, float, float, float, float]] = []
     if args.transfer:
         measure: Any = transfer
     else:
         chosen = BENCH_SETTINGS if args.settings is None else [
             tuple(s.split("/", 1)) for s in args.settings.split(",")]
-        measure = partial(race, settings=chosen, pilot_budget=args.pilot_budget)
+        measure = partial(race, settings=chosen, pilot_budget=args.pilot_budget,
+                          loo=tapped if args.loo else None)
     rows: list[tuple[str, float, float, float]] = []
     per_world: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -185,10 +233,38 @@ def main(argv: list[str] | None = None) -> None:
             table.add_row(world, s["kind"], str(s["n"]), f"{s['inside90']:.2f}", f"{s['mean_z']:+.2f}",
                           f"{s['median_abs_z']:.2f}")
     Console().print(table)
+    out: dict[str, Any] = {"worlds": per_world, "pooled": summarise(rows), "reps": args.reps,
+                           "transfer": args.transfer}
+    if args.loo:
+        out["loo"] = loo_summary(tapped)
+        Console().print(loo_table(out["loo"]))
     if args.out:
-        args.out.write_text(json.dumps({"worlds": per_world, "pooled": summarise(rows), "reps": args.reps,
-                                        "transfer": args.transfer},
-                                       indent=2))
+        args.out.write_text(json.dumps(out, indent=2))
+
+
+def loo_summary(tapped: Sequence[tuple[str, float, float, float, float]]) -> dict[str, Any]:
+    """The fitted predictions scored as made and with their std times max(1, LOO z RMS),
+    and that RMS's quartiles."""
+    import numpy as np
+
+    rms = np.array([t[4] for t in tapped]) if tapped else np.array([math.nan])
+    return {"as_made": summarise([t[:4] for t in tapped]) if tapped else [],
+            "widened": summarise([(k, m, s * max(1.0, r), v) for k, m, s, v, r in tapped]) if tapped else [],
+            "rms_quantiles": dict(zip(("min", "q25", "median", "q75", "max"),
+                                      np.quantile(rms, [0, 0.25, 0.5, 0.75, 1]).round(3).tolist(), strict=True))}
+
+
+def loo_table(loo: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    q = loo["rms_quantiles"]
+    table = Table(title="with the std widened by the fit's LOO z RMS (min / median / max "
+                        f"{q['min']:.2f} / {q['median']:.2f} / {q['max']:.2f})")
+    for h in ("kind", "runs", "inside, as made", "inside, widened"):
+        table.add_column(h, justify="left" if h == "kind" else "right")
+    for a, w in zip(loo["as_made"], loo["widened"], strict=True):
+        table.add_row(a["kind"], str(a["n"]), f"{a['inside90']:.2f}", f"{w['inside90']:.2f}")
+    return table
 
 
 if __name__ == "__main__":

@@ -100,3 +100,36 @@ def test_the_stored_one_setting_rerun_marks_every_prediction_with_the_same_cover
     before, after = pooled("prediction_coverage_one_setting_1203.json"), pooled("prediction_coverage_one_setting_1204.json")
     assert {k: v for k, v in after.items() if k != "marked"} == {k: v for k, v in before.items() if k != "marked"}
     assert before["marked"][0] == 40 and after["marked"][0] == after["all"][0] == 80
+
+
+def test_loo_summary_widens_each_std_by_its_fits_rms_and_never_narrows_it(pc: ModuleType) -> None:
+    tapped = [("a", 0.0, 1.0, 2.0, 2.0), ("a", 0.0, 1.0, 0.5, 0.5), ("b", 0.0, 1.0, 3.0, 1.5)]
+    loo = pc.loo_summary(tapped)
+    made = {s["kind"]: s["inside90"] for s in loo["as_made"]}
+    wide = {s["kind"]: s["inside90"] for s in loo["widened"]}
+    assert made == {"a": 0.5, "b": 0.0, "all": 1 / 3}
+    # 2 / (1 x 2) is inside; an RMS below 1 keeps the std; 3 / 1.5 = 2 still misses
+    assert wide == {"a": 1.0, "b": 0.0, "all": 2 / 3}
+    assert loo["rms_quantiles"]["min"] == 0.5 and loo["rms_quantiles"]["max"] == 2.0
+
+
+def test_loo_tap_gives_every_fitted_prediction_of_a_race_its_fits_rms(pc: ModuleType, tmp_path: Path) -> None:
+    tapped: list[tuple[str, float, float, float, float]] = []
+    rows = pc.race("paper", 0, tmp_path, settings=[("qwen2.5-1.5b", "sparse")], loo=tapped)
+    assert rows and [t[:4] for t in tapped] == rows  # a prediction exists only once a fit does
+    assert all(math.isfinite(t[4]) and t[4] > 0 for t in tapped)
+
+
+def test_the_stored_loo_rerun_shows_the_fits_own_z_scores_cannot_widen_a_guessed_noise() -> None:
+    """docs/schema.md: in the one-setting races the fits' LOO z RMS sits near 1, so a std
+    widened by it covers what the std as made covers (the 1204 figures)."""
+    import json
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    loo = json.loads((results / "prediction_coverage_one_setting_loo_1204.json").read_text())
+    base = json.loads((results / "prediction_coverage_one_setting_1204.json").read_text())
+    assert loo["pooled"] == base["pooled"] == loo["loo"]["as_made"]
+    made = {s["kind"]: s["inside90"] for s in loo["loo"]["as_made"]}
+    wide = {s["kind"]: s["inside90"] for s in loo["loo"]["widened"]}
+    assert made == wide and made["acquisition (marked)"] == 0.6
+    assert loo["loo"]["rms_quantiles"]["max"] < 1.2
