@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -58,6 +57,7 @@ from planner.strategies.base import (
     ran_pilot_budgets,
     relevant_records,
 )
+from planner.strategies.guess import BUDGET_REACH, guess, predict
 from planner.threads import one_thread_when
 
 __all__ = ["BUDGET_REACH", "MAX_ANCHOR", "N_ANCHOR", "RaceStrategy"]
@@ -91,10 +91,6 @@ N_ANCHOR = 2
 # At most this many: each is a target-budget run, the dearest kind, and a million of them
 # (a typo) spun for minutes building proposals no cap would let run.
 MAX_ANCHOR = 20
-# A prediction at a budget more than this many times every fitted run's is marked a guess
-# (RaceStrategy._extrapolated): a factor of 2 still sits between a ladder's rungs
-# (pilot, ~3.2x, target), so the first run of each rung up is marked.
-BUDGET_REACH = 2.0
 
 
 def _tolerance(role: str) -> float:
@@ -435,89 +431,13 @@ class RaceStrategy:
         return out
 
     def _predict(self, plan: Any) -> Prediction | None:
-        """The surrogate's prediction for ``plan``'s run (None before the first fit): the
-        mean and the std of what the run will measure (the latent posterior's and one run's
-        noise; the latent alone made a measurement fall outside mean +- 1.64 std in 30% of
-        an audit's runs)."""
-        sur = self.surrogate()
-        if sur is None:
-            return None
-        mean, std = sur.predict(sur.encode(plan.model, plan.reward, [plan.rho], plan.flops.total,
-                                           reuse=[plan.num_iterations]), observation_noise=True)
-        # Beyond the fitted settings the kernel carries their level over, and outcome
-        # standardisation scales the std to their spread, not to how far apart settings can
-        # be: such a prediction is marked (_guess).
-        return Prediction(target=self.problem.target, mean=float(mean[0]), std=float(std[0]),  # type: ignore[arg-type]
-                          **self._guess(plan.model, plan.reward, plan.budget))
+        """The surrogate's prediction for ``plan``'s run, marked where it is a guess
+        (:func:`planner.strategies.guess.predict`; None before the first fit)."""
+        return predict(self.surrogate(), self.records_, self.problem.target, plan)
 
     def _guess(self, model: str, reward: str, budget: float) -> dict[str, Any]:
-        """``Prediction`` fields marking a guess: ``extrapolated`` and why (:meth:`_extrapolated`,
-        :meth:`_noise_guessed`)."""
-        causes = [self._extrapolated(model, reward, budget), self._noise_guessed(reward)]
-        why = " and ".join(c for c in causes if c) or None
-        return {"extrapolated": why is not None, "extrapolated_why": why}
-
-    def _noise_guessed(self, reward: str) -> str | None:
-        """Why a prediction's std is a guess though its level is tied to runs (None: it is
-        not): one fitted setting, and no seed replicates measured its noise. The fit's
-        noise then sits near its prior's mode, too small where the runs' spread is mostly
-        noise: in one-setting races the later, otherwise unmarked predictions' runs fell
-        inside mean +- 1.645 std 0.60 of 25 times (acquisition) and 0.73 of 15 (validation)
-        (benchmarks/prediction_coverage.py --settings, docs/schema.md); with more fitted
-        settings their spread informs the noise (the benchmark's six-setting races: 0.90
-        of 195 inside)."""
-        if len({(r.model, r.reward) for r in self.records_}) != 1:
-            return None
-        sur = self.surrogate()
-        source = getattr(sur, "noise_source", None)
-        if not callable(source) or source(reward) not in ("inferred", "identical replicates"):
-            return None
-        return "one fitted setting without seed replicates (its run noise is the fit's guess; --seeds 2 measures it)"
-
-    def _extrapolated(self, model: str, reward: str, budget: float) -> str | None:
-        """What makes a prediction for the setting at ``budget`` a guess (None: nothing; two
-        causes joined by "and").
-
-        * A budget more than :data:`BUDGET_REACH` times every fitted run's: the level there
-          is the prior's, which outcome standardisation scales to the runs' spread
-          (one-setting races' anchors at 10x their pilots' budget: median |z| 10.9,
-          benchmarks/prediction_coverage.py --settings, docs/schema.md).
-        * A setting without runs of its own (:meth:`_unanchored`) whose reward system has no
-          fitted run, or whose policy's size lies outside the fitted policies' sizes, or
-          that borrows its reward's level from other sizes (no fitted runs of its reward at
-          sizes on both sides of its own) while the fitted settings cannot tell a policy's
-          effect from a reward's: no fitted policy ran two reward systems, or no reward
-          system ran at two policies (fitted 1.5b/sparse and 3b/prm say nothing of
-          1.5b/prm but their sum).
-
-        Measured on the sim (benchmarks/prediction_coverage.py --transfer, 5 worlds x 8
-        repetitions, docs/schema.md): inside mean +- 1.645 std were 0.96 of the unmarked
-        predictions' runs and 0.42 of the marked ones'; with the last clause missing, 0.16
-        of the runs of crossed settings fitted on two confounded settings, unmarked."""
-        causes = [self._unanchored(model, reward)]
-        if budget > BUDGET_REACH * max(r.budget for r in self.records_):
-            causes.append("no fitted run reached its budget")
-        return " and ".join(c for c in causes if c) or None
-
-    def _unanchored(self, model: str, reward: str) -> str | None:
-        """What leaves a setting's level untied to the fitted runs (None: nothing);
-        :meth:`_extrapolated` says when."""
-        fitted = {(r.model, r.reward) for r in self.records_}
-        if (model, reward) in fitted:
-            return None
-        if reward not in {r for _, r in fitted}:
-            return "its reward system has no fitted run"
-        size = get_model(model).num_parameters
-        sizes = [get_model(m).num_parameters for m, _ in fitted]
-        if not min(sizes) <= size <= max(sizes):
-            return "its policy lies outside the fitted policies' sizes"
-        own = [get_model(m).num_parameters for m, r in fitted if r == reward]
-        if min(own) <= size <= max(own):
-            return None
-        per_model, per_reward = Counter(m for m, _ in fitted), Counter(r for _, r in fitted)
-        if max(per_model.values()) < 2 or max(per_reward.values()) < 2:
-            return "the fitted settings cannot tell a policy's effect from a reward's"
-        return None
+        """``Prediction`` fields marking a guess (:func:`planner.strategies.guess.guess`)."""
+        return guess(self.surrogate(), self.records_, model, reward, budget)
 
     def _near_target_run(self, s: Setting, rho: float, tol: float = 0.08) -> bool:
         return any((r.model, r.reward) == s and abs(r.card.rho - rho) <= tol and self._at_target(r)
