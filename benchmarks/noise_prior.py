@@ -75,7 +75,7 @@ def short_races(reps: int, seeds: int = 1) -> list[dict[str, Any]]:
     import numpy as np
     from planner_bench import SeededEngine
 
-    from planner.cli.race import race_problem
+    from planner.cli.problem import race_problem
     from planner.engine import open_store
     from planner.loop import run_race
     from planner.regime import LABELS

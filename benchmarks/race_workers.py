@@ -47,7 +47,7 @@ ARMS = {"fill": RACE["workers"], "no-fill": 1}
 
 def race_arm(arm: str, data: Path) -> dict[str, Any]:
     """One race of the main job with ours' ``min_batch`` of ``arm``; wall time and result."""
-    from planner.cli.race import race_problem
+    from planner.cli.problem import race_problem
     from planner.engine import load_engine, open_batches, open_store, prepare_engine
     from planner.loop import RaceProgress, run_race
     from planner.strategies import make_strategy

@@ -1,3 +1,6 @@
-"""Registers every ``planner`` sub-command (one module per concept)."""
+"""Registers every ``planner`` sub-command (one module per concept), in the order ``planner
+--help`` lists them: the accounting, then the loop's steps as a user takes them."""
 
-from planner.cli import accounting, audit, bench, race, report  # noqa: F401
+# isort: off
+from planner.cli import accounting, audit, bench, suggest, race, report  # noqa: F401
+# isort: on

@@ -1,0 +1,106 @@
+"""What ``planner suggest`` and ``planner race`` share: the decision problem their options
+describe, parsed and checked once, the options of ours' strategy, and what they say of the
+pilot store they read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from planner.cli.app import parse_budget, parse_list
+
+# The option types (BudgetOpt, ...) are shared too, but as annotations, not API.
+__all__ = ["check_target", "no_trend", "ours_options", "race_problem", "warn_corrupt"]
+
+BudgetOpt = Annotated[str, typer.Option(help="Target FLOP budget of the decision, e.g. 1e18.")]
+ModelsOpt = Annotated[
+    str | None, typer.Option("--models", help="Policies, comma-separated (default: the three Qwen2.5 sizes).")
+]
+RewardsOpt = Annotated[
+    str | None, typer.Option("--rewards", help="Reward systems, comma-separated (default: all five).")
+]
+TargetOpt = Annotated[str, typer.Option(help="Evaluation target: native, pass1 or judge.")]
+PilotOpt = Annotated[
+    str | None, typer.Option("--pilot-budget", help="FLOPs of one pilot run (default: budget / 100).")
+]
+
+
+def race_problem(budget: str, models: str | None, rewards: str | None, target: str,
+                 pilot_budget: str | None, confidence: float = 0.9, indifference: float = 0.0) -> Any:
+    """The shared options, parsed, as a :class:`~planner.strategies.RaceProblem` (which
+    validates them: one place for every check, whoever builds a problem)."""
+    from planner.frontier import Setting
+    from planner.registry import POLICIES_QWEN, REWARD_SYSTEMS, get_model, get_reward
+    from planner.strategies import RaceProblem
+
+    b = parse_budget(budget)
+    pilot = parse_budget(pilot_budget, "pilot-budget") if pilot_budget is not None else b / 100
+    ms = parse_list(models, "models") or list(POLICIES_QWEN)
+    rs = parse_list(rewards, "rewards") or list(REWARD_SYSTEMS)
+    _check_names(ms, "models", "model", get_model)
+    _check_names(rs, "rewards", "reward", get_reward)
+    settings = tuple(Setting(m, r) for m in dict.fromkeys(ms) for r in dict.fromkeys(rs))
+    return RaceProblem(settings, budget=b, pilot_budget=pilot, target=target, confidence=confidence,
+                       indifference=indifference)
+
+
+def _check_names(names: list[str], option: str, field: str, lookup: Any) -> None:
+    """Each name of a list option in the registry; an unknown one's error names the option
+    the user typed (``rewards:``), not the registry's singular field (``reward:``)."""
+    from planner.errors import ConfigError
+
+    for name in names:
+        try:
+            lookup(name)
+        except ConfigError as exc:
+            msg = str(exc)
+            raise ConfigError(f"{option}:{msg[len(field) + 1:]}" if msg.startswith(f"{field}:") else msg) from None
+
+
+def ours_options(seed: int, anchors: int | None, cost_power: float | None) -> dict[str, Any]:
+    """Keyword options of ours' strategy from the CLI (only those given)."""
+    opts: dict[str, Any] = {} if anchors is None else {"n_anchor": anchors}
+    if cost_power is not None:
+        from planner.acquisition import AcquisitionConfig
+
+        opts["config"] = AcquisitionConfig(seed=seed, cost_power=cost_power)  # validates
+    return opts
+
+
+def check_target(target: str) -> None:
+    """An unknown ``--target`` as one line naming the known ones (ConfigError)."""
+    from planner.errors import ConfigError
+    from planner.schema import TARGETS
+
+    if target not in TARGETS:
+        raise ConfigError(f"target: unknown target {target!r}; use one of: {', '.join(TARGETS)}")
+
+
+def no_trend(problem: Any, records: Any) -> str | None:
+    """Why ours has nothing to propose when every run measured the same value (the
+    surrogate refuses to fit them: no trend), else None."""
+    from planner.strategies.base import relevant_records
+
+    runs = relevant_records(problem, records)
+    values = {getattr(r.metrics, problem.target) for r in runs}
+    if len(runs) < 2 or len(values) != 1:
+        return None
+    return (f"every run measured the same {problem.target} ({values.pop():g}), so there is no trend to fit "
+            "and the calls are the prior's (open); a larger budget or another --target may measure one")
+
+
+def warn_corrupt(root: Path, wrecks: list[Any], said: frozenset[str] = frozenset()) -> frozenset[str]:
+    """Say on stderr when a read of the store at ``root`` skipped unreadable record files
+    (``wrecks``: the answer used fewer runs than the directory seems to hold), unless all of
+    them were ``said`` before; returns the names of the files skipped."""
+    names = frozenset(w.path.name for w in wrecks)
+    if wrecks and not names <= said:
+        folders = [w.path.name for w in wrecks if w.path.name in ("runs", "failed")]
+        redo = (f"and no run can be recorded until the file {root / folders[0]} is moved out of the way"
+                if folders else "and the next run of their proposals replaces them")
+        typer.echo(f"warning: {len(wrecks)} unreadable record file(s) in {root} were skipped "
+                   f"(first: {wrecks[0].path.name}); `runners status --data {root}` lists them, {redo}",
+                   err=True)
+    return names
