@@ -36,7 +36,7 @@ def report(
     _check_out(out, data)
     check_not_store_folder(data)
     if target is None:
-        from planner.report.data import read_race
+        from planner.report.race_summary import read_race
 
         race, _ = read_race(data)
         target = str(race.get("target", "native")) if race else "native"

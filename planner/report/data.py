@@ -11,7 +11,6 @@ decides *which* settings to evaluate and on which rho grid. Heavy imports (torch
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -26,6 +25,7 @@ from numpy.typing import NDArray
 from planner.errors import ConfigError
 from planner.regime import RegimeCall, shares_for_rho
 from planner.registry import get_model, get_reward
+from planner.report.race_summary import read_race
 from planner.schema import TARGETS, RunRecord
 from planner.threads import torch_threads
 
@@ -285,81 +285,6 @@ def mixed_weights(records: Iterable[RunRecord]) -> list[str]:
         "below mix them and answer for neither; keep one store per set of weights."
         for (role, name), d in sorted(seen.items()) if len(d) > 1
     ]
-
-
-def read_race(data_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """``DIR/regimes.json`` written by ``planner race`` (None if absent) and a note if unreadable."""
-    import json
-
-    from planner.files import shown_path
-
-    path = data_dir / "regimes.json"
-    where = shown_path(path)  # the notes are printed and written into the report
-    if not path.is_file():
-        return None, None
-    try:
-        doc = json.loads(path.read_text())
-        budget = float(doc["budget"])
-        pairs = [(e["model"], e["reward"]) for e in doc.get("settings", [])]
-    except Exception as exc:  # a hand-edited or half-written file must not sink the report
-        return None, f"{where} is not a readable race summary ({_why(exc)}); ignored"
-    if not math.isfinite(budget) or budget <= 0 or not pairs:
-        return None, f"{where} names no target budget or settings; ignored"
-    bad = _race_field_problem(doc, pairs)
-    if bad:
-        return None, f"{where} is not a readable race summary ({bad}); ignored"
-    odd = _race_value_problem(doc)
-    return doc, (f"{where}: {odd}; shown as missing" if odd else None)
-
-
-def _why(exc: Exception) -> str:
-    """What is wrong with a race summary, in its own words rather than Python's."""
-    import json
-
-    if isinstance(exc, KeyError):
-        return f"no {exc.args[0]!r} field"
-    if isinstance(exc, json.JSONDecodeError):
-        # Some of json's messages end in "at" before the position it keeps apart.
-        return f"not valid JSON: {exc.msg.removesuffix(' at')} at line {exc.lineno}"
-    if isinstance(exc, TypeError | AttributeError):
-        return "a field holds another kind of value than planner race writes (budget a number, settings a list)"
-    return str(exc)[:120]
-
-
-def _race_field_problem(doc: dict[str, Any], pairs: list[tuple[Any, Any]]) -> str:
-    """What in a race summary the report would trip over ("" if nothing): the fields it
-    uses, each of the type ``planner race`` writes."""
-    from planner.schema import TARGETS
-
-    if not all(isinstance(m, str) and isinstance(r, str) for m, r in pairs):
-        return "a setting's model or reward is not a name"
-    if "target" in doc and doc["target"] not in TARGETS:
-        return f"target {doc['target']!r} is not one of {', '.join(TARGETS)}"
-    pb = doc.get("pilot_budget")
-    if pb is not None and not (_is_num(pb) and pb > 0):
-        return f"pilot_budget {pb!r} is not a positive number"
-    return ""
-
-
-def _race_value_problem(doc: dict[str, Any]) -> str:
-    """The first setting value in a race summary that is not what ``planner race`` writes
-    ("" if none): the report shows it as missing, and says so."""
-    from planner.regime import LABELS
-
-    for e in doc.get("settings", []):
-        where = f"{e['model']}/{e['reward']}"
-        rho, regime, probs = e.get("rho_star"), e.get("regime"), e.get("probabilities")
-        if rho is not None and not (_is_num(rho) and 0 <= rho <= 1):
-            return f"{where}: rho_star {rho!r} is not a number in [0, 1]"
-        if regime is not None and regime not in LABELS:
-            return f"{where}: regime {regime!r} is not one of {', '.join(LABELS)}"
-        if probs is not None and not (isinstance(probs, dict) and all(_is_num(v) for v in probs.values())):
-            return f"{where}: probabilities is not a table of numbers"
-    return ""
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _fallback_grid(runs: Sequence[RunRecord]) -> NDArray[np.float64]:

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from planner.cli import app
 from planner.report import build_report
-from planner.report.data import read_race
+from planner.report.race_summary import read_race
 from planner.schema import RunRecord
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
