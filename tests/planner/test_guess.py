@@ -13,7 +13,7 @@ from planner.frontier import Setting
 from planner.schema import Metrics, Proposal, RunRecord
 from planner.strategies import RaceProblem, make_strategy
 from planner.strategies.guess import BUDGET_REACH, extrapolated, guess, noise_guessed, unanchored
-from tests.planner.test_strategies import run
+from tests.planner.fake_runs import run
 
 MODELS = ("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b")
 REWARDS = ("sparse", "dense", "prm")
