@@ -30,6 +30,7 @@ __all__ = [
     "PlanKey",
     "PlanLedger",
     "RaceProblem",
+    "Rotation",
     "Strategy",
     "budget_axis",
     "check_batch",
@@ -343,6 +344,28 @@ def check_batch(n: int | None, name: str = "n") -> None:
     (a negative one sliced the batch from its end)."""
     if n is not None and not (isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 1):
         raise ConfigError(f"{name}: proposals per batch, a whole number >= 1 (or None: the strategy's own), got {n!r}")
+
+
+class Rotation:
+    """The baselines' batches: the settings in turn, one proposal each, the turn carried
+    across batches (a batch of fewer than one per setting leaves off where the next one
+    begins, so no setting is starved by ``ask(1)``)."""
+
+    def __init__(self, settings: Sequence[Setting]) -> None:
+        self.settings = tuple(settings)
+        self.turn = 0
+
+    def batch(self, n: int | None, new: Callable[[Setting], Proposal | None]) -> list[Proposal]:
+        """Up to ``n`` proposals (None: one turn per setting) of ``new(setting)``; a setting
+        whose ``new`` gives None (no new plan left) uses its turn and adds nothing."""
+        check_batch(n)
+        out: list[Proposal] = []
+        for _ in range(n if n is not None else len(self.settings)):
+            s = self.settings[self.turn % len(self.settings)]
+            self.turn += 1
+            if (p := new(s)) is not None:
+                out.append(p)
+        return out
 
 
 @runtime_checkable

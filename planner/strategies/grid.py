@@ -27,6 +27,7 @@ from planner.strategies.base import (
     PlanKey,
     PlanLedger,
     RaceProblem,
+    Rotation,
     check_batch,
     mark_unchecked,
     new_plan_rho,
@@ -157,7 +158,7 @@ class RandomStrategy(_PilotBaseline):
     def __init__(self, problem: RaceProblem, seed: int = 0, *, budget: float | None = None) -> None:
         super().__init__(problem, seed, budget=budget)
         self._rng = np.random.default_rng(seed)
-        self._turn = 0
+        self._turns = Rotation(problem.settings)
         self._plans = PlanLedger(problem)
 
     def tell(self, records: Sequence[RunRecord]) -> None:
@@ -165,19 +166,16 @@ class RandomStrategy(_PilotBaseline):
         self._plans.tell(records)
 
     def ask(self, n: int | None = None) -> list[Proposal]:
-        check_batch(n)
-        settings = self.problem.settings
-        out: list[Proposal] = []
-        for _ in range(n if n is not None else len(settings)):
-            s = settings[self._turn % len(settings)]
-            self._turn += 1
-            p = self._new(s)
-            if p is not None:
-                self._plans.add(p)
-                out.append(p)
-        return out
+        return self._turns.batch(n, self._new)
 
     def _new(self, s: Setting) -> Proposal | None:
+        """:meth:`_draw`'s proposal, entered in the ledger so the batch does not repeat it."""
+        p = self._draw(s)
+        if p is not None:
+            self._plans.add(p)
+        return p
+
+    def _draw(self, s: Setting) -> Proposal | None:
         """A proposal of a plan not run, in flight or in this batch: the compiler maps a
         band of rho to one plan, and its run again under a new id would teach nothing."""
         from planner.compiler import achievable_rho_range

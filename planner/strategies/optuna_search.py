@@ -27,7 +27,7 @@ from planner.strategies.base import (
     PlanKey,
     PlanLedger,
     RaceProblem,
-    check_batch,
+    Rotation,
     flat_prior_call,
     mark_unchecked,
     new_plan_rho,
@@ -78,22 +78,14 @@ class OptunaStrategy:
         self._waiting: dict[str, list[tuple[Setting, Any]]] = {}
         self._budgets: dict[Setting, float] = {}
         self._told: set[str] = set()  # proposal ids whose value the studies have
-        self._turn = 0
+        self._turns = Rotation(problem.settings)
         self._plans = PlanLedger(problem)
         self._measured: dict[PlanKey, RunRecord] = {}  # plan key -> the run answering its trials
         self._answers: dict[Setting, dict[int, RunRecord]] = {s: {} for s in problem.settings}  # trial -> run
         self._rng = np.random.default_rng(seed)
 
     def ask(self, n: int | None = None) -> list[Proposal]:
-        check_batch(n)
-        settings = self.problem.settings
-        out: list[Proposal] = []
-        for _ in range(n if n is not None else len(settings)):
-            s = settings[self._turn % len(settings)]
-            self._turn += 1
-            if (prop := self._new(s)) is not None:
-                out.append(prop)
-        return out
+        return self._turns.batch(n, self._new)
 
     def _new(self, s: Setting) -> Proposal | None:
         """The next trial's proposal whose plan is not run, in flight or in this batch;

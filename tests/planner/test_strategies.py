@@ -9,7 +9,7 @@ import pytest
 
 from planner.errors import ConfigError
 from planner.frontier import Setting
-from planner.schema import Metrics, RunPlan, RunRecord
+from planner.schema import Metrics, Proposal, RunPlan, RunRecord
 from planner.strategies import STRATEGIES, RaceProblem, make_strategy
 from tests.planner.fake_runs import PROBLEM, P, S, run
 
@@ -490,3 +490,23 @@ def test_every_strategy_satisfies_the_strategy_protocol(name: str) -> None:
         assert mine[:len(theirs)] == theirs, method
         assert all(default is not inspect.Parameter.empty for _, _, default in mine[len(theirs):]), method  # extras optional
     assert set(strategy.decide()) == set(PROBLEM.settings)
+
+
+def test_a_rotation_carries_its_turn_across_batches_and_a_setting_without_a_plan_adds_nothing() -> None:
+    from planner.strategies.base import Rotation
+
+    a, b, c = Setting("qwen2.5-1.5b", "sparse"), Setting("qwen2.5-3b", "sparse"), Setting("qwen2.5-7b", "sparse")
+    prop = {s: make_strategy("random", RaceProblem((s,), budget=1e16, pilot_budget=1e15), 0).ask(1)[0]
+            for s in (a, b, c)}
+    turns = Rotation((a, b, c))
+    asked: list[Setting] = []
+
+    def new(s: Setting) -> Proposal | None:
+        asked.append(s)
+        return None if s == b else prop[s]
+
+    assert turns.batch(2, new) == [prop[a]]  # b's turn is used though it had nothing
+    assert turns.batch(None, new) == [prop[c], prop[a]]  # one turn each, starting where it left off
+    assert asked == [a, b, c, a, b]
+    with pytest.raises(ConfigError, match="n: proposals per batch"):
+        turns.batch(0, new)
