@@ -8,7 +8,7 @@ import pytest
 
 from surrogate import FrontierSurrogate, NotFittedError, extract, group_replicates
 from surrogate.data import TARGETS
-from tests.surrogate.test_surrogate import REWARDS, rows
+from tests.surrogate.toy_rows import REWARDS, rows
 
 
 @pytest.fixture(scope="module")
