@@ -740,10 +740,12 @@ def test_race_pace_says_the_caps_elapsed_time_and_when_the_nearest_cap_is_reache
     # Round 2: 4 runs and 2e12 FLOPs in 150 s: the run cap is 8 runs (300 s) away, the FLOP
     # cap 7.2e12 FLOPs (540 s): the nearer one is named.
     line = pace.round(12, 2.8e12).line()
-    assert line == "12/20 runs, 2.8e+12/1e+13 FLOPs, 4:10 in (the run cap in about 5:00 at the last round's pace)"
+    assert line == "12/20 runs, 2.8e+12/1e+13 FLOPs, 4:10 in (the run cap in about 5:00 at the pace since round 1)"
     assert pace.short() == "12/20 runs, 2.8e+12/1e+13 FLOPs, 4:10 in, cap ~5:00"
-    # Round 3: 1 run in 150 s but 5e12 FLOPs: now the FLOP cap is nearer (66 s).
-    assert "(the FLOP cap in about 1:06 at" in pace.round(13, 7.8e12).line()
+    # Round 3: 1 run in 150 s but 5e12 FLOPs. The pace is every round's since the first,
+    # 5 runs and 7e12 FLOPs in 300 s: the FLOP cap is nearer, 2.2e12 FLOPs (94 s) away (at
+    # the last round's pace alone it would say 66 s).
+    assert "(the FLOP cap in about 1:34 at" in pace.round(13, 7.8e12).line()
     # Without caps, only the spend and the time.
     free = RacePace(now=iter([0.0, 30.0, 90.0]).__next__)
     free.round(4, 1e12)
@@ -756,7 +758,7 @@ def test_race_log_lines_carry_the_run_cap_and_the_time(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     rounds = [ln for ln in res.stdout.splitlines() if ln.startswith("race round ")]
     assert rounds[0].startswith("race round 1: 4/8 runs, ") and " in;" in rounds[0] and "pace" not in rounds[0]
-    # From the second round on, the nearer cap's time at the last round's pace; none once reached.
+    # From the second round on, the nearer cap's time at the pace since round 1; none once reached.
     assert len(rounds) >= 3 and rounds[-1].startswith(f"race round {len(rounds)}: 8/8 runs, ")
-    assert all("(the run cap in under a minute at the last round's pace)" in ln for ln in rounds[1:-1])
+    assert all("(the run cap in under a minute at the pace since round 1)" in ln for ln in rounds[1:-1])
     assert "pace" not in rounds[-1]
