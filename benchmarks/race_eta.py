@@ -15,8 +15,11 @@ with the time the cap then took:
 Without LOG it reads the stored logs, ``benchmarks/results/race_eta_1204/*.log``: three
 20-run trl races on tiny-s at 5e11 FLOPs, pilots at 1e11, two workers, on an idle 2-core
 AMD EPYC box on 12-04 (the main job at 3d3eee0, then the same race with structured and
-dense, and with sparse and structured rewards; round lines only). Error is the estimate
-over the actual time, minus one; ``|log|`` is |ln(estimate / actual)|.
+dense, and with sparse and structured rewards; round lines only). The pace since round 1
+was chosen on those; two later races are held out in
+``benchmarks/results/race_eta_1204_heldout/`` (sparse and dense at 1e12 with pilots at
+2e11 and a 16-run cap; dense alone, 14 runs). Error is the estimate over the actual
+time, minus one; ``|log|`` is |ln(estimate / actual)|.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 STORED = ROOT / "benchmarks" / "results" / "race_eta_1204"
+HELD_OUT = ROOT / "benchmarks" / "results" / "race_eta_1204_heldout"
 ROUND = re.compile(r"race round \d+: (\d+)/(\d+) runs, ([0-9.e+]+)(?:/[0-9.e+]+)? FLOPs, (?:(\d+):)?(\d+):(\d+) in")
 PACES = ("last round", "since round 1", "whole race")
 

@@ -45,7 +45,8 @@ class RacePace:
     it says the elapsed time only. Rounds differ (four target-budget anchors, then two
     validation runs), so the pace is every later round's together, not the last one's: on
     three 20-run trl races its estimate was off by a median 24% (mean |log ratio| 0.30),
-    the last round's by 33% (0.44) (benchmarks/race_eta.py)."""
+    the last round's by 33% (0.44); on two races held out from that choice, 17% (0.44)
+    against 22% (0.39) (benchmarks/race_eta.py)."""
 
     def __init__(self, runs_cap: int | None = None, flops_cap: float | None = None,
                  now: Any = time.monotonic) -> None:
