@@ -67,10 +67,10 @@ class RacePace:
             f"{runs}/{self.runs_cap} runs" if self.runs_cap else f"{runs} runs",
             f"{flops:.3g}/{self.flops_cap:.3g} FLOPs" if self.flops_cap else f"{flops:.3g} FLOPs",
             f"{clock(t - self.start)} in"])
-        self.left = None if self._first is None else time_left((t, runs, flops), self._first,
-                                                               self.runs_cap, self.flops_cap)
         if self._first is None:
-            self._first = (t, runs, flops)
+            self._first, self.left = (t, runs, flops), None
+        else:
+            self.left = time_left((t, runs, flops), self._first, self.runs_cap, self.flops_cap)
         return self
 
     def line(self) -> str:
@@ -122,14 +122,15 @@ class RaceDisplay:
             self.live.__exit__(*exc)
 
     def update(self, progress: Any) -> None:
-        if (progress.round, progress.runs) != self._said:  # a new round (the loop reports once per round)
+        new_round = (progress.round, progress.runs) != self._said  # the loop reports once per round
+        self._said = (progress.round, progress.runs)
+        if new_round:
             self.pace.round(progress.runs, progress.flops)
         if self.live is not None:
             self.live.update(self._table(progress))
-        elif self.log is not None and (progress.round, progress.runs) != self._said:
+        elif self.log is not None and new_round:
             self.log.print(round_line(progress, self.problem, self.pace.line()), highlight=False, soft_wrap=True,
                            markup=False)
-        self._said = (progress.round, progress.runs)
 
     def _table(self, progress: Any) -> Any:
         title = "race: starting" if progress is None else (

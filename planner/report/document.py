@@ -206,7 +206,8 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
     out = [Block("h1", "RACE regime report")]
     st = status_of(data)
     out.append(Block("warn" if st != "ok" else "note", status_line(data)))
-    made_with = f" Made with {data.software_text}." if data.software_text else ""
+    software = data.software_text  # a pass over the records' cards: once
+    made_with = f" Made with {software}." if software else ""
     out.append(Block("p", f"Data: {data.source_text}. Engine: {data.engine_text}.{made_with} "
                           f"Primary target: {data.target}. Generated {now} by `planner report`."))
     if any(r.simulated for r in data.records):
