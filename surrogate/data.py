@@ -183,6 +183,10 @@ class TrainingData:
         noise_dof: replicate degrees of freedom behind ``yvar`` (0 when inferred).
         identical_rewards: reward systems whose seed replicates all agreed (within the
             conditioning floor): they measured no noise and are not in ``noise_dof``.
+        stated_rewards: reward systems whose ``yvar`` is the stated noise, having no
+            replicate noise of their own (those with some shrink toward it instead).
+        borrowed_rewards: reward systems with neither: their ``yvar`` is the others'
+            (pooled replicates where there are any, else the stated values' mean).
     """
 
     X: NDArray[np.float64]
@@ -192,6 +196,8 @@ class TrainingData:
     rewards: tuple[str, ...]
     noise_dof: int = 0
     identical_rewards: tuple[str, ...] = ()
+    stated_rewards: tuple[str, ...] = ()
+    borrowed_rewards: tuple[str, ...] = ()
 
 
 def _feature(o: Observation, rewards: Sequence[str], rho: float, flops: float) -> list[float]:
@@ -203,7 +209,9 @@ def replicate_key(o: Observation) -> tuple[str, str, float, float]:
     return (o.model, o.reward, round(o.rho_planned, 4), o.budget)
 
 
-def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> TrainingData:
+def group_replicates(
+    obs: Sequence[Observation], rewards: Sequence[str], stated: Mapping[str, float] | None = None
+) -> TrainingData:
     """Average seed replicates and estimate their noise.
 
     Replicates share (model, reward, planned rho, nominal budget). A reward system whose
@@ -213,6 +221,13 @@ def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> Trai
     within-group variance (per reward system, shrunk toward the overall pool) divided by
     the group size; otherwise every run is its own row and ``yvar`` is None (the fit infers
     the noise).
+
+    ``stated``: reward system -> one run's noise *variance*, known from elsewhere (earlier
+    campaigns, the eval set's binomial error). With it every group is one row at any
+    replicate count: a reward system's own replicates shrink toward its stated variance
+    (``_SHRINK_DOF`` pseudo-observations of it, as toward the pool without one), one with
+    none takes the stated value (``stated_rewards``), and one stated nowhere the pooled
+    replicates' or, failing those, the stated values' mean (``borrowed_rewards``).
     """
     missing = sorted({o.reward for o in obs} - set(rewards))
     if missing:
@@ -241,6 +256,8 @@ def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> Trai
     for r in identical:
         del ss[r], df[r]
     dof = sum(df.values())
+    if stated:
+        return _with_stated(groups, rewards, ss, df, stated, floor, identical)
     if dof < _MIN_DOF:
         # Each run its own row, so that replicates which differ inform the inferred noise;
         # but a group of identical replicates is one row: as separate rows, copies of one
@@ -279,4 +296,42 @@ def group_replicates(obs: Sequence[Observation], rewards: Sequence[str]) -> Trai
         tuple(rewards),
         noise_dof=dof,
         identical_rewards=identical,
+    )
+
+
+def _with_stated(
+    groups: Mapping[tuple[str, str, float, float], list[Observation]], rewards: Sequence[str],
+    ss: Mapping[str, float], df: Mapping[str, int], stated: Mapping[str, float], floor: float,
+    identical: tuple[str, ...],
+) -> TrainingData:
+    """:func:`group_replicates` with a stated noise: one row per replicate group."""
+    dof = sum(df.values())
+    other = sum(ss.values()) / dof if dof else float(np.mean(list(stated.values())))
+    rows, ys_out, var_out, counts = [], [], [], []
+    own: set[str] = set()
+    borrowed: set[str] = set()
+    for (_, reward, _, _), g in groups.items():
+        d = df.get(reward, 0)
+        prior = stated.get(reward)
+        if prior is None:
+            borrowed.add(reward)
+            var_r = other if d == 0 else (ss[reward] + _SHRINK_DOF * other) / (d + _SHRINK_DOF)
+        else:
+            if d == 0:
+                own.add(reward)
+            var_r = (ss.get(reward, 0.0) + _SHRINK_DOF * prior) / (d + _SHRINK_DOF)
+        rows.append(_feature(g[0], rewards, float(np.mean([o.rho for o in g])), float(np.mean([o.flops for o in g]))))
+        ys_out.append(float(np.mean([o.y for o in g])))
+        var_out.append(max(var_r, floor) / len(g))
+        counts.append(len(g))
+    return TrainingData(
+        np.array(rows, dtype=float).reshape(-1, len(FEATURES)),
+        np.array(ys_out, dtype=float),
+        np.array(var_out, dtype=float),
+        np.array(counts, dtype=np.int64),
+        tuple(rewards),
+        noise_dof=dof,
+        identical_rewards=identical,
+        stated_rewards=tuple(r for r in rewards if r in own),
+        borrowed_rewards=tuple(r for r in rewards if r in borrowed and r not in df),
     )

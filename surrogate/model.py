@@ -107,6 +107,17 @@ def _positive(v: Any, name: str, what: str) -> float:
     return float(v)
 
 
+def _check_noise_sd(v: Any) -> float | dict[str, float] | None:
+    """A stated run noise: None, one positive sd, or a non-empty {reward: positive sd}."""
+    if v is None:
+        return None
+    if isinstance(v, Mapping):
+        if not v or not all(isinstance(k, str) for k in v):
+            raise ValueError(f"noise_sd: {{reward system: sd}} with at least one entry, e.g. {{'sparse': 0.01}}; got {v!r}")
+        return {k: _positive(x, f"noise_sd[{k!r}]", "a run noise sd") for k, x in v.items()}
+    return _positive(v, "noise_sd", "a run noise sd (or a {reward: sd} mapping)")
+
+
 def _check_count(v: Any, name: str) -> None:
     if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1):
         raise ValueError(f"{name}: a positive whole number, got {v!r}")
@@ -139,6 +150,12 @@ class FrontierSurrogate:
         reuse: ``(model name, reward, rho (n,), budget) -> (n,)`` update passes per batch
             that a request for each rho buys (the planner passes the compiler's choice); it
             places queries by rho on the right branch. Without it queries assume mu = 1.
+        noise_sd: one run's noise, the standard deviation of the target between seeds of
+            one plan, known from elsewhere (earlier campaigns, the eval set's binomial
+            error): one value for every reward system, or ``{reward: sd}``. It replaces
+            the fit's guess where a reward system has no seed replicates of its own (few
+            runs hardly identify the noise; :meth:`noise_source`), and seed replicates
+            shrink toward it (:func:`surrogate.data.group_replicates`).
 
     Learned state (after :meth:`fit`): ``model_`` (the BoTorch model), ``data_``
     (:class:`~surrogate.data.TrainingData`), ``rewards_``, ``models_``, ``domain_``,
@@ -156,6 +173,7 @@ class FrontierSurrogate:
         max_iter: int | None = 200,
         warm_start: bool = False,
         reuse: Callable[[str, str, NDArray[np.float64], float], NDArray[np.float64]] | None = None,
+        noise_sd: float | Mapping[str, float] | None = None,
     ) -> None:
         if target not in TARGETS:
             raise ValueError(f"target: one of {', '.join(TARGETS)}, got {target!r}")
@@ -174,6 +192,7 @@ class FrontierSurrogate:
             raise ValueError(f"budget_range: (lowest, highest) FLOPs with 0 < lowest < highest, got {budget_range!r}")
         if max_iter is not None and not (isinstance(max_iter, int) and max_iter >= 1):
             raise ValueError(f"max_iter: a positive iteration cap, or None to run to convergence; got {max_iter!r}")
+        self.noise_sd = _check_noise_sd(noise_sd)
         self.target = target
         self.rewards = tuple(rewards) if rewards is not None else None
         self.models = dict(models or {})
@@ -230,7 +249,7 @@ class FrontierSurrogate:
         self.rewards_ = tuple(rewards)
         self.models_ = {**self.models, **{o.model: o.model_params for o in obs}}
         warm = self._warm_state()
-        self.data_ = group_replicates(obs, self.rewards_)
+        self.data_ = group_replicates(obs, self.rewards_, self._stated_variances())
         self.domain_ = self._domain(obs)
         # A fresh start at the priors' modes, and with warm_start also the previous
         # optimum; the higher posterior density wins. The warm start alone can stay in a
@@ -251,6 +270,15 @@ class FrontierSurrogate:
         self.n_records_ = len(obs)
         self.fit_seconds_ = time.perf_counter() - t0
         return self
+
+    def _stated_variances(self) -> dict[str, float] | None:
+        """The stated noise as one run's variance per reward system (None if not stated)."""
+        sd = self.noise_sd
+        if sd is None:
+            return None
+        if isinstance(sd, Mapping):
+            return {r: float(v) ** 2 for r, v in sd.items()}
+        return {r: float(sd) ** 2 for r in (self.rewards_ if hasattr(self, "rewards_") else self.rewards or ())}
 
     def _warm_state(self) -> dict[str, torch.Tensor] | None:
         """Hyperparameters of the previous fit (data and transforms excluded)."""
@@ -484,6 +512,9 @@ class FrontierSurrogate:
                 mine = self.data_.X[:, 1] == float(self.rewards_.index(reward))
                 if mine.any():
                     return float(np.median(per_run[mine]))
+                stated = self._stated_variances() or {}
+                if reward in stated:  # no runs of it yet: what was stated for it
+                    return stated[reward]
             return float(np.median(per_run))
         std = float(self.model_.outcome_transform.stdvs.squeeze())
         return float(self.model_.likelihood.noise.detach().mean()) * std**2
@@ -494,7 +525,9 @@ class FrontierSurrogate:
         systems, where this one has none or its own all agreed), ``"identical replicates"``
         (its seed replicates agreed to within the conditioning floor, a metric coarser than
         the noise, and no other reward system's measured it: the fit's level stands in) or
-        ``"inferred"`` (the fit's noise level). Without replicates few runs hardly identify
+        ``"inferred"`` (the fit's noise level); with a stated ``noise_sd`` also ``"stated"``
+        (no replicates of its own: the stated value) and ``"other stated"`` (stated for
+        other reward systems only, and no replicates anywhere: their mean). Without replicates few runs hardly identify
         the noise: the fit then sits near its prior's mode, a small fraction of the runs'
         spread, which is too small wherever that spread is mostly noise (a 10-run race:
         0.0009 against the world's 0.010)."""
@@ -504,12 +537,19 @@ class FrontierSurrogate:
             if reward is None:
                 return "identical replicates" if same else "inferred"
             return "identical replicates" if reward in same else "inferred"
+        d = self.data_
         if reward is None or reward not in self.rewards_:
-            return "replicates"
+            return "replicates" if d.noise_dof or not d.stated_rewards else "stated"
+        if reward in d.stated_rewards:
+            return "stated"
+        if reward in d.borrowed_rewards:
+            return "other replicates" if d.noise_dof else "other stated"
         if reward in same:
             return "other replicates"
-        mine = self.data_.X[:, 1] == float(self.rewards_.index(reward))
-        return "replicates" if (self.data_.counts[mine] > 1).any() else "other replicates"
+        mine = d.X[:, 1] == float(self.rewards_.index(reward))
+        if not mine.any() and reward in (self._stated_variances() or {}):
+            return "stated"
+        return "replicates" if (d.counts[mine] > 1).any() else "other replicates"
 
     def _run_noise_at(self, X: ArrayLike) -> NDArray[np.float64]:
         """:meth:`run_noise_variance` of each row of ``X`` ``(..., 5)`` -> ``(...)``, by its
