@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -367,11 +367,14 @@ def _check_race_args(seeds: int, batch_size: int | None, max_runs: int | None, m
 def regimes_document(
     result: RaceResult, *, engine: str, simulated: bool, world: str | None = None, seed: int = 0,
     pilot_budgets: dict[Setting, float] | None = None, seeds: int = 1,
+    noise_sd: float | Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The ``regimes.json`` body: race metadata plus one entry per setting. ``seed`` (the
     posterior samplers') is kept so ``planner report`` makes its calls with the same draws;
     ``pilot_budgets`` are the settings' own where their pilots ran elsewhere (a raised
-    design, a resume) than the requested one; ``seeds`` the replicates per proposal."""
+    design, a resume) than the requested one; ``seeds`` the replicates per proposal;
+    ``noise_sd`` the run noise the race was told (``--noise-sd``), kept as ``{reward: sd}``
+    for the same reason as ``seed``."""
     p = result.problem
     entries = []
     for s in p.settings:
@@ -413,12 +416,22 @@ def regimes_document(
         "indifference": p.indifference,
         "seed": seed,
         "seeds": seeds,
+        "noise_sd": _stated(noise_sd, p),
         "stop_reason": result.stop_reason,
         "rounds": result.rounds,
         "runs": result.total_runs,  # attempts, failed ones included: what --max-runs counts
         "flops_spent": result.total_flops,
         "settings": entries,
     }
+
+
+def _stated(noise_sd: float | Mapping[str, float] | None, problem: RaceProblem) -> dict[str, float] | None:
+    """A stated run noise as ``{reward: sd}`` over the problem's reward systems (None: none)."""
+    if noise_sd is None:
+        return None
+    if isinstance(noise_sd, Mapping):
+        return {r: float(v) for r, v in noise_sd.items()}
+    return {r: float(noise_sd) for r in sorted({s.reward for s in problem.settings})}
 
 
 def write_regimes(path: str | Path, document: dict[str, Any]) -> Path:

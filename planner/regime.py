@@ -49,7 +49,8 @@ LABELS: tuple[str, ...] = ("search-heavy", "update-heavy", "reward-heavy")
 # What the ``*`` of a stake in noise sd (``sd*``) means, in the race's table and the report.
 GUESSED_NOISE = ("that noise is the fit's guess, no seed replicates measured it (or theirs all agreed): "
                  "with few runs it can be "
-                 "several times too small, and P and the stake too sure (--seeds 2 measures it)")
+                 "several times too small, and P and the stake too sure (--seeds 2 measures it; --noise-sd "
+                 "states a known one)")
 
 @dataclass(frozen=True)
 class RegimeCall:

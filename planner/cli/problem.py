@@ -25,6 +25,12 @@ TargetOpt = Annotated[str, typer.Option(help="Evaluation target: native, pass1 o
 PilotOpt = Annotated[
     str | None, typer.Option("--pilot-budget", help="FLOPs of one pilot run (default: budget / 100).")
 ]
+NoiseOpt = Annotated[
+    str | None,
+    typer.Option("--noise-sd", help="ours: one run's noise sd in the target metric, if known (earlier replicates, "
+                 "the eval set's binomial error): 0.01 for every reward system, or sparse=0.01,prm=0.02. "
+                 "Used where a reward system has no seed replicates, instead of the fit's guess (sd*)."),
+]
 
 
 def race_problem(budget: str, models: str | None, rewards: str | None, target: str,
@@ -59,9 +65,14 @@ def _check_names(names: list[str], option: str, field: str, lookup: Any) -> None
             raise ConfigError(f"{option}:{msg[len(field) + 1:]}" if msg.startswith(f"{field}:") else msg) from None
 
 
-def ours_options(seed: int, anchors: int | None, cost_power: float | None) -> dict[str, Any]:
+def ours_options(seed: int, anchors: int | None, cost_power: float | None,
+                 noise_sd: str | None = None) -> dict[str, Any]:
     """Keyword options of ours' strategy from the CLI (only those given)."""
     opts: dict[str, Any] = {} if anchors is None else {"n_anchor": anchors}
+    if noise_sd is not None:
+        from planner.noise import parse_noise_sd
+
+        opts["noise_sd"] = parse_noise_sd(noise_sd)  # the strategy checks it against the rewards
     if cost_power is not None:
         from planner.acquisition import AcquisitionConfig
 

@@ -28,6 +28,7 @@ from planner.cli.paths import (
 from planner.cli.problem import (
     BudgetOpt,
     ModelsOpt,
+    NoiseOpt,
     PilotOpt,
     RewardsOpt,
     TargetOpt,
@@ -65,6 +66,7 @@ def race(
     seed: Annotated[int, typer.Option(min=0, max=SEED_MAX, help="Seed of the strategy's samplers.")] = 0,
     anchors: Annotated[int | None, typer.Option(min=0, max=20, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots; at most 20).")] = None,
     cost_power: Annotated[float | None, typer.Option(help="ours: the acquisition values a run's expected gain / FLOPs**p (default 0.5; 1 = gain per FLOP, favours pilots; 0 ignores cost).")] = None,
+    noise_sd: NoiseOpt = None,
     quiet: Annotated[bool, typer.Option(help="No live progress display.")] = False,
     workers: Annotated[int, typer.Option(min=1, help="Runs of a round in flight at once, each in its own worker process (1 = in this process, one after another). ours' acquisition rounds then hold at least N runs, the next best picks of its batch, so no worker idles; the pilot and anchor rounds are the same as with 1. A tiny-world run uses one core, so 2 suits a 2-core laptop.")] = 1,
     backend: Annotated[str | None, typer.Option(parser=nonempty, help="Where the workers run: local, ray or slurm, as in `runners execute` (default local when --workers > 1).")] = None,
@@ -106,7 +108,9 @@ def race(
         raise ConfigError(f"anchors: only the ours strategy takes anchors, not {strategy!r}; drop --anchors")
     if strategy != "ours" and cost_power is not None:
         raise ConfigError(f"cost-power: only the ours strategy has an acquisition, not {strategy!r}; drop --cost-power")
-    ours_opts = ours_options(seed, anchors, cost_power)
+    if strategy != "ours" and noise_sd is not None:
+        raise ConfigError(f"noise-sd: only the ours strategy models the run noise, not {strategy!r}; drop --noise-sd")
+    ours_opts = ours_options(seed, anchors, cost_power, noise_sd)
     if strategy == "ours" and workers > 1:
         ours_opts["min_batch"] = -(-workers // seeds)  # proposals that keep every worker busy
     strat = make_strategy(strategy, problem, seed, **ours_opts)
@@ -170,7 +174,8 @@ def race(
     planned = own_budgets() if callable(own_budgets) else {}
     budgets = {**ran, **planned}
     doc = regimes_document(result, engine=engine, simulated=bool(getattr(eng, "simulated", False)),
-                           world=world_name, seed=seed, pilot_budgets=budgets, seeds=seeds)
+                           world=world_name, seed=seed, pilot_budgets=budgets, seeds=seeds,
+                           noise_sd=getattr(strat, "noise_sd", None))
     from planner.versions import fitting_versions
 
     doc["fitted_with"] = fitting_versions()  # the same runs can give other calls under another fit

@@ -193,6 +193,8 @@ def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], resu
     # The stake in noise sd where the strategy knows the noise (ours), else in metric units.
     in_sd = any(math.isfinite(c.stake_sd) for c in calls.values())
     unit = "in one run's noise sd" if in_sd else "target metric"
+    if in_sd and any(c.extra.get("noise_source") in ("stated", "other stated") for c in calls.values()):
+        unit += ", as --noise-sd stated it"
     inferred = in_sd and any(c.noise_guessed for c in calls.values())
     guess = f"; *: {GUESSED_NOISE}" if inferred else ""
     if result is not None:

@@ -13,6 +13,7 @@ from planner.cli.paths import check_not_store_folder, check_output_file, path_va
 from planner.cli.problem import (
     BudgetOpt,
     ModelsOpt,
+    NoiseOpt,
     PilotOpt,
     RewardsOpt,
     TargetOpt,
@@ -40,6 +41,7 @@ def suggest(
     seed: Annotated[int, typer.Option(min=0, max=SEED_MAX, help="Seed of the posterior samplers.")] = 0,
     anchors: Annotated[int | None, typer.Option(min=0, max=20, help="ours: stratified target-budget runs per setting after the pilot design (default 2; 0 = trust the pilots; at most 20).")] = None,
     cost_power: Annotated[float | None, typer.Option(help="ours: the acquisition values a run's expected gain / FLOPs**p (default 0.5; 1 = gain per FLOP, favours pilots; 0 ignores cost).")] = None,
+    noise_sd: NoiseOpt = None,
     confidence: Annotated[float, typer.Option(help="A setting counts as decided at this regime probability (as in `planner race`): suggest says when every one is.")] = 0.9,
     as_json: Annotated[bool, typer.Option("--json", help="Print the proposals as JSON.")] = False,
 ) -> None:
@@ -67,7 +69,7 @@ def suggest(
     from planner.proposals import read_proposals, write_proposals
     from planner.strategies.ours import RaceStrategy
 
-    strategy = RaceStrategy(problem, seed, **ours_options(seed, anchors, cost_power))
+    strategy = RaceStrategy(problem, seed, **ours_options(seed, anchors, cost_power, noise_sd))
     n_store = 0
     if data is not None and data.is_dir():  # failed/ alone too: abandoned runs are not proposed again
         from planner.engine import open_store

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from planner.errors import ConfigError
 from planner.regime import RegimeCall, shares_for_rho
 from planner.registry import get_model, get_reward
-from planner.report.race_summary import read_race
+from planner.report.race_summary import read_race, stated_noise
 from planner.schema import TARGETS, RunRecord
 from planner.threads import torch_threads
 
@@ -350,12 +350,15 @@ def _fit(target: str, ok: Sequence[RunRecord], race: dict[str, Any] | None) -> t
             keys = {(e.get("model"), e.get("reward")) for e in race.get("settings", []) if isinstance(e, dict)}
             span = budget_axis(float(race["pilot_budget"]), float(race["budget"]),
                                [r for r in ok if (r.model, r.reward) in keys and getattr(r.metrics, target) is not None])
+        # The noise the race was told is in its target's units: the other targets' fits guess theirs.
+        stated = stated_noise(race) if race and race.get("target", "native") == target else None
         model = FrontierSurrogate(
             target,
             rewards=sorted({r.reward for r in ok}),
             models={r.model: r.model_params for r in ok},
             budget_range=span,
             reuse=_reuse_or_one,
+            noise_sd=stated,
         ).fit(ok)
     except Exception as exc:  # NotFittedError, numerical failures: report, don't crash
         fit.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -15,6 +15,7 @@ from planner.frontier import AT_BUDGET_RATIO
 from planner.regime import GUESSED_NOISE, RegimeCall, format_probability
 from planner.report.cards import CARD_COLUMNS, card_rows
 from planner.report.data import ReportData, SettingAt, disagreements, runs_at
+from planner.report.race_summary import stated_noise
 from planner.report.render import Block, FigureRef
 from planner.schema import TARGETS
 from planner.versions import fitting_versions
@@ -259,6 +260,11 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                          f"(or within {AT_BUDGET_RATIO:g}x of it)")
         if any("sd*" in r[8] for r in rows):
             marks.append(f"sd*: {GUESSED_NOISE}")
+        told = stated_noise(data.race) if (data.race or {}).get("target", "native") == data.target else None
+        if told and any(f.call.extra.get("noise_source") in ("stated", "other stated") for f in fit.frontiers.values()):
+            marks.append("sd: where no seed replicates measured it, the run noise the race was told (--noise-sd "
+                         + ", ".join(f"{r}={v:g}" for r, v in told.items())
+                         + "), not measured: P and the stake are as right as that figure")
         out.append(Block("table", headers=["model", "reward", "budget", "runs", "rho*", "90% interval",
                                            "regime", "P(regime)", "stake", f"predicted {data.target} at rho*"],
                          rows=rows))

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["read_race"]
+__all__ = ["read_race", "stated_noise"]
 
 
 def read_race(data_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
@@ -34,6 +34,12 @@ def read_race(data_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
     if bad:
         return None, f"{where} is not a readable race summary ({bad}); ignored"
     odd = _race_value_problem(doc)
+    sd = doc.get("noise_sd")
+    if sd is not None and stated_noise(doc) is None:
+        odd = "; ".join(x for x in (odd and f"{odd}; shown as missing",
+                                    f"noise_sd {str(sd)[:60]} is not a table of positive sds by reward system; "
+                                    "the report fits without it") if x)
+        return doc, f"{where}: {odd}"
     return doc, (f"{where}: {odd}; shown as missing" if odd else None)
 
 
@@ -81,6 +87,15 @@ def _race_value_problem(doc: dict[str, Any]) -> str:
         if probs is not None and not (isinstance(probs, dict) and all(_is_num(v) for v in probs.values())):
             return f"{where}: probabilities is not a table of numbers"
     return ""
+
+
+def stated_noise(doc: dict[str, Any] | None) -> dict[str, float] | None:
+    """The run noise a race was told (``noise_sd``: {reward: sd}), None where it was told
+    none or the field is not such a table (the report then fits as without one)."""
+    sd = (doc or {}).get("noise_sd")
+    if not (isinstance(sd, dict) and sd and all(isinstance(k, str) and _is_num(v) and v > 0 for k, v in sd.items())):
+        return None
+    return {k: float(v) for k, v in sd.items()}
 
 
 def _is_num(v: Any) -> bool:

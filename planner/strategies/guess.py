@@ -69,7 +69,8 @@ def noise_guessed(sur: Any, records: Sequence[RunRecord], reward: str) -> str | 
     source = getattr(sur, "noise_source", None)
     if not callable(source) or source(reward) not in ("inferred", "identical replicates"):
         return None
-    return "one fitted setting without seed replicates (its run noise is the fit's guess; --seeds 2 measures it)"
+    return ("one fitted setting without seed replicates (its run noise is the fit's guess; --seeds 2 measures it, "
+            "--noise-sd states a known one)")
 
 
 def extrapolated(records: Sequence[RunRecord], model: str, reward: str, budget: float) -> str | None:

@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -43,6 +43,7 @@ from planner.frontier import (
     reuse_at,
     rho_grid,
 )
+from planner.noise import check_noise_sd
 from planner.proposals import make_proposal
 from planner.regime import RegimeCall
 from planner.registry import get_model
@@ -121,6 +122,10 @@ class RaceStrategy:
         n_samples: posterior sample paths per regime call.
         validate: hold a call open until runs at the target budget near rho* and near the
             best rho of another regime confirm it (proposed as validation runs).
+        noise_sd: one run's noise in the target metric, known from elsewhere: one sd for
+            every reward system or ``{reward: sd}`` naming each of the problem's (None: seed
+            replicates measure it, else the fit guesses it; see
+            :class:`surrogate.FrontierSurrogate`).
     """
 
     name = "ours"
@@ -142,8 +147,10 @@ class RaceStrategy:
         config: AcquisitionConfig | None = None,
         n_samples: int = 256,
         validate: bool = True,
+        noise_sd: float | Mapping[str, float] | None = None,
     ) -> None:
         self.problem = problem
+        self.noise_sd = check_noise_sd(noise_sd, problem)
         self.seed = seed
         if not (isinstance(n_init, int) and n_init >= 1):
             raise ConfigError(f"n_init: initial-design points per setting, a whole number >= 1, got {n_init!r}")
@@ -199,6 +206,7 @@ class RaceStrategy:
                 budget_range=budget_axis(p.pilot_budget, p.budget, self.records_),
                 warm_start=False,
                 reuse=partial(reuse_at, opts=p.opts),
+                noise_sd=self.noise_sd,
             )
             try:
                 self._surrogate = model.fit(self.records_)

@@ -336,7 +336,8 @@ def test_suggest_marks_a_prediction_for_an_unfitted_reward_as_a_guess(tmp_path: 
     # The prm pilots' budget was raised to 2.4x the sparse pilots': past any fitted run's, too.
     assert all(p.prediction and p.prediction.extrapolated_why
                == "its reward system has no fitted run and no fitted run reached its budget and one fitted "
-               "setting without seed replicates (its run noise is the fit's guess; --seeds 2 measures it)"
+               "setting without seed replicates (its run noise is the fit's guess; --seeds 2 measures it, "
+               "--noise-sd states a known one)"
                for p in props)
 
 

@@ -17,7 +17,8 @@ from tests.planner.fake_runs import run
 
 MODELS = ("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b")
 REWARDS = ("sparse", "dense", "prm")
-NOISE_GUESSED = "one fitted setting without seed replicates (its run noise is the fit's guess; --seeds 2 measures it)"
+NOISE_GUESSED = ("one fitted setting without seed replicates (its run noise is the fit's guess; --seeds 2 measures "
+                 "it, --noise-sd states a known one)")
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,8 @@ def test_an_unanchored_setting_beyond_the_fitted_budgets_names_both_causes() -> 
     ([("qwen2.5-1.5b", "sparse")], "identical replicates", True),
     ([("qwen2.5-1.5b", "sparse")], "replicates", False),
     ([("qwen2.5-1.5b", "sparse")], "other replicates", False),
+    ([("qwen2.5-1.5b", "sparse")], "stated", False),
+    ([("qwen2.5-1.5b", "sparse")], "other stated", False),
     ([("qwen2.5-1.5b", "sparse"), ("qwen2.5-1.5b", "prm")], "inferred", False),
 ])
 def test_the_noise_is_a_guess_only_for_one_fitted_setting_without_measured_replicates(
@@ -148,11 +151,12 @@ def test_ours_marks_predictions_at_a_budget_no_run_reached() -> None:
 def test_ours_marks_a_one_setting_fit_without_replicates_and_not_with_them_or_two_settings() -> None:
     """One fitted setting without seed replicates: the fitted noise sits near its prior's
     mode and later predictions covered 0.60-0.73 at the 90% level (docs/schema.md): marked.
-    Seed replicates measure the noise, and a second setting's spread informs it: unmarked."""
+    Seed replicates measure the noise, a second setting's spread informs it, and a stated
+    one (--noise-sd) is no guess: unmarked."""
     s, t = Setting("qwen2.5-1.5b", "sparse"), Setting("qwen2.5-1.5b", "prm")
 
-    def later(settings: list[Setting], seeds: int) -> list:  # type: ignore[type-arg]
-        st = make_strategy("ours", RaceProblem(settings, budget=1e16, pilot_budget=1e15), 0)
+    def later(settings: list[Setting], seeds: int, noise_sd: float | None = None) -> list:  # type: ignore[type-arg]
+        st = make_strategy("ours", RaceProblem(settings, budget=1e16, pilot_budget=1e15), 0, noise_sd=noise_sd)
         def noisy(p: Proposal, k: int) -> RunRecord:  # replicates that differ, as real ones do
             rec = run(p, {x: 0.5 for x in settings}, seed=k)
             wobble = 0.004 * (k - (seeds - 1) / 2) * (1 + p.plan.rho)
@@ -164,8 +168,8 @@ def test_ours_marks_a_one_setting_fit_without_replicates_and_not_with_them_or_tw
 
     one = later([s], 1)
     assert one and all(p.prediction.extrapolated_why == NOISE_GUESSED for p in one)
-    for settings, seeds in (([s], 2), ([s, t], 1)):
-        preds = later(settings, seeds)
+    for settings, seeds, sd in (([s], 2, None), ([s, t], 1, None), ([s], 1, 0.01)):  # a stated noise is no guess
+        preds = later(settings, seeds, sd)
         assert preds and not any(p.prediction.extrapolated for p in preds), (settings, seeds)
 
 

@@ -245,6 +245,20 @@ def test_unreadable_race_summary_is_a_note(tmp_path: Path) -> None:
     assert read_race(tmp_path / "missing") == (None, None)
 
 
+@pytest.mark.parametrize("bad", [0.01, {"sparse": -1}, {"sparse": "x"}, {}, ["sparse", 0.01]])
+def test_a_race_summarys_unusable_noise_sd_is_a_note_and_the_report_fits_without_it(tmp_path: Path, bad: object) -> None:
+    from planner.report.race_summary import stated_noise
+
+    race = {"budget": 1e16, "target": "native", "settings": [{"model": "m", "reward": "sparse"}]}
+    (tmp_path / "regimes.json").write_text(json.dumps({**race, "noise_sd": {"sparse": 0.01}}))
+    doc, note = read_race(tmp_path)
+    assert note is None and stated_noise(doc) == {"sparse": 0.01}
+    (tmp_path / "regimes.json").write_text(json.dumps({**race, "noise_sd": bad}))
+    doc, note = read_race(tmp_path)
+    assert doc is not None and stated_noise(doc) is None
+    assert note is not None and "noise_sd" in note and note.endswith("the report fits without it"), note
+
+
 def test_a_truncated_race_summary_is_named_in_plain_words(tmp_path: Path) -> None:
     """A summary cut mid-string read "Unterminated string starting at at line 4": json's
     message ends in "at", before the position it no longer carries."""

@@ -1,0 +1,67 @@
+"""``--noise-sd``: reading its two forms and checking them against a race's reward systems."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from planner.errors import ConfigError
+from planner.noise import check_noise_sd, parse_noise_sd
+from planner.strategies import make_strategy
+from tests.planner.fake_runs import PROBLEM
+
+
+def test_one_value_or_one_per_reward_system() -> None:
+    assert parse_noise_sd("0.01") == 0.01
+    assert parse_noise_sd(" sparse=0.01, prm = 2e-2 ") == {"sparse": 0.01, "prm": 0.02}
+
+
+@given(st.dictionaries(st.sampled_from(["sparse", "prm", "dense", "judge", "pass1"]),
+                       st.floats(min_value=1e-6, max_value=10, allow_nan=False), min_size=1))
+def test_the_mapping_form_reads_back_what_was_written(sds: dict[str, float]) -> None:
+    assert parse_noise_sd(",".join(f"{k}={v!r}" for k, v in sds.items())) == sds
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("abc", "'abc' is not a number"), ("0", "positive finite"), ("-0.01", "positive finite"), ("inf", "positive finite"),
+    ("nan", "positive finite"), ("sparse=0.01,prm", "'prm' is not REWARD=SD"), ("=0.01", "is not REWARD=SD"),
+    ("sparse=0.01,sparse=0.02", "sparse is given twice"), ("sparse=x", "noise-sd sparse: 'x' is not a number"),
+])
+def test_bad_text_is_one_line_naming_the_option_and_both_forms(text: str, says: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_noise_sd(text)
+    msg = str(err.value)
+    assert msg.startswith("noise-sd") and says in msg and "--noise-sd 0.01" in msg and "\n" not in msg
+
+
+def test_a_mapping_names_each_reward_system_of_the_race_and_no_other() -> None:
+    assert check_noise_sd({"prm": 0.02, "sparse": 0.01}, PROBLEM) == {"prm": 0.02, "sparse": 0.01}
+    assert check_noise_sd(0.01, PROBLEM) == 0.01 and check_noise_sd(None, PROBLEM) is None
+    with pytest.raises(ConfigError, match=r"^noise-sd: no value for prm;"):
+        check_noise_sd({"sparse": 0.01}, PROBLEM)
+    with pytest.raises(ConfigError, match=r"^noise-sd: dense is not a reward system of this race \(prm, sparse\);"):
+        check_noise_sd({"sparse": 0.01, "prm": 0.01, "dense": 0.01}, PROBLEM)
+    for bad in (0, -1.0, math.nan, True, "0.01"):
+        with pytest.raises(ConfigError, match=r"^noise-sd"):
+            check_noise_sd(bad, PROBLEM)
+    with pytest.raises(ConfigError, match=r"^noise-sd prm: a run noise sd must be a positive"):
+        check_noise_sd({"sparse": 0.01, "prm": 0.0}, PROBLEM)
+
+
+def test_ours_takes_it_and_its_surrogate_uses_it() -> None:
+    from tests.planner.fake_runs import P, S, run
+
+    strat = make_strategy("ours", PROBLEM, 0, noise_sd={"sparse": 0.02, "prm": 0.03})
+    strat.tell([run(p, {S: 0.7, P: 0.4}) for p in strat.ask(8)])
+    sur = strat.surrogate()
+    assert sur is not None and sur.noise_source("sparse") == sur.noise_source("prm") == "stated"
+    assert sur.run_noise_variance("sparse") == pytest.approx(4e-4)
+    assert sur.run_noise_variance("prm") == pytest.approx(9e-4)
+    call = strat.decide()[S]
+    assert call.extra["noise_source"] == "stated" and call.extra["noise_sd"] == pytest.approx(0.02)
+    assert not call.noise_guessed
+    with pytest.raises(ConfigError, match=r"^noise-sd: no value for sparse"):
+        make_strategy("ours", PROBLEM, 0, noise_sd={"prm": 0.01})
