@@ -71,7 +71,7 @@ def use_noise_prior(loc: float | None) -> None:
     sm.FrontierSurrogate._build = build
 
 
-def short_races(reps: int, seeds: int = 1) -> list[dict[str, Any]]:
+def short_races(reps: int, seeds: int = 1, noise_sd: float | None = None) -> list[dict[str, Any]]:
     import numpy as np
     from planner_bench import SeededEngine
 
@@ -90,13 +90,14 @@ def short_races(reps: int, seeds: int = 1) -> list[dict[str, Any]]:
             data = Path(tempfile.mkdtemp())
             try:
                 problem = race_problem(budget, model, reward, "native", None)
-                res = run_race(problem, make_strategy("ours", problem, rep), SeededEngine("paper", rep),
+                res = run_race(problem, make_strategy("ours", problem, rep, noise_sd=noise_sd), SeededEngine("paper", rep),
                                open_store(data), max_runs=cap, seeds=seeds)
             finally:
                 shutil.rmtree(data)
             (c,) = res.calls.values()
             out.append({"setting": f"{model}/{reward}@{budget}", "rep": rep, "call": c.regime, "P": c.confidence,
-                        "truth": truth, "noise_sd": c.extra.get("noise_sd"), "stake_sd": c.stake_sd})
+                        "truth": truth, "noise_sd": c.extra.get("noise_sd"), "stake_sd": c.stake_sd,
+                        "noise_source": c.extra.get("noise_source"), "runs": res.measured.get(next(iter(res.calls)), 0)})
     return out
 
 
@@ -109,6 +110,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--reps", type=int, default=None, help="short: repetitions (default 4)")
     ap.add_argument("--seeds", type=int, default=None,
                     help="short: seed replicates of every proposal (default 1; the cap counts runs)")
+    ap.add_argument("--noise-sd", type=float, default=None,
+                    help="short: state this run noise sd to ours (planner race --noise-sd; the world's is 0.010)")
+    ap.add_argument("--out", type=Path, default=None, help="short: also write the calls and the summary as JSON")
     a, rest = ap.parse_known_args(argv)  # bench: the rest are planner_bench.py's arguments
     if rest and a.what == "short":
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -134,8 +138,12 @@ def main(argv: list[str] | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    rows = short_races(reps, seeds)
-    t = Table(title=f"short races on paper, noise prior {a.loc}, seeds {seeds} (world noise sd 0.010)")
+    if a.noise_sd is not None and not 0 < a.noise_sd < float("inf"):
+        raise ConfigError(f"noise-sd: a positive run noise sd, got {a.noise_sd}")
+    rows = short_races(reps, seeds, a.noise_sd)
+    stated = "none" if a.noise_sd is None else f"{a.noise_sd:g}"
+    t = Table(title=f"short races on paper, noise prior {a.loc}, seeds {seeds}, stated noise sd {stated} "
+                    "(world noise sd 0.010)")
     for col in ("setting", "rep", "call", "P", "truth", "noise sd", "stake sd"):
         t.add_column(col)
     for r in rows:
@@ -143,9 +151,17 @@ def main(argv: list[str] | None = None) -> None:
                   f"{r['stake_sd']:.2f}")
     Console(width=120).print(t)
     sure = [r for r in rows if r["P"] >= 0.9]
-    print(f"right {sum(r['call'] == r['truth'] for r in rows)} of {len(rows)}; with P >= 0.9: "
-          f"{sum(r['call'] == r['truth'] for r in sure)} of {len(sure)}; median noise sd "
-          f"{sorted(r['noise_sd'] for r in rows)[len(rows) // 2]:.4f}")
+    summary = {"right": sum(r["call"] == r["truth"] for r in rows), "calls": len(rows),
+               "sure_right": sum(r["call"] == r["truth"] for r in sure), "sure": len(sure),
+               "median_noise_sd": sorted(r["noise_sd"] for r in rows)[len(rows) // 2],
+               "brier": sum((1 - r["P"]) ** 2 if r["call"] == r["truth"] else r["P"] ** 2 for r in rows) / len(rows)}
+    print(f"right {summary['right']} of {len(rows)}; with P >= 0.9: {summary['sure_right']} of {len(sure)}; "
+          f"median noise sd {summary['median_noise_sd']:.4f}; Brier of the called regime {summary['brier']:.3f}")
+    if a.out is not None:
+        import json
+
+        config = {"loc": a.loc, "reps": reps, "seeds": seeds, "noise_sd": a.noise_sd, "world": "paper"}
+        a.out.write_text(json.dumps({"config": config, "summary": summary, "calls": rows}, indent=1))
 
 
 if __name__ == "__main__":

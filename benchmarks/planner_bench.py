@@ -135,6 +135,10 @@ def _race(name: str, world: str, rep: int, problem: RaceProblem, truth: Truth, *
         from planner.acquisition import AcquisitionConfig
 
         opts["config"] = AcquisitionConfig(seed=rep, cost_power=opts.pop("cost_power"))
+    if opts.get("noise_sd") == "world":  # ours told the world's own run noise (--ours-noise-sd world)
+        from runners.sim.world import load_world
+
+        opts["noise_sd"] = float(load_world(world).noise[problem.target])
     strategy = make_strategy(name, problem, rep, **opts)
     curve: list[tuple[float, list[bool], list[float]]] = []
 
@@ -234,6 +238,16 @@ def print_stored(path: str | Path) -> dict[str, Any]:
     return doc
 
 
+def _noise_sd(text: str) -> float:
+    """--ours-noise-sd as a number (ConfigError naming it otherwise)."""
+    from planner.noise import parse_noise_sd
+
+    value = parse_noise_sd(text)
+    if not isinstance(value, float):
+        raise ConfigError("ours-noise-sd: one sd for every reward system, or 'world'; got a per-reward table")
+    return value
+
+
 # Entries a wrapper script adds to the results' "config", naming what it changed around
 # this benchmark (noise_prior.py: the noise prior), so the file says how it was made.
 EXTRA_CONFIG: dict[str, Any] = {}
@@ -265,6 +279,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     help="ours: acquisition value = gain / cost**p (default: ours' own, 0.5; 1 = gain per FLOP)")
     ap.add_argument("--ours-seeds", type=int, default=1,
                     help="ours: seed replicates of every proposal (planner race --seeds; default 1)")
+    ap.add_argument("--ours-noise-sd", default=None,
+                    help="ours: state this run noise sd (planner race --noise-sd), or 'world' for each world's own")
     ap.add_argument("--flops-per-setting", type=float, default=FLOPS_PER_SETTING,
                     help="ours' FLOP cap per setting, in target-budget runs (default 6); the equal-spend "
                          "baselines follow it")
@@ -359,6 +375,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                                  "cost_power": cost_power}
     if a.ours_seeds > 1:  # _race's own keyword: every ours proposal runs this many seeds
         ours_opts["seeds"] = a.ours_seeds
+    if a.ours_noise_sd is not None:
+        ours_opts["noise_sd"] = "world" if a.ours_noise_sd == "world" else _noise_sd(a.ours_noise_sd)
     outcomes: list[Outcome] = []
     if a.jobs > 1 and len(worlds) > 1:
         import multiprocessing as mp

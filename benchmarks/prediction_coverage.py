@@ -105,16 +105,24 @@ BENCH_SETTINGS = tuple((m, r) for m in ("qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7
 
 def race(world: str, rep: int, tmp: Path, settings: Sequence[tuple[str, str]] = BENCH_SETTINGS,
          pilot_budget: float = 1e15, loo: list[tuple[str, float, float, float, float]] | None = None,
-         ) -> list[tuple[str, float, float, float]]:
+         noise_sd: str | None = None) -> list[tuple[str, float, float, float]]:
     """Rows ``(kind, mean, std, measured)`` of one race; with ``loo`` (a list) each row
-    whose prediction a fit made is appended to it with that fit's LOO z RMS."""
+    whose prediction a fit made is appended to it with that fit's LOO z RMS. ``noise_sd``
+    is stated to ours (``--noise-sd``): a number, or ``"world"`` for the world's own."""
     from planner.engine import load_engine
     from planner.loop import run_race
     from planner.strategies import RaceProblem, make_strategy
     from runners.store import PilotStore
 
     problem = RaceProblem(list(settings), budget=1e16, pilot_budget=pilot_budget)
-    strategy: Any = make_strategy("ours", problem, seed=rep)
+    stated = None
+    if noise_sd == "world":
+        from runners.sim.world import load_world
+
+        stated = float(load_world(world).noise[problem.target])
+    elif noise_sd is not None:
+        stated = float(noise_sd)
+    strategy: Any = make_strategy("ours", problem, seed=rep, noise_sd=stated)
     if loo is not None:
         strategy = LooTap(strategy)
     eng = Recording(load_engine("sim", world=world), problem.target, rep,
@@ -206,7 +214,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pilot-budget", type=float, default=1e15, help="the races' pilot budget (target 1e16)")
     ap.add_argument("--loo", action="store_true",
                     help="also score each run with its std widened by its fit's LOO z RMS (not with --transfer)")
+    ap.add_argument("--noise-sd", default=None,
+                    help="state this run noise sd to ours (planner race --noise-sd), or 'world' for each world's own "
+                         "(not with --transfer)")
     args = ap.parse_args(argv)
+    if args.noise_sd is not None and (args.transfer or not (args.noise_sd == "world" or _positive(args.noise_sd))):
+        ap.error("--noise-sd: a positive number or 'world', and not with --transfer")
     if args.loo and args.transfer:
         ap.error("--loo: measures the races' proposals; drop it or --transfer")
     tapped: list[tuple[str, float, float, float, float]] = []
@@ -216,7 +229,7 @@ def main(argv: list[str] | None = None) -> None:
         chosen = BENCH_SETTINGS if args.settings is None else [
             tuple(s.split("/", 1)) for s in args.settings.split(",")]
         measure = partial(race, settings=chosen, pilot_budget=args.pilot_budget,
-                          loo=tapped if args.loo else None)
+                          loo=tapped if args.loo else None, noise_sd=args.noise_sd)
     rows: list[tuple[str, float, float, float]] = []
     per_world: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -234,12 +247,20 @@ def main(argv: list[str] | None = None) -> None:
                           f"{s['median_abs_z']:.2f}")
     Console().print(table)
     out: dict[str, Any] = {"worlds": per_world, "pooled": summarise(rows), "reps": args.reps,
-                           "transfer": args.transfer}
+                           "transfer": args.transfer, "settings": args.settings, "noise_sd": args.noise_sd,
+                           "pilot_budget": args.pilot_budget}
     if args.loo:
         out["loo"] = loo_summary(tapped)
         Console().print(loo_table(out["loo"]))
     if args.out:
         args.out.write_text(json.dumps(out, indent=2))
+
+
+def _positive(text: str) -> bool:
+    try:
+        return 0 < float(text) < math.inf
+    except ValueError:
+        return False
 
 
 def loo_summary(tapped: Sequence[tuple[str, float, float, float, float]]) -> dict[str, Any]:

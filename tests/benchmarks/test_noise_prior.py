@@ -33,3 +33,38 @@ def test_a_wider_prior_infers_more_noise_and_leaves_replicates_alone(
     assert wide.noise_source("sparse") == "inferred"
     assert wide.run_noise_variance("sparse") > 2 * base.run_noise_variance("sparse")
     assert wide_rep.run_noise_variance("sparse") == pytest.approx(base_rep.run_noise_variance("sparse"))
+
+
+def test_short_races_state_the_noise_to_ours(load_script: Callable[..., ModuleType],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import planner.strategies
+
+    told: list[object] = []
+
+    class Told(Exception):
+        pass
+
+    def capture(name: str, problem: object, seed: int, **opts: object) -> None:
+        told.append(opts.get("noise_sd"))
+        raise Told
+
+    monkeypatch.setattr(planner.strategies, "make_strategy", capture)
+    script = load_script("noise_prior", "noise_prior_short_t")
+    for sd in (0.01, None):
+        with pytest.raises(Told):
+            script.short_races(1, noise_sd=sd)
+    assert told == [0.01, None]
+
+
+def test_the_stored_short_races_are_the_documented_table() -> None:
+    """docs/planner.md ("A stated noise"): confident calls right, per noise the fit used."""
+    import json
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "noise_stated_1204"
+    got = {}
+    for f in sorted(folder.glob("*.json")):
+        s = json.loads(f.read_text())["summary"]
+        got[f.stem] = (s["right"], s["sure_right"], s["sure"])
+    assert got == {"stated_none": (38, 32, 40), "stated_0.005": (37, 23, 26), "stated_0.010": (40, 10, 10),
+                   "stated_0.020": (43, 1, 1), "seeds2": (40, 11, 11)}

@@ -229,3 +229,47 @@ def test_suggest_latency_is_timed_before_any_race_fits_in_this_process(
     doc = bench.main(["--quick", "--strategies", "ours", "--seeds", "1", "--no-plot", "--out", str(tmp_path / "b.json")])
     assert order == ["latency", "races"]
     assert doc["suggest_latency"] == {"empty_s": 0.0}
+
+
+def test_ours_noise_sd_world_tells_each_race_its_worlds_own_noise(bench: ModuleType,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    told: list[object] = []
+
+    class Told(Exception):
+        pass
+
+    def capture(name: str, problem: object, rep: int, **opts: object) -> None:
+        told.append(opts.get("noise_sd"))
+        raise Told
+
+    monkeypatch.setattr(bench, "make_strategy", capture)
+    problem = RaceProblem((Setting("qwen2.5-1.5b", "sparse"),), budget=1e16, pilot_budget=1e15)
+    for world in ("contrast", "noisy"):
+        with pytest.raises(Told):
+            bench._race("ours", world, 0, problem, None, noise_sd="world")
+    assert told == [0.004, 0.040]  # configs/worlds/{contrast,noisy}.toml [noise] native
+    assert bench._noise_sd("0.01") == 0.01
+    from planner.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^ours-noise-sd: one sd"):
+        bench._noise_sd("sparse=0.01")
+
+
+def test_the_stored_stated_noise_benchmark_is_what_docs_quote() -> None:
+    """docs/planner.md ("A stated noise"): at the benchmark's caps stating each world's
+    own noise leaves ours where the guess had it (the pinned files, reps 0-19)."""
+    import json
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    for half, figures in (("0-9", ((0.830, 133, 126), (0.820, 115, 108))),
+                          ("10-19", ((0.810, 133, 124), (0.813, 122, 116)))):
+        for name, (same, confident, right) in zip(("portable_1204", "ours_noise_world"), figures, strict=True):
+            doc = json.loads((results / f"planner_bench_{name}_reps{half}.json").read_text())
+            ours = [o for o in doc["outcomes"] if o["strategy"] == "ours"]
+            calls = [(s, c) for o in ours for s, c in zip(o["same"], o["confident"], strict=True)]
+            assert len(calls) == 300
+            assert round(sum(s for s, _ in calls) / 300, 3) == same
+            assert (sum(c for _, c in calls), sum(s and c for s, c in calls)) == (confident, right)
+            assert round(float(np.median([r for o in ours for r in o["regret"]])), 4) == 0.0014
+        if name == "ours_noise_world":
+            assert doc["config"]["ours"]["noise_sd"] == "world"

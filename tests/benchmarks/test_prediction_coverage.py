@@ -133,3 +133,39 @@ def test_the_stored_loo_rerun_shows_the_fits_own_z_scores_cannot_widen_a_guessed
     wide = {s["kind"]: s["inside90"] for s in loo["loo"]["widened"]}
     assert made == wide and made["acquisition (marked)"] == 0.6
     assert loo["loo"]["rms_quantiles"]["max"] < 1.2
+
+
+def test_noise_sd_world_states_each_worlds_own_noise_to_ours(pc: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                                            tmp_path: Path) -> None:
+    import planner.loop
+    import planner.strategies
+
+    told: list[object] = []
+    real = planner.strategies.make_strategy
+
+    def capture(name: str, problem: Any, seed: int, **opts: Any) -> Any:
+        told.append(opts.get("noise_sd"))
+        return real(name, problem, seed, **opts)
+
+    monkeypatch.setattr(planner.strategies, "make_strategy", capture)
+    monkeypatch.setattr(planner.loop, "run_race", lambda *a, **k: None)
+    for world, sd in (("contrast", "world"), ("paper", "world"), ("paper", "0.02"), ("paper", None)):
+        pc.race(world, 0, tmp_path, settings=[("qwen2.5-1.5b", "sparse")], noise_sd=sd)
+    assert told == [0.004, 0.010, 0.02, None]
+
+
+def test_the_stored_stated_noise_rerun_covers_more_than_the_guess_and_is_unmarked_but_for_the_anchors() -> None:
+    """docs/planner.md ("A stated noise") and docs/schema.md quote these figures."""
+    import json
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+    def pooled(name: str) -> dict[str, tuple[int, float]]:
+        doc = json.loads((results / name).read_text())
+        return {r["kind"]: (r["n"], round(r["inside90"], 2)) for r in doc["pooled"]}
+
+    guessed = pooled("prediction_coverage_one_setting_1204.json")
+    stated = pooled("prediction_coverage_one_setting_stated_1204.json")
+    assert guessed["acquisition (marked)"] == (25, 0.60) and guessed["validation (marked)"] == (15, 0.73)
+    assert stated["acquisition"] == (50, 0.74) and stated["validation"] == (15, 0.87)
+    assert stated["anchor (marked)"] == (40, 0.12)
