@@ -551,6 +551,17 @@ class FrontierSurrogate:
             return "stated"
         return "replicates" if (d.counts[mine] > 1).any() else "other replicates"
 
+    def replicate_dof(self, reward: str) -> int:
+        """Seed-replicate degrees of freedom behind ``reward``'s own noise estimate (sum over
+        its replicate groups of runs - 1); 0 where replicates did not set it (too few in all,
+        all agreeing, none of its own): :meth:`noise_source` says what did."""
+        self._check()
+        d = self.data_
+        if d.yvar is None or reward not in self.rewards_ or reward in d.identical_rewards:
+            return 0
+        mine = d.X[:, 1] == float(self.rewards_.index(reward))
+        return int((d.counts[mine] - 1).sum())
+
     def _run_noise_at(self, X: ArrayLike) -> NDArray[np.float64]:
         """:meth:`run_noise_variance` of each row of ``X`` ``(..., 5)`` -> ``(...)``, by its
         reward column."""

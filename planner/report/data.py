@@ -11,6 +11,7 @@ decides *which* settings to evaluate and on which rho grid. Heavy imports (torch
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -33,6 +34,7 @@ __all__ = [
     "Disagreement",
     "Frontier",
     "ReportData",
+    "RunNoise",
     "SettingAt",
     "TargetFit",
     "assemble",
@@ -125,6 +127,20 @@ class Frontier:
         return float(np.interp(self.call.rho_star, self.grid, self.mean))
 
 
+@dataclass(frozen=True)
+class RunNoise:
+    """One run's noise in a target under one reward system, as the fit used it: ``sd``,
+    where it came from (``source``: the surrogate's ``noise_source``) and the seed-replicate
+    degrees of freedom behind it (``dof``, 0 unless ``source`` is ``replicates``)."""
+
+    sd: float
+    source: str
+    dof: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sd": self.sd, "source": self.source, "replicate_dof": self.dof}
+
+
 @dataclass
 class TargetFit:
     """The surrogate of one target, or why there is none (``error``)."""
@@ -136,6 +152,7 @@ class TargetFit:
     fit_seconds: float = 0.0
     error: str | None = None
     loo_error: str | None = None
+    noise: dict[str, RunNoise] = field(default_factory=dict)  # by reward system with runs of this target
 
     @property
     def ok(self) -> bool:
@@ -364,6 +381,10 @@ def _fit(target: str, ok: Sequence[RunRecord], race: dict[str, Any] | None) -> t
         fit.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return None, fit
     fit.fit_seconds = time.perf_counter() - t0
+    for reward in sorted({r.reward for r in ok if getattr(r.metrics, target) is not None}):
+        source = model.noise_source(reward)
+        dof = model.replicate_dof(reward) if source == "replicates" else 0
+        fit.noise[reward] = RunNoise(math.sqrt(max(model.run_noise_variance(reward), 0.0)), source, dof)
     try:
         fit.loo = model.loo_cv()
     except Exception as exc:  # a diagnostic: its failure leaves one panel out, not the report

@@ -316,6 +316,7 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                          f"{loo.loglik:.2f}" if loo else (tf.loo_error or "-"), f"{tf.fit_seconds:.1f} s"])
         out.append(Block("table", headers=["target", "runs", "LOO points", "90% coverage", "RMSE",
                                            "log lik / point", "fit time"], rows=rows))
+        out += _noise_blocks(fitted)
 
     if data.failed:
         out.append(Block("h2", "Failed runs"))
@@ -344,6 +345,37 @@ def _loo(f: Any) -> dict[str, Any] | None:
     if f.loo is None:
         return None
     return {"n": f.loo.n, "coverage90": f.loo.coverage90, "rmse": f.loo.rmse, "loglik": f.loo.loglik}
+
+
+_NOISE_FROM = {
+    "other replicates": "other reward systems' seed replicates",
+    "stated": "stated to the race (--noise-sd)",
+    "other stated": "other reward systems' stated noise",
+    "inferred": "the fit's guess (sd*)",
+    "identical replicates": "the fit's guess: its seed replicates all agreed (sd*)",
+}
+
+
+def _noise_blocks(fitted: Sequence[Any]) -> list[Block]:
+    """One run's noise per target and reward system, where it came from, and the
+    ``--noise-sd`` a later race can state where seed replicates measured it."""
+    rows = [[tf.target, reward, f"{n.sd:.3g}",
+             f"seed replicates ({n.dof} dof)" if n.source == "replicates" else _NOISE_FROM.get(n.source, n.source)]
+            for tf in fitted for reward, n in tf.noise.items()]
+    if not rows:
+        return []
+    out = [Block("p", "One run's noise, the sd of the target between seeds of one plan, as each fit used it "
+                      "(the stakes' unit, and what P weighs the runs' differences against)."),
+           Block("table", headers=["target", "reward", "one run's noise sd", "from"], rows=rows)]
+    options = []
+    for tf in fitted:
+        measured = {r: n.sd for r, n in tf.noise.items() if n.source == "replicates"}
+        if measured:
+            options.append(f"--target {tf.target} --noise-sd " + ",".join(f"{r}={sd:.3g}" for r, sd in measured.items()))
+    if options:
+        out.append(Block("note", "Measured by seed replicates, so a later race of these reward systems can state "
+                                 "them instead of replicating again: " + "; ".join(options)))
+    return out
 
 
 def regimes_json(data: ReportData) -> dict[str, Any]:
@@ -376,6 +408,7 @@ def regimes_json(data: ReportData) -> dict[str, Any]:
                 "error": f.error,
                 "n_obs": f.n_obs,
                 "loo": _loo(f),
+                "noise": {r: n.to_dict() for r, n in f.noise.items()},
                 "settings": [fr.to_dict() for fr in f.frontiers.values()],
             }
             for t, f in data.fits.items()

@@ -238,6 +238,32 @@ def test_report_cli_bad_input(tmp_path: Path) -> None:
     assert (tmp_path / "d" / "regimes.json").read_text() == "{}"
 
 
+def test_the_run_noise_each_fit_used_is_shown_with_what_a_later_race_can_state(built) -> None:
+    # The campaign's plans ran twice (seeds 0 and 1) in the paper world, whose noise sd is 0.010.
+    doc = json.loads((built.out / "regimes.json").read_text())
+    for target in ("native", "pass1", "judge"):
+        noise = doc["by_target"][target]["noise"]
+        assert set(noise) == set(REWARDS)
+        assert all(n["source"] == "replicates" and n["replicate_dof"] >= 4 for n in noise.values()), noise
+    native = doc["by_target"]["native"]["noise"]
+    assert all(0.005 < n["sd"] < 0.02 for n in native.values()), native
+    text = " ".join((built.out / "report.md").read_text().split())
+    said = ",".join(f"{r}={native[r]['sd']:.3g}" for r in sorted(REWARDS))
+    assert f"--target native --noise-sd {said}" in text
+    assert f"| native | sparse | {native['sparse']['sd']:.3g} | seed replicates ({native['sparse']['replicate_dof']} dof) |" in text
+
+
+def test_a_guessed_run_noise_is_shown_as_the_guess_with_nothing_to_state(tmp_path: Path) -> None:
+    data = make_campaign(tmp_path / "data", models=MODELS[:1], rewards=REWARDS, n_rho=3, seeds=(0,), n_failed=0)
+    res = CliRunner().invoke(app, ["report", "--data", str(data), "--out", str(tmp_path / "o"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    noise = json.loads((tmp_path / "o" / "regimes.json").read_text())["by_target"]["native"]["noise"]
+    assert {r: (n["source"], n["replicate_dof"]) for r, n in noise.items()} == {r: ("inferred", 0) for r in REWARDS}
+    text = " ".join((tmp_path / "o" / "report.md").read_text().split())
+    assert "| native | sparse |" in text and "the fit's guess (sd\\*)" in text
+    assert "Measured by seed replicates" not in text
+
+
 def test_unreadable_race_summary_is_a_note(tmp_path: Path) -> None:
     (tmp_path / "regimes.json").write_text("{not json")
     doc, note = read_race(tmp_path)

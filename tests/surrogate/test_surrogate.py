@@ -52,6 +52,9 @@ def test_replicates_set_the_noise() -> None:
     assert 0.5 * 0.02**2 < per_run.mean() < 2 * 0.02**2
     sur = FrontierSurrogate(rewards=REWARDS).fit(rows(n_rho=4, seeds=3, noise=0.02))
     assert sur.data_.yvar is not None
+    # 2 policies x 4 plans x (3 seeds - 1) each; none without replicates
+    assert sur.replicate_dof("sparse") == sur.replicate_dof("prm") == 16
+    assert FrontierSurrogate(rewards=REWARDS).fit(rows(n_rho=4)).replicate_dof("sparse") == 0
 
 
 def test_replicates_that_agree_exactly_leave_the_noise_to_the_fit() -> None:
