@@ -116,11 +116,15 @@ def main(argv: list[str] | None = None) -> None:
     a, rest = ap.parse_known_args(argv)  # bench: the rest are planner_bench.py's arguments
     if rest and a.what == "short":
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
-    if a.what == "bench" and (a.reps is not None or a.seeds is not None):
-        # planner_bench.py has a --seeds too: taken here it would be dropped without a word.
-        flag = "--reps" if a.reps is not None else "--seeds"
+    if a.what == "bench" and (a.reps is not None or a.seeds is not None or a.noise_sd is not None
+                              or a.out is not None):
+        # planner_bench.py has a --seeds and an --out too (and --ours-noise-sd): taken here
+        # they would be dropped without a word.
+        flag = next(f for f, v in (("--reps", a.reps), ("--seeds", a.seeds), ("--noise-sd", a.noise_sd),
+                                   ("--out", a.out)) if v is not None)
+        theirs = {"--noise-sd": "--ours-noise-sd"}.get(flag, flag)
         raise ConfigError(f"{flag.lstrip('-')}: under bench, give planner_bench.py's options after '--' "
-                          f"(noise_prior.py bench --loc L -- {flag} N ...)")
+                          f"(noise_prior.py bench --loc L -- {theirs} X ...)")
     reps, seeds = 4 if a.reps is None else a.reps, 1 if a.seeds is None else a.seeds
     if reps < 1 or seeds < 1:
         raise ConfigError(f"{'reps' if reps < 1 else 'seeds'}: need at least 1")

@@ -219,7 +219,9 @@ def main(argv: list[str] | None = None) -> None:
                          "(not with --transfer)")
     args = ap.parse_args(argv)
     if args.noise_sd is not None and (args.transfer or not (args.noise_sd == "world" or _positive(args.noise_sd))):
-        ap.error("--noise-sd: a positive number or 'world', and not with --transfer")
+        from planner.errors import ConfigError
+
+        raise ConfigError(f"noise-sd: a positive number or 'world', and not with --transfer; got {args.noise_sd!r}")
     if args.loo and args.transfer:
         ap.error("--loo: measures the races' proposals; drop it or --transfer")
     tapped: list[tuple[str, float, float, float, float]] = []

@@ -17,7 +17,7 @@ from typing import Any
 
 from planner.errors import ConfigError
 
-__all__ = ["NoiseSd", "check_noise_sd", "parse_noise_sd"]
+__all__ = ["NoiseSd", "check_noise_sd", "parse_noise_sd", "unlikely_noise_sd"]
 
 NoiseSd = float | dict[str, float]
 
@@ -26,6 +26,8 @@ _FIX = "give one sd for every reward system (--noise-sd 0.01) or one per reward 
 
 def _sd(text: str, name: str) -> float:
     try:
+        if "_" in text:  # float() reads "1_0" as 10: a typo, not a number
+            raise ValueError(text)
         value = float(text)
     except ValueError:
         raise ConfigError(f"{name}: {text!r} is not a number; {_FIX}") from None
@@ -76,3 +78,21 @@ def check_noise_sd(value: Any, problem: Any) -> NoiseSd | None:
             raise ConfigError(f"noise-sd {r}: a run noise sd must be a positive finite number, got {v!r}; {_FIX}")
         out[r] = float(v)
     return out
+
+
+# The sd of a metric that lies in [0, 1] (a pass rate, a 0/1 reward's mean) is at most 0.5.
+RATE_SD_MAX = 0.5
+
+
+def unlikely_noise_sd(value: NoiseSd | None) -> str | None:
+    """What looks wrong with a stated noise (None: nothing): an sd above :data:`RATE_SD_MAX`,
+    more than any metric in [0, 1] can have, as when a percent is given (1 for 0.01). Not
+    refused: a reward system may score on another scale."""
+    if value is None:
+        return None
+    sds = value.values() if isinstance(value, Mapping) else [value]
+    big = max(sds)
+    if big <= RATE_SD_MAX:
+        return None
+    return (f"noise-sd: {big:g} is more than the sd of any metric in [0, 1] can be ({RATE_SD_MAX:g}); the sd is "
+            "in the target's units (0.01, not 1 for one percent); used as given")

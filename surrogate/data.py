@@ -183,10 +183,11 @@ class TrainingData:
         noise_dof: replicate degrees of freedom behind ``yvar`` (0 when inferred).
         identical_rewards: reward systems whose seed replicates all agreed (within the
             conditioning floor): they measured no noise and are not in ``noise_dof``.
-        stated_rewards: reward systems whose ``yvar`` is the stated noise, having no
-            replicate noise of their own (those with some shrink toward it instead).
-        borrowed_rewards: reward systems with neither: their ``yvar`` is the others'
-            (pooled replicates where there are any, else the stated values' mean).
+        stated_rewards: reward systems whose ``yvar`` is mostly the stated noise: fewer
+            than ``_MIN_DOF`` replicate degrees of freedom of their own (which shrink toward it).
+        borrowed_rewards: reward systems stated nowhere with as few: their ``yvar`` is mostly
+            the others' (pooled replicates where there are any, else the mean of the stated
+            variances).
     """
 
     X: NDArray[np.float64]
@@ -313,11 +314,13 @@ def _with_stated(
     for (_, reward, _, _), g in groups.items():
         d = df.get(reward, 0)
         prior = stated.get(reward)
+        # Below _MIN_DOF of its own a reward system's value is mostly the statement (or the others').
         if prior is None:
-            borrowed.add(reward)
+            if d < _MIN_DOF:
+                borrowed.add(reward)
             var_r = other if d == 0 else (ss[reward] + _SHRINK_DOF * other) / (d + _SHRINK_DOF)
         else:
-            if d == 0:
+            if d < _MIN_DOF:
                 own.add(reward)
             var_r = (ss.get(reward, 0.0) + _SHRINK_DOF * prior) / (d + _SHRINK_DOF)
         rows.append(_feature(g[0], rewards, float(np.mean([o.rho for o in g])), float(np.mean([o.flops for o in g]))))
@@ -333,5 +336,5 @@ def _with_stated(
         noise_dof=dof,
         identical_rewards=identical,
         stated_rewards=tuple(r for r in rewards if r in own),
-        borrowed_rewards=tuple(r for r in rewards if r in borrowed and r not in df),
+        borrowed_rewards=tuple(r for r in rewards if r in borrowed),
     )

@@ -32,6 +32,7 @@ import torch
 from numpy.typing import ArrayLike, NDArray
 
 from surrogate.data import (
+    _MIN_DOF,
     FEATURES,
     MU,
     RHO,
@@ -525,30 +526,38 @@ class FrontierSurrogate:
         systems, where this one has none or its own all agreed), ``"identical replicates"``
         (its seed replicates agreed to within the conditioning floor, a metric coarser than
         the noise, and no other reward system's measured it: the fit's level stands in) or
-        ``"inferred"`` (the fit's noise level); with a stated ``noise_sd`` also ``"stated"``
-        (no replicates of its own: the stated value) and ``"other stated"`` (stated for
-        other reward systems only, and no replicates anywhere: their mean). Without replicates few runs hardly identify
+        ``"inferred"`` (the fit's noise level). With a stated ``noise_sd``: ``"replicates"``
+        only where the reward system's own replicates carry at least ``_MIN_DOF`` degrees of
+        freedom (they shrink toward the statement), else ``"stated"`` (the value stated for
+        it, blended with the few replicates it has), ``"other replicates"`` (stated only for
+        others: the pooled replicates) or ``"other stated"`` (stated only for others and no
+        replicates anywhere: the mean of their variances). Without replicates few runs hardly identify
         the noise: the fit then sits near its prior's mode, a small fraction of the runs'
         spread, which is too small wherever that spread is mostly noise (a 10-run race:
         0.0009 against the world's 0.010)."""
         self._check()
-        same = self.data_.identical_rewards
-        if self.data_.yvar is None:
+        d = self.data_
+        same = d.identical_rewards
+        if d.yvar is None:
             if reward is None:
                 return "identical replicates" if same else "inferred"
             return "identical replicates" if reward in same else "inferred"
-        d = self.data_
-        if reward is None or reward not in self.rewards_:
-            return "replicates" if d.noise_dof or not d.stated_rewards else "stated"
-        if reward in d.stated_rewards:
-            return "stated"
-        if reward in d.borrowed_rewards:
+        stated = self._stated_variances()
+        if stated is not None:
+            # Replicates name the source once they could set it without a statement
+            # (_MIN_DOF of the reward system's own); below that its value is mostly stated.
+            if reward is None or reward not in self.rewards_:
+                return "replicates" if d.noise_dof >= _MIN_DOF else "stated"
+            if self.replicate_dof(reward) >= _MIN_DOF:
+                return "replicates"
+            if reward in stated:
+                return "stated"
             return "other replicates" if d.noise_dof else "other stated"
+        if reward is None or reward not in self.rewards_:
+            return "replicates"
         if reward in same:
             return "other replicates"
         mine = d.X[:, 1] == float(self.rewards_.index(reward))
-        if not mine.any() and reward in (self._stated_variances() or {}):
-            return "stated"
         return "replicates" if (d.counts[mine] > 1).any() else "other replicates"
 
     def replicate_dof(self, reward: str) -> int:

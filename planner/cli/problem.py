@@ -29,7 +29,8 @@ NoiseOpt = Annotated[
     str | None,
     typer.Option("--noise-sd", help="ours: one run's noise sd in the target metric, if known (earlier replicates, "
                  "the eval set's binomial error): 0.01 for every reward system, or sparse=0.01,prm=0.02. "
-                 "Used where a reward system has no seed replicates, instead of the fit's guess (sd*)."),
+                 "Replaces the fit's guess (sd*) where a reward system has no seed replicates; "
+                 "its replicates, where it has some, shrink toward it."),
 ]
 
 
@@ -66,13 +67,18 @@ def _check_names(names: list[str], option: str, field: str, lookup: Any) -> None
 
 
 def ours_options(seed: int, anchors: int | None, cost_power: float | None,
-                 noise_sd: str | None = None) -> dict[str, Any]:
-    """Keyword options of ours' strategy from the CLI (only those given)."""
+                 noise_sd: str | None = None, problem: Any = None) -> dict[str, Any]:
+    """Keyword options of ours' strategy from the CLI (only those given); ``--noise-sd`` is
+    read and checked against ``problem``'s reward systems here, before any I/O."""
     opts: dict[str, Any] = {} if anchors is None else {"n_anchor": anchors}
     if noise_sd is not None:
-        from planner.noise import parse_noise_sd
+        from planner.noise import check_noise_sd, parse_noise_sd, unlikely_noise_sd
 
-        opts["noise_sd"] = parse_noise_sd(noise_sd)  # the strategy checks it against the rewards
+        opts["noise_sd"] = parse_noise_sd(noise_sd)
+        if problem is not None:
+            opts["noise_sd"] = check_noise_sd(opts["noise_sd"], problem)
+        if odd := unlikely_noise_sd(opts["noise_sd"]):
+            typer.echo(f"warning: {odd}", err=True)
     if cost_power is not None:
         from planner.acquisition import AcquisitionConfig
 

@@ -91,6 +91,13 @@ def race(
 
     check_target(target)
     problem = race_problem(budget, models, rewards, target, pilot_budget, confidence, indifference)
+    if strategy != "ours" and anchors is not None:
+        raise ConfigError(f"anchors: only the ours strategy takes anchors, not {strategy!r}; drop --anchors")
+    if strategy != "ours" and cost_power is not None:
+        raise ConfigError(f"cost-power: only the ours strategy has an acquisition, not {strategy!r}; drop --cost-power")
+    if strategy != "ours" and noise_sd is not None:
+        raise ConfigError(f"noise-sd: only the ours strategy models the run noise, not {strategy!r}; drop --noise-sd")
+    ours_opts = ours_options(seed, anchors, cost_power, noise_sd, problem)
     check_seed_count(seeds)
     flops_cap = parse_budget(max_flops, "max-flops", most=None) if max_flops is not None else None
     runs_cap = max_runs if max_runs is not None else DEFAULT_RUNS_PER_SETTING * len(problem.settings)
@@ -104,13 +111,6 @@ def race(
     _check_summary_path(data / "regimes.json")
     opts = engine_options(engine, option, world, device)
     eng = load_engine(engine, **opts)
-    if strategy != "ours" and anchors is not None:
-        raise ConfigError(f"anchors: only the ours strategy takes anchors, not {strategy!r}; drop --anchors")
-    if strategy != "ours" and cost_power is not None:
-        raise ConfigError(f"cost-power: only the ours strategy has an acquisition, not {strategy!r}; drop --cost-power")
-    if strategy != "ours" and noise_sd is not None:
-        raise ConfigError(f"noise-sd: only the ours strategy models the run noise, not {strategy!r}; drop --noise-sd")
-    ours_opts = ours_options(seed, anchors, cost_power, noise_sd)
     if strategy == "ours" and workers > 1:
         ours_opts["min_batch"] = -(-workers // seeds)  # proposals that keep every worker busy
     strat = make_strategy(strategy, problem, seed, **ours_opts)

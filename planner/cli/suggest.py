@@ -53,6 +53,7 @@ def suggest(
     t0 = time.perf_counter()
     check_target(target)
     problem = race_problem(budget, models, rewards, target, pilot_budget, confidence)
+    ours_opts = ours_options(seed, anchors, cost_power, noise_sd, problem)  # checked before any output
     from planner.errors import ConfigError
 
     check_output_file(out, "out")
@@ -69,7 +70,7 @@ def suggest(
     from planner.proposals import read_proposals, write_proposals
     from planner.strategies.ours import RaceStrategy
 
-    strategy = RaceStrategy(problem, seed, **ours_options(seed, anchors, cost_power, noise_sd))
+    strategy = RaceStrategy(problem, seed, **ours_opts)
     n_store = 0
     if data is not None and data.is_dir():  # failed/ alone too: abandoned runs are not proposed again
         from planner.engine import open_store

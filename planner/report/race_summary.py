@@ -37,7 +37,7 @@ def read_race(data_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
     sd = doc.get("noise_sd")
     if sd is not None and stated_noise(doc) is None:
         odd = "; ".join(x for x in (odd and f"{odd}; shown as missing",
-                                    f"noise_sd {str(sd)[:60]} is not a table of positive sds by reward system; "
+                                    f"noise_sd {str(sd)[:60]} is not a positive sd for each reward system of its settings; "
                                     "the report fits without it") if x)
         return doc, f"{where}: {odd}"
     return doc, (f"{where}: {odd}; shown as missing" if odd else None)
@@ -90,10 +90,14 @@ def _race_value_problem(doc: dict[str, Any]) -> str:
 
 
 def stated_noise(doc: dict[str, Any] | None) -> dict[str, float] | None:
-    """The run noise a race was told (``noise_sd``: {reward: sd}), None where it was told
-    none or the field is not such a table (the report then fits as without one)."""
+    """The run noise a race was told (``noise_sd``: {reward: sd}, one per reward system of
+    its settings), None where it was told none or the field is not such a table (the
+    report then fits as without one)."""
     sd = (doc or {}).get("noise_sd")
     if not (isinstance(sd, dict) and sd and all(isinstance(k, str) and _is_num(v) and v > 0 for k, v in sd.items())):
+        return None
+    # planner race writes one per reward system of its settings: another table is not its.
+    if set(sd) != {e.get("reward") for e in (doc or {}).get("settings", []) if isinstance(e, dict)}:
         return None
     return {k: float(v) for k, v in sd.items()}
 

@@ -68,6 +68,11 @@ def test_stored_file_readers_refuse_a_file_that_is_not_results(
     ("noise_prior", ["short", "--reps", "0"], "reps: need at least 1"),
     # planner_bench.py has a --seeds of its own: before '--' it would be dropped silently.
     ("noise_prior", ["bench", "--seeds", "1", "--quick"], "seeds: under bench, give planner_bench.py's options"),
+    ("noise_prior", ["bench", "--noise-sd", "0.01"], "noise-sd: under bench, give planner_bench.py's options after "
+     "'--' (noise_prior.py bench --loc L -- --ours-noise-sd X ...)"),
+    ("noise_prior", ["short", "--noise-sd", "0"], "noise-sd: a positive run noise sd"),
+    ("prediction_coverage", ["--noise-sd", "abc"], "noise-sd: a positive number or 'world'"),
+    ("planner_bench", ["--ours-noise-sd", "sparse=0.01", "--quick"], "ours-noise-sd: one sd for every reward system"),
     ("learning_real", ["--seeds", "1"], "seeds: need at least 2"),
     ("learning_real", ["--rewards", "sparse,nope"], "rewards: unknown 'nope'"),
     ("setting_calls", ["--worlds", "paper,nope"], "worlds: unknown 'nope'"),

@@ -85,3 +85,18 @@ def test_suggest_takes_the_noise_and_refuses_a_bad_one(tmp_path: Path) -> None:
     assert max(stds["0.05"]) > max(stds["0.001"])  # a noisier world leaves the frontier less certain
     res = runner.invoke(app, [*base, "--noise-sd", "sparse=abc"])
     assert res.exit_code == 2 and res.stderr.startswith("error: noise-sd sparse: 'abc' is not a number"), res.output
+    # Before anything else is said or written: no note on the missing store, no proposals.
+    nowhere = ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse,prm",
+               "--data", str(tmp_path / "none"), "--out", str(tmp_path / "p.json"), "--noise-sd", "sparse=0.01"]
+    res = runner.invoke(app, nowhere)
+    assert res.exit_code == 2 and res.stderr.strip().splitlines() == [
+        "error: noise-sd: no value for prm; give one sd for every reward system (--noise-sd 0.01) or one per reward "
+        "system (--noise-sd sparse=0.01,prm=0.02)"], res.stderr
+    assert not (tmp_path / "p.json").exists() and not (tmp_path / "none").exists()
+
+
+def test_an_sd_given_in_percent_is_warned_of_and_used(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                              "--out", str(tmp_path / "p.json"), "--noise-sd", "1"])
+    assert res.exit_code == 0, res.output
+    assert "warning: noise-sd: 1 is more than the sd of any metric in [0, 1] can be (0.5)" in res.stderr

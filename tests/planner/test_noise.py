@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from planner.errors import ConfigError
-from planner.noise import check_noise_sd, parse_noise_sd
+from planner.noise import check_noise_sd, parse_noise_sd, unlikely_noise_sd
 from planner.strategies import make_strategy
 from tests.planner.fake_runs import PROBLEM
 
@@ -29,6 +29,7 @@ def test_the_mapping_form_reads_back_what_was_written(sds: dict[str, float]) -> 
     ("abc", "'abc' is not a number"), ("0", "positive finite"), ("-0.01", "positive finite"), ("inf", "positive finite"),
     ("nan", "positive finite"), ("sparse=0.01,prm", "'prm' is not REWARD=SD"), ("=0.01", "is not REWARD=SD"),
     ("sparse=0.01,sparse=0.02", "sparse is given twice"), ("sparse=x", "noise-sd sparse: 'x' is not a number"),
+    ("1_0", "'1_0' is not a number"), ("", "'' is not a number"), ("0.01,", "'0.01,' is not a number"),
 ])
 def test_bad_text_is_one_line_naming_the_option_and_both_forms(text: str, says: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -65,3 +66,10 @@ def test_ours_takes_it_and_its_surrogate_uses_it() -> None:
     assert not call.noise_guessed
     with pytest.raises(ConfigError, match=r"^noise-sd: no value for sparse"):
         make_strategy("ours", PROBLEM, 0, noise_sd={"prm": 0.01})
+
+
+def test_an_sd_no_rate_can_have_is_flagged_not_refused() -> None:
+    assert unlikely_noise_sd(None) is None and unlikely_noise_sd(0.5) is None
+    assert unlikely_noise_sd({"sparse": 0.01, "prm": 0.2}) is None
+    said = unlikely_noise_sd({"sparse": 0.01, "prm": 2.0})
+    assert said is not None and said.startswith("noise-sd: 2 is more than") and "0.01, not 1 for one percent" in said

@@ -271,7 +271,8 @@ def test_unreadable_race_summary_is_a_note(tmp_path: Path) -> None:
     assert read_race(tmp_path / "missing") == (None, None)
 
 
-@pytest.mark.parametrize("bad", [0.01, {"sparse": -1}, {"sparse": "x"}, {}, ["sparse", 0.01]])
+@pytest.mark.parametrize("bad", [0.01, {"sparse": -1}, {"sparse": "x"}, {}, ["sparse", 0.01], {"dense": 0.01},
+                                 {"sparse": 0.01, "dense": 0.01}])
 def test_a_race_summarys_unusable_noise_sd_is_a_note_and_the_report_fits_without_it(tmp_path: Path, bad: object) -> None:
     from planner.report.race_summary import stated_noise
 

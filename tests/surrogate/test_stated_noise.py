@@ -80,3 +80,28 @@ def test_a_reward_without_runs_is_queried_at_its_stated_noise() -> None:
 def test_a_bad_stated_noise_is_refused_by_name(bad: object) -> None:
     with pytest.raises(ValueError, match=r"^noise_sd"):
         FrontierSurrogate(noise_sd=bad)  # type: ignore[arg-type]
+
+
+def test_a_few_replicates_leave_the_statement_the_source() -> None:
+    # One replicated pair (1 dof) moves the value a fifth of the way from the statement:
+    # still "stated", as it would be "inferred" without one; 3 dof of its own make it replicates.
+    rs = rows(n_rho=4, noise=0.02)
+    one_pair = [*rs, dict(rs[0], seed=1, native=rs[0]["native"] + 0.03)]
+    sur = FrontierSurrogate(rewards=REWARDS, noise_sd=0.01).fit(one_pair)
+    assert sur.replicate_dof("sparse") == 1 and sur.noise_source("sparse") == "stated"
+    assert 0.01 < math.sqrt(sur.run_noise_variance("sparse")) < 0.015
+    sparse = [r for r in rs if r["reward"] == "sparse"][:3]
+    three = [*one_pair, *(dict(r, seed=1, native=r["native"] - 0.02) for r in sparse[1:])]
+    sur = FrontierSurrogate(rewards=REWARDS, noise_sd=0.01).fit(three)
+    assert sur.replicate_dof("sparse") == 3 and sur.noise_source("sparse") == "replicates"
+    assert sur.noise_source("prm") == "stated"
+
+
+def test_where_the_noise_comes_from_survives_conditioning_and_rewards_without_runs() -> None:
+    sparse = [r for r in rows(n_rho=4, noise=0.02) if r["reward"] == "sparse"]
+    sur = FrontierSurrogate(rewards=REWARDS, noise_sd={"sparse": 0.02}).fit(sparse)
+    assert sur.noise_source("prm") == "other stated" and sur.noise_source(None) == "stated"
+    told = FrontierSurrogate(rewards=REWARDS, noise_sd={"sparse": 0.02, "prm": 0.04}).fit(sparse)
+    X = told.encode("small", "prm", [0.5], 1e15)
+    pending = told.condition_on(X, [0.4])  # a pending prm run: a row, but no replicate
+    assert pending.noise_source("prm") == "stated" and pending.run_noise_variance("prm") == pytest.approx(0.04**2)
