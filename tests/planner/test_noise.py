@@ -73,3 +73,23 @@ def test_an_sd_no_rate_can_have_is_flagged_not_refused() -> None:
     assert unlikely_noise_sd({"sparse": 0.01, "prm": 0.2}) is None
     said = unlikely_noise_sd({"sparse": 0.01, "prm": 2.0})
     assert said is not None and said.startswith("noise-sd: 2 is more than") and "0.01, not 1 for one percent" in said
+
+
+def test_the_stored_real_runs_are_what_docs_quote() -> None:
+    """docs/planner.md ("A stated noise"): the tiny world's noise measured by replicated
+    trl pilots, and the main job's race told it."""
+    import json
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "tiny_noise_1204"
+    noise = json.loads((folder / "replicated_pilots_noise.json").read_text())["noise"]["native"]
+    assert {r: (round(n["sd"], 5), n["source"], n["replicate_dof"]) for r, n in noise.items()} == {
+        "dense": (0.00624, "replicates", 4), "sparse": (0.0051, "replicates", 4)}
+    race = json.loads((folder / "stated_race_regimes.json").read_text())
+    assert race["engine"] == "trl" and race["noise_sd"] == {"dense": 0.00624, "sparse": 0.0051}
+    calls = {e["reward"]: e for e in race["settings"]}
+    assert (calls["sparse"]["regime"], round(calls["sparse"]["probabilities"]["update-heavy"], 2)) == ("update-heavy", 0.97)
+    assert round(calls["sparse"]["stake_sd"], 1) == 2.7 and calls["sparse"]["noise_source"] == "stated"
+    assert (calls["dense"]["regime"], calls["dense"]["confident"]) == ("update-heavy", False)
+    # 0.598: the race's table shows probabilities rounded down (59%), not up to a call they did not reach
+    assert int(100 * calls["dense"]["probabilities"]["update-heavy"]) == 59 and round(calls["dense"]["stake_sd"], 1) == 0.9
