@@ -32,7 +32,6 @@ import torch
 from numpy.typing import ArrayLike, NDArray
 
 from surrogate.data import (
-    _MIN_DOF,
     FEATURES,
     MU,
     RHO,
@@ -45,6 +44,13 @@ from surrogate.data import (
     replicate_key,
 )
 from surrogate.kernel import DTYPE, LOG2_REUSE_SPAN, frontier_kernel
+from surrogate.noise import (
+    check_noise_sd,
+    noise_source,
+    replicate_dof,
+    replicate_noise_variance,
+    stated_variances,
+)
 
 __all__ = ["FIT_SEED", "Domain", "FrontierSurrogate", "NotFittedError"]
 
@@ -106,17 +112,6 @@ def _positive(v: Any, name: str, what: str) -> float:
     if not (_is_number(v) and 0 < float(v) < math.inf):
         raise ValueError(f"{name}: {what} must be a positive finite number, got {v!r}")
     return float(v)
-
-
-def _check_noise_sd(v: Any) -> float | dict[str, float] | None:
-    """A stated run noise: None, one positive sd, or a non-empty {reward: positive sd}."""
-    if v is None:
-        return None
-    if isinstance(v, Mapping):
-        if not v or not all(isinstance(k, str) for k in v):
-            raise ValueError(f"noise_sd: {{reward system: sd}} with at least one entry, e.g. {{'sparse': 0.01}}; got {v!r}")
-        return {k: _positive(x, f"noise_sd[{k!r}]", "a run noise sd") for k, x in v.items()}
-    return _positive(v, "noise_sd", "a run noise sd (or a {reward: sd} mapping)")
 
 
 def _check_count(v: Any, name: str) -> None:
@@ -193,7 +188,7 @@ class FrontierSurrogate:
             raise ValueError(f"budget_range: (lowest, highest) FLOPs with 0 < lowest < highest, got {budget_range!r}")
         if max_iter is not None and not (isinstance(max_iter, int) and max_iter >= 1):
             raise ValueError(f"max_iter: a positive iteration cap, or None to run to convergence; got {max_iter!r}")
-        self.noise_sd = _check_noise_sd(noise_sd)
+        self.noise_sd = check_noise_sd(noise_sd)
         self.target = target
         self.rewards = tuple(rewards) if rewards is not None else None
         self.models = dict(models or {})
@@ -274,12 +269,7 @@ class FrontierSurrogate:
 
     def _stated_variances(self) -> dict[str, float] | None:
         """The stated noise as one run's variance per reward system (None if not stated)."""
-        sd = self.noise_sd
-        if sd is None:
-            return None
-        if isinstance(sd, Mapping):
-            return {r: float(v) ** 2 for r, v in sd.items()}
-        return {r: float(sd) ** 2 for r in (self.rewards_ if hasattr(self, "rewards_") else self.rewards or ())}
+        return stated_variances(self.noise_sd, self.rewards_ if hasattr(self, "rewards_") else self.rewards or ())
 
     def _warm_state(self) -> dict[str, torch.Tensor] | None:
         """Hyperparameters of the previous fit (data and transforms excluded)."""
@@ -502,74 +492,28 @@ class FrontierSurrogate:
         return out.numpy()
 
     def run_noise_variance(self, reward: str | None = None) -> float:
-        """Observation-noise variance of one new run, in the target's units. From seed
-        replicates, the median over the rows of ``reward`` (reward systems differ in noise:
-        a PRM's graded score is not a 0/1 success), over all rows where it has none or
-        none is given; otherwise the GP's learned noise level."""
+        """Observation-noise variance of one new run, in the target's units: where seed
+        replicates or a stated noise fix it, the median over the rows of ``reward``
+        (:func:`surrogate.noise.replicate_noise_variance`); otherwise the GP's learned level."""
         self._check()
-        if self.data_.yvar is not None:
-            per_run = self.data_.yvar * self.data_.counts
-            if reward is not None and reward in self.rewards_:
-                mine = self.data_.X[:, 1] == float(self.rewards_.index(reward))
-                if mine.any():
-                    return float(np.median(per_run[mine]))
-                stated = self._stated_variances() or {}
-                if reward in stated:  # no runs of it yet: what was stated for it
-                    return stated[reward]
-            return float(np.median(per_run))
+        fixed = replicate_noise_variance(self.data_, self.rewards_, self._stated_variances(), reward)
+        if fixed is not None:
+            return fixed
         std = float(self.model_.outcome_transform.stdvs.squeeze())
         return float(self.model_.likelihood.noise.detach().mean()) * std**2
 
     def noise_source(self, reward: str | None = None) -> str:
-        """Where :meth:`run_noise_variance` of ``reward`` comes from: ``"replicates"`` (its
-        seed replicates), ``"other replicates"`` (the pooled replicates of other reward
-        systems, where this one has none or its own all agreed), ``"identical replicates"``
-        (its seed replicates agreed to within the conditioning floor, a metric coarser than
-        the noise, and no other reward system's measured it: the fit's level stands in) or
-        ``"inferred"`` (the fit's noise level). With a stated ``noise_sd``: ``"replicates"``
-        only where the reward system's own replicates carry at least ``_MIN_DOF`` degrees of
-        freedom (they shrink toward the statement), else ``"stated"`` (the value stated for
-        it, blended with the few replicates it has), ``"other replicates"`` (stated only for
-        others: the pooled replicates) or ``"other stated"`` (stated only for others and no
-        replicates anywhere: the mean of their variances). Without replicates few runs hardly identify
-        the noise: the fit then sits near its prior's mode, a small fraction of the runs'
-        spread, which is too small wherever that spread is mostly noise (a 10-run race:
-        0.0009 against the world's 0.010)."""
+        """Where :meth:`run_noise_variance` of ``reward`` comes from: ``"replicates"``,
+        ``"other replicates"``, ``"identical replicates"``, ``"inferred"``, ``"stated"`` or
+        ``"other stated"`` (:func:`surrogate.noise.noise_source` says when)."""
         self._check()
-        d = self.data_
-        same = d.identical_rewards
-        if d.yvar is None:
-            if reward is None:
-                return "identical replicates" if same else "inferred"
-            return "identical replicates" if reward in same else "inferred"
-        stated = self._stated_variances()
-        if stated is not None:
-            # Replicates name the source once they could set it without a statement
-            # (_MIN_DOF of the reward system's own); below that its value is mostly stated.
-            if reward is None or reward not in self.rewards_:
-                return "replicates" if d.noise_dof >= _MIN_DOF else "stated"
-            if self.replicate_dof(reward) >= _MIN_DOF:
-                return "replicates"
-            if reward in stated:
-                return "stated"
-            return "other replicates" if d.noise_dof else "other stated"
-        if reward is None or reward not in self.rewards_:
-            return "replicates"
-        if reward in same:
-            return "other replicates"
-        mine = d.X[:, 1] == float(self.rewards_.index(reward))
-        return "replicates" if (d.counts[mine] > 1).any() else "other replicates"
+        return noise_source(self.data_, self.rewards_, self._stated_variances(), reward)
 
     def replicate_dof(self, reward: str) -> int:
-        """Seed-replicate degrees of freedom behind ``reward``'s own noise estimate (sum over
-        its replicate groups of runs - 1); 0 where replicates did not set it (too few in all,
-        all agreeing, none of its own): :meth:`noise_source` says what did."""
+        """Seed-replicate degrees of freedom behind ``reward``'s own noise estimate
+        (:func:`surrogate.noise.replicate_dof`)."""
         self._check()
-        d = self.data_
-        if d.yvar is None or reward not in self.rewards_ or reward in d.identical_rewards:
-            return 0
-        mine = d.X[:, 1] == float(self.rewards_.index(reward))
-        return int((d.counts[mine] - 1).sum())
+        return replicate_dof(self.data_, self.rewards_, reward)
 
     def _run_noise_at(self, X: ArrayLike) -> NDArray[np.float64]:
         """:meth:`run_noise_variance` of each row of ``X`` ``(..., 5)`` -> ``(...)``, by its
