@@ -12,7 +12,7 @@ import typer
 from planner.cli.app import parse_budget, parse_list
 
 # The option types (BudgetOpt, ...) are shared too, but as annotations, not API.
-__all__ = ["check_target", "no_trend", "ours_options", "race_problem", "warn_corrupt"]
+__all__ = ["check_target", "no_trend", "note_stated_noise", "ours_options", "race_problem", "warn_corrupt"]
 
 BudgetOpt = Annotated[str, typer.Option(help="Target FLOP budget of the decision, e.g. 1e18.")]
 ModelsOpt = Annotated[
@@ -121,3 +121,20 @@ def warn_corrupt(root: Path, wrecks: list[Any], said: frozenset[str] = frozenset
                    f"(first: {wrecks[0].path.name}); `runners status --data {root}` lists them, {redo}",
                    err=True)
     return names
+
+
+def note_stated_noise(data: Path, problem: Any, given: str | None) -> None:
+    """Say on stderr when ``data``'s race summary was told a run noise (``--noise-sd``) for
+    this target and this invocation is told none: its calls then rest on the fit's guess,
+    not on what the race's did (the report refits with the race's value)."""
+    if given is not None:
+        return
+    from planner.report.race_summary import read_race, stated_noise
+
+    doc, _ = read_race(data)
+    told = stated_noise(doc)
+    if not told or (doc or {}).get("target", "native") != problem.target:
+        return
+    said = ",".join(f"{r}={v:g}" for r, v in told.items())
+    typer.echo(f"note: the race in {data} was told --noise-sd {said}; without it these calls rest on the fit's "
+               "own guess of the noise (pass the same to keep the race's)", err=True)

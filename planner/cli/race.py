@@ -34,6 +34,7 @@ from planner.cli.problem import (
     TargetOpt,
     check_target,
     no_trend,
+    note_stated_noise,
     ours_options,
     race_problem,
     warn_corrupt,
@@ -130,6 +131,8 @@ def race(
         check_engine_settings(eng, [(s.model, s.reward) for s in problem.settings])
         check_same_source(scan.records, eng, store.root)
         said = warn_corrupt(store.root, scan.corrupt)
+        if strategy == "ours":
+            note_stated_noise(data, problem, noise_sd)
         from planner.versions import changed_since
 
         if moved := changed_since([r for r in scan.records if r.status == "ok"]):

@@ -19,6 +19,7 @@ from planner.cli.problem import (
     TargetOpt,
     check_target,
     no_trend,
+    note_stated_noise,
     ours_options,
     race_problem,
     warn_corrupt,
@@ -80,6 +81,7 @@ def suggest(
         strategy.tell(scan.records)  # failed too: abandoned runs are not proposed again
         n_store = sum(r.status == "ok" for r in scan.records)
         warn_corrupt(store.root, scan.corrupt)
+        note_stated_noise(data, problem, noise_sd)
         from planner.engine import mixed_sources
 
         if mixed := mixed_sources(strategy.records_):  # race and execute refuse to make such a store

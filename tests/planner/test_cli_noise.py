@@ -37,6 +37,16 @@ def test_a_race_told_the_noise_records_it_and_the_report_refits_with_it(tmp_path
         assert (r["noise_source"], r["noise_sd"]) == (e["noise_source"], e["noise_sd"])
     text = (tmp_path / "r" / "report.md").read_text()
     assert "the run noise the race was told (--noise-sd prm=0.02, sparse=0.01)" in text
+    # suggest on the race's store without it (or a resumed race) says its calls rest on the guess
+    note = ("note: the race in {} was told --noise-sd prm=0.02,sparse=0.01; without it these calls rest on the "
+            "fit's own guess of the noise").format(data)
+    base = ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse,prm", "--data", str(data)]
+    res = runner.invoke(app, [*base, "--out", str(tmp_path / "a.json")])
+    assert res.exit_code == 0 and note in " ".join(res.stderr.split()), res.stderr
+    res = runner.invoke(app, [*base, "--out", str(tmp_path / "b.json"), "--noise-sd", "sparse=0.01,prm=0.02"])
+    assert res.exit_code == 0 and "note: the race in" not in res.stderr, res.stderr
+    res = runner.invoke(app, [*RACE, "--data", str(data)])  # resumed: nothing more to run at this cap
+    assert res.exit_code == 0 and note in " ".join(res.stderr.split()), res.stderr
 
 
 def test_the_stated_noise_changes_the_calls_it_rests_on(tmp_path: Path) -> None:
