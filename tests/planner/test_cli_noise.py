@@ -38,8 +38,8 @@ def test_a_race_told_the_noise_records_it_and_the_report_refits_with_it(tmp_path
     text = (tmp_path / "r" / "report.md").read_text()
     assert "the run noise the race was told (--noise-sd prm=0.02, sparse=0.01)" in text
     # suggest on the race's store without it (or a resumed race) says its calls rest on the guess
-    note = ("note: the race in {} was told --noise-sd prm=0.02,sparse=0.01; without it these calls rest on the "
-            "fit's own guess of the noise").format(data)
+    note = (f"note: the race in {data} was told --noise-sd prm=0.02,sparse=0.01; without it these calls rest on the "
+            "fit's own guess of the noise")
     base = ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse,prm", "--data", str(data)]
     res = runner.invoke(app, [*base, "--out", str(tmp_path / "a.json")])
     assert res.exit_code == 0 and note in " ".join(res.stderr.split()), res.stderr
