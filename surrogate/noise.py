@@ -27,10 +27,10 @@ __all__ = ["check_noise_sd", "noise_source", "replicate_dof", "replicate_noise_v
 NoiseSd = float | dict[str, float]
 
 
-def _positive(v: Any, name: str) -> float:
+def _positive(v: Any, name: str, what: str) -> float:
     ok = isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool) and 0 < float(v) < math.inf
     if not ok:
-        raise ValueError(f"{name}: a run noise sd must be a positive finite number, got {v!r}")
+        raise ValueError(f"{name}: {what} must be a positive finite number, got {v!r}")
     return float(v)
 
 
@@ -42,10 +42,8 @@ def check_noise_sd(v: Any) -> NoiseSd | None:
     if isinstance(v, Mapping):
         if not v or not all(isinstance(k, str) for k in v):
             raise ValueError(f"noise_sd: {{reward system: sd}} with at least one entry, e.g. {{'sparse': 0.01}}; got {v!r}")
-        return {k: _positive(x, f"noise_sd[{k!r}]") for k, x in v.items()}
-    if isinstance(v, str):
-        raise ValueError(f"noise_sd: a run noise sd (or a {{reward: sd}} mapping), got {v!r}")
-    return _positive(v, "noise_sd")
+        return {k: _positive(x, f"noise_sd[{k!r}]", "a run noise sd") for k, x in v.items()}
+    return _positive(v, "noise_sd", "a run noise sd (or a {reward: sd} mapping)")
 
 
 def stated_variances(noise_sd: NoiseSd | None, rewards: Sequence[str]) -> dict[str, float] | None:

@@ -133,8 +133,10 @@ def note_stated_noise(data: Path, problem: Any, given: str | None) -> None:
 
     doc, _ = read_race(data)
     told = stated_noise(doc)
-    if not told or (doc or {}).get("target", "native") != problem.target:
+    mine = sorted({s.reward for s in problem.settings})
+    # Only where the race's value covers this problem: otherwise there is no "same" to pass.
+    if not told or (doc or {}).get("target", "native") != problem.target or not set(mine) <= set(told):
         return
-    said = ",".join(f"{r}={v:g}" for r, v in told.items())
+    said = ",".join(f"{r}={told[r]:g}" for r in mine)
     typer.echo(f"note: the race in {data} was told --noise-sd {said}; without it these calls rest on the fit's "
                "own guess of the noise (pass the same to keep the race's)", err=True)

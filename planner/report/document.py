@@ -347,6 +347,10 @@ def _loo(f: Any) -> dict[str, Any] | None:
     return {"n": f.loo.n, "coverage90": f.loo.coverage90, "rmse": f.loo.rmse, "loglik": f.loo.loglik}
 
 
+# The replicate degrees of freedom at which a reward system's noise is its own measurement
+# (surrogate.data._MIN_DOF: below it the fit shrinks it mostly toward the others' or a statement).
+MIN_REPLICATE_DOF = 3
+
 _NOISE_FROM = {
     "other replicates": "other reward systems' seed replicates",
     "stated": "stated to the race (--noise-sd)",
@@ -369,12 +373,16 @@ def _noise_blocks(fitted: Sequence[Any]) -> list[Block]:
            Block("table", headers=["target", "reward", "one run's noise sd", "from"], rows=rows)]
     options = []
     for tf in fitted:
-        measured = {r: n.sd for r, n in tf.noise.items() if n.source == "replicates"}
+        # Below MIN_REPLICATE_DOF a reward system's value is mostly the others' pool: not its own measurement.
+        measured = {r: n.sd for r, n in tf.noise.items() if n.source == "replicates" and n.dof >= MIN_REPLICATE_DOF}
         if measured:
-            options.append(f"--target {tf.target} --noise-sd " + ",".join(f"{r}={sd:.3g}" for r, sd in measured.items()))
+            # --rewards too: a race's --noise-sd names each of its reward systems and no other.
+            options.append(f"--target {tf.target} --rewards {','.join(measured)} --noise-sd "
+                           + ",".join(f"{r}={sd:.3g}" for r, sd in measured.items()))
     if options:
-        out.append(Block("note", "Measured by seed replicates, so a later race of these reward systems can state "
-                                 "them instead of replicating again: " + "; ".join(options)))
+        out.append(Block("note", f"Measured by seed replicates (at least {MIN_REPLICATE_DOF} degrees of freedom "
+                                 "each), so a later race of these reward systems can state them instead of "
+                                 "replicating again: " + "; ".join(options)))
     return out
 
 

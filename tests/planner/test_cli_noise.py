@@ -45,8 +45,24 @@ def test_a_race_told_the_noise_records_it_and_the_report_refits_with_it(tmp_path
     assert res.exit_code == 0 and note in " ".join(res.stderr.split()), res.stderr
     res = runner.invoke(app, [*base, "--out", str(tmp_path / "b.json"), "--noise-sd", "sparse=0.01,prm=0.02"])
     assert res.exit_code == 0 and "note: the race in" not in res.stderr, res.stderr
+    # A narrower problem is told the race's value for its own reward systems, which it can pass.
+    res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+                              "--data", str(data), "--out", str(tmp_path / "c.json")])
+    assert res.exit_code == 0, res.output
+    assert f"note: the race in {data} was told --noise-sd sparse=0.01;" in " ".join(res.stderr.split())
     res = runner.invoke(app, [*RACE, "--data", str(data)])  # resumed: nothing more to run at this cap
     assert res.exit_code == 0 and note in " ".join(res.stderr.split()), res.stderr
+
+
+def test_no_note_where_the_races_noise_does_not_cover_the_question(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    one = ["race", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse", "--max-runs", "4",
+           "--quiet", "--data", str(data), "--noise-sd", "0.01"]
+    assert runner.invoke(app, one).exit_code == 0
+    for rewards, target in (("sparse,prm", "native"), ("sparse", "pass1")):
+        res = runner.invoke(app, ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", rewards,
+                                  "--target", target, "--data", str(data), "--out", str(tmp_path / "p.json")])
+        assert res.exit_code == 0 and "note: the race in" not in res.stderr, (rewards, target, res.stderr)
 
 
 def test_the_stated_noise_changes_the_calls_it_rests_on(tmp_path: Path) -> None:

@@ -249,8 +249,24 @@ def test_the_run_noise_each_fit_used_is_shown_with_what_a_later_race_can_state(b
     assert all(0.005 < n["sd"] < 0.02 for n in native.values()), native
     text = " ".join((built.out / "report.md").read_text().split())
     said = ",".join(f"{r}={native[r]['sd']:.3g}" for r in sorted(REWARDS))
-    assert f"--target native --noise-sd {said}" in text
+    assert f"--target native --rewards prm,sparse --noise-sd {said}" in text
     assert f"| native | sparse | {native['sparse']['sd']:.3g} | seed replicates ({native['sparse']['replicate_dof']} dof) |" in text
+
+
+def test_only_a_reward_systems_own_replicates_are_offered_to_state() -> None:
+    # prm's single replicated pair (1 dof) is mostly the others' pool: not offered; the
+    # command names its reward systems, as a race's --noise-sd must.
+    from planner.report.data import RunNoise, TargetFit
+    from planner.report.document import _noise_blocks
+
+    fit = TargetFit("native", noise={"prm": RunNoise(0.0089, "replicates", 1), "sparse": RunNoise(0.0101, "replicates", 6)})
+    notes = [b.text for b in _noise_blocks([fit]) if b.kind == "note"]
+    assert len(notes) == 1 and notes[0].endswith("--target native --rewards sparse --noise-sd sparse=0.0101"), notes
+    from planner.noise import parse_noise_sd
+
+    assert parse_noise_sd(notes[0].rsplit(" ", 1)[1]) == {"sparse": 0.0101}  # what it offers, the option reads
+    alone = TargetFit("native", noise={"prm": RunNoise(0.0089, "replicates", 1)})
+    assert not [b for b in _noise_blocks([alone]) if b.kind == "note"]
 
 
 def test_a_guessed_run_noise_is_shown_as_the_guess_with_nothing_to_state(tmp_path: Path) -> None:
