@@ -257,9 +257,7 @@ def group_replicates(
     for r in identical:
         del ss[r], df[r]
     dof = sum(df.values())
-    if stated:
-        return _with_stated(groups, rewards, ss, df, stated, floor, identical)
-    if dof < _MIN_DOF:
+    if not stated and dof < _MIN_DOF:
         # Each run its own row, so that replicates which differ inform the inferred noise;
         # but a group of identical replicates is one row: as separate rows, copies of one
         # value read as evidence of no noise, and the fit's level fell with every copy (a
@@ -276,57 +274,20 @@ def group_replicates(
         return TrainingData(X.reshape(-1, len(FEATURES)), y, None, np.array([len(g) for g, _, _ in runs], dtype=np.int64),
                             tuple(rewards), identical_rewards=identical)
 
-    pooled = sum(ss.values()) / dof
+    # Each reward system's replicate variance shrinks toward its stated one, else toward
+    # the pool of all replicates (without any, the stated values' mean).
+    toward = dict(stated or {})
+    pooled = sum(ss.values()) / dof if dof else float(np.mean(list(toward.values())))
     rows, ys_out, var_out, counts = [], [], [], []
     for (_, reward, _, _), g in groups.items():
-        d = df.get(reward, 0)
-        var_r = (ss.get(reward, 0.0) + _SHRINK_DOF * pooled) / (d + _SHRINK_DOF)
-        rows.append(
-            _feature(
-                g[0], rewards, float(np.mean([o.rho for o in g])), float(np.mean([o.flops for o in g]))
-            )
-        )
-        ys_out.append(float(np.mean([o.y for o in g])))
-        var_out.append(max(var_r, floor) / len(g))
-        counts.append(len(g))
-    return TrainingData(
-        np.array(rows, dtype=float),
-        np.array(ys_out, dtype=float),
-        np.array(var_out, dtype=float),
-        np.array(counts, dtype=np.int64),
-        tuple(rewards),
-        noise_dof=dof,
-        identical_rewards=identical,
-    )
-
-
-def _with_stated(
-    groups: Mapping[tuple[str, str, float, float], list[Observation]], rewards: Sequence[str],
-    ss: Mapping[str, float], df: Mapping[str, int], stated: Mapping[str, float], floor: float,
-    identical: tuple[str, ...],
-) -> TrainingData:
-    """:func:`group_replicates` with a stated noise: one row per replicate group."""
-    dof = sum(df.values())
-    other = sum(ss.values()) / dof if dof else float(np.mean(list(stated.values())))
-    rows, ys_out, var_out, counts = [], [], [], []
-    own: set[str] = set()
-    borrowed: set[str] = set()
-    for (_, reward, _, _), g in groups.items():
-        d = df.get(reward, 0)
-        prior = stated.get(reward)
-        # Below _MIN_DOF of its own a reward system's value is mostly the statement (or the others').
-        if prior is None:
-            if d < _MIN_DOF:
-                borrowed.add(reward)
-            var_r = other if d == 0 else (ss[reward] + _SHRINK_DOF * other) / (d + _SHRINK_DOF)
-        else:
-            if d < _MIN_DOF:
-                own.add(reward)
-            var_r = (ss.get(reward, 0.0) + _SHRINK_DOF * prior) / (d + _SHRINK_DOF)
+        var_r = (ss.get(reward, 0.0) + _SHRINK_DOF * toward.get(reward, pooled)) / (df.get(reward, 0) + _SHRINK_DOF)
         rows.append(_feature(g[0], rewards, float(np.mean([o.rho for o in g])), float(np.mean([o.flops for o in g]))))
         ys_out.append(float(np.mean([o.y for o in g])))
         var_out.append(max(var_r, floor) / len(g))
         counts.append(len(g))
+    # With a statement, below _MIN_DOF of its own a reward system's value is mostly the
+    # statement (stated_rewards) or the others' (borrowed_rewards).
+    few = {k[1] for k in groups if df.get(k[1], 0) < _MIN_DOF} if stated else set()
     return TrainingData(
         np.array(rows, dtype=float).reshape(-1, len(FEATURES)),
         np.array(ys_out, dtype=float),
@@ -335,6 +296,6 @@ def _with_stated(
         tuple(rewards),
         noise_dof=dof,
         identical_rewards=identical,
-        stated_rewards=tuple(r for r in rewards if r in own),
-        borrowed_rewards=tuple(r for r in rewards if r in borrowed),
+        stated_rewards=tuple(r for r in rewards if r in few and r in toward),
+        borrowed_rewards=tuple(r for r in rewards if r in few and r not in toward),
     )

@@ -22,9 +22,13 @@ import numpy as np
 
 from surrogate.data import _MIN_DOF, TrainingData
 
-__all__ = ["check_noise_sd", "noise_source", "replicate_dof", "replicate_noise_variance", "stated_variances"]
+__all__ = ["MIN_REPLICATE_DOF", "check_noise_sd", "noise_source", "replicate_dof", "replicate_noise_variance", "stated_variances"]
 
 NoiseSd = float | dict[str, float]
+
+# The replicate degrees of freedom at which a reward system's noise is its own measurement:
+# below it group_replicates shrinks it mostly toward the statement or the others' pool.
+MIN_REPLICATE_DOF = _MIN_DOF
 
 
 def _positive(v: Any, name: str, what: str) -> float:
@@ -98,7 +102,7 @@ def noise_source(data: TrainingData, rewards: Sequence[str], stated: Mapping[str
     fit's level stands in) or ``"inferred"`` (the fit's level).
 
     With one: ``"replicates"`` only where the reward system's own replicates carry at least
-    ``_MIN_DOF`` degrees of freedom (they shrink toward the statement), else ``"stated"``
+    :data:`MIN_REPLICATE_DOF` degrees of freedom (they shrink toward the statement), else ``"stated"``
     (the value stated for it, blended with the few replicates it has), ``"other
     replicates"`` (stated only for others: the pooled replicates) or ``"other stated"``
     (stated only for others and no replicates anywhere: the mean of their variances).
@@ -110,10 +114,10 @@ def noise_source(data: TrainingData, rewards: Sequence[str], stated: Mapping[str
         return "identical replicates" if reward in same else "inferred"
     if stated is not None:
         # Replicates name the source once they could set it without a statement
-        # (_MIN_DOF of the reward system's own); below that its value is mostly stated.
+        # (MIN_REPLICATE_DOF of the reward system's own); below that its value is mostly stated.
         if reward is None or reward not in rewards:
-            return "replicates" if data.noise_dof >= _MIN_DOF else "stated"
-        if replicate_dof(data, rewards, reward) >= _MIN_DOF:
+            return "replicates" if data.noise_dof >= MIN_REPLICATE_DOF else "stated"
+        if replicate_dof(data, rewards, reward) >= MIN_REPLICATE_DOF:
             return "replicates"
         if reward in stated:
             return "stated"

@@ -19,6 +19,7 @@ from planner.report.race_summary import stated_noise
 from planner.report.render import Block, FigureRef
 from planner.schema import TARGETS
 from planner.versions import fitting_versions
+from surrogate.noise import MIN_REPLICATE_DOF
 
 __all__ = ["blocks", "regimes_json", "status_line"]
 
@@ -346,10 +347,6 @@ def _loo(f: Any) -> dict[str, Any] | None:
         return None
     return {"n": f.loo.n, "coverage90": f.loo.coverage90, "rmse": f.loo.rmse, "loglik": f.loo.loglik}
 
-
-# The replicate degrees of freedom at which a reward system's noise is its own measurement
-# (surrogate.data._MIN_DOF: below it the fit shrinks it mostly toward the others' or a statement).
-MIN_REPLICATE_DOF = 3
 
 _NOISE_FROM = {
     "other replicates": "other reward systems' seed replicates",
