@@ -66,17 +66,15 @@ def _check_names(names: list[str], option: str, field: str, lookup: Any) -> None
             raise ConfigError(f"{option}:{msg[len(field) + 1:]}" if msg.startswith(f"{field}:") else msg) from None
 
 
-def ours_options(seed: int, anchors: int | None, cost_power: float | None,
-                 noise_sd: str | None = None, problem: Any = None) -> dict[str, Any]:
+def ours_options(seed: int, anchors: int | None, cost_power: float | None, noise_sd: str | None,
+                 problem: Any) -> dict[str, Any]:
     """Keyword options of ours' strategy from the CLI (only those given); ``--noise-sd`` is
     read and checked against ``problem``'s reward systems here, before any I/O."""
     opts: dict[str, Any] = {} if anchors is None else {"n_anchor": anchors}
     if noise_sd is not None:
         from planner.noise import check_noise_sd, parse_noise_sd, unlikely_noise_sd
 
-        opts["noise_sd"] = parse_noise_sd(noise_sd)
-        if problem is not None:
-            opts["noise_sd"] = check_noise_sd(opts["noise_sd"], problem)
+        opts["noise_sd"] = check_noise_sd(parse_noise_sd(noise_sd), problem)
         if odd := unlikely_noise_sd(opts["noise_sd"]):
             typer.echo(f"warning: {odd}", err=True)
     if cost_power is not None:
