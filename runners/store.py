@@ -149,6 +149,22 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def _odd_columns(got: dict[str, Any], want: dict[str, Any]) -> str | None:
+    """How a file's columns and dtypes differ from what its record writes, or None.
+
+    A record rebuilds from its JSON whatever flat columns a file lacks or adds, but the
+    docs' ``pl.read_parquet("DIR/runs/*.parquet")`` refuses a table of files whose columns
+    or dtypes differ, so one such file broke every reader of the dataset while the store
+    counted it intact and never rewrote it."""
+    parts = []
+    if missing := [c for c in want if c not in got]:
+        parts.append("no column " + ", ".join(map(repr, missing)))
+    if extra := [c for c in got if c not in want]:
+        parts.append("an unknown column " + ", ".join(map(repr, extra)))
+    parts += [f"column {c!r} is {got[c]}, not {want[c]}" for c in want if c in got and got[c] != want[c]]
+    return "; ".join(parts) or None
+
+
 class UnreadableError(ConfigError):
     """A record file or folder that permissions forbid reading: intact as far as anyone
     knows, so never listed corrupt, moved aside or run again."""
@@ -185,8 +201,12 @@ def _read_one(path: Path) -> list[RunRecord]:
         # glob matching nothing, and one whose path is not UTF-8 (a latin-1 name, a non-ASCII
         # one under a non-UTF-8 locale: surrogates polars cannot take) as "no .read() method";
         # each was listed corrupt, and the next execute moved each aside and reran it.
+        # Decoded by pyarrow, not polars' reader: one byte of a page header (a negative value
+        # count) made polars abort the process on a huge allocation (exit 134, past any
+        # except, so status, execute and suggest all died on one damaged record), and other
+        # damage made it panic with a dozen lines of Rust on stderr; pyarrow raises OSError.
         with open(path, "rb") as fh:
-            frame = pl.read_parquet(fh)
+            frame = pl.read_parquet(fh, use_pyarrow=True)
     except PanicException as exc:
         # A BaseException, past every `except Exception`: polars panics on some damaged files
         # (a flipped byte in a compressed page), and one such file crashed status and execute.
@@ -200,6 +220,8 @@ def _read_one(path: Path) -> list[RunRecord]:
         wrong = rec.inconsistency()
         if wrong is not None:
             raise ConfigError(f"record: {wrong}")
+        if not recs and (odd := _odd_columns(dict(frame.schema), dict(_frame(rec).schema))):
+            raise ConfigError(f"record: {odd} (edited by hand?)")
         canon = rec.to_row()
         for col in _DERIVED:
             if col in row and not _same(row[col], canon[col]):
