@@ -81,6 +81,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:  # tomllib recurses: an array nested thousands deep was a traceback
+        raise ConfigError(f"{path}: values nested too deeply to read; not a registry file") from None
 
 
 _ARCH_KEYS = {f.name for f in fields(Architecture)} - {"defaults"}

@@ -254,7 +254,7 @@ def _not_proposals(text: str | bytes) -> str | None:
     or some other object), or None for anything else: that is a proposals file's to name."""
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # a file nested 2,000 deep: json recurses
         return None
     if not isinstance(doc, dict) or not doc or "proposals" in doc:
         return None

@@ -27,6 +27,11 @@ from planner.schema import MAX_SEED, MAX_SEEDS, TARGETS, Proposal, ProposalSet, 
 from runners.store import PilotStore
 from runners.task import Outcome, Task, make_engine, placed_options
 
+# A run's time limit, at most: past ~4.9 years (threading.TIMEOUT_MAX) the watchdog's wait
+# overflowed and its thread died with a traceback per run, leaving no limit at all, so
+# --timeout-min 1e9, a plausible "no limit", printed tracebacks and limited nothing.
+MAX_TIMEOUT_S = 365 * 24 * 3600.0
+
 __all__ = ["ExecutionResult", "execute"]
 
 @dataclass
@@ -107,6 +112,8 @@ def execute(
         raise ConfigError(f"retries: must be >= 0, got {retries}")
     if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
         raise ConfigError(f"timeout: must be a positive number of seconds, got {timeout_s}")
+    if timeout_s is not None and timeout_s > MAX_TIMEOUT_S:
+        raise ConfigError(f"timeout: at most {MAX_TIMEOUT_S:.0f} s (a year), got {timeout_s:g}; give None for no limit")
     options = dict(engine_options or {})
     eng = make_engine(engine, options)  # fail fast on a bad engine, world file or option
     check_engine_settings(eng, [(p.model, p.reward) for p in props])

@@ -237,7 +237,7 @@ def _alarm(seconds: float | None) -> Iterator[None]:
             raise RunFailed(message, kind="timeout")
 
     def _watch() -> None:
-        wait = float(seconds)
+        wait = min(float(seconds), threading.TIMEOUT_MAX)  # a longer wait overflows and kills this thread
         while main is not None and not done.wait(wait):
             fired.set()
             signal.pthread_kill(main, sig)

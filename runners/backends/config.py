@@ -151,6 +151,8 @@ def load_backend_config(path: str | Path) -> BackendConfig:
         raw = tomllib.loads(path.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"backend-config: {path} is not valid TOML ({first_error(exc)})") from None
+    except RecursionError:  # tomllib recurses: an array nested thousands deep was a traceback
+        raise ConfigError(f"backend-config: {path} is not a backend config (values nested too deeply to read)") from None
     try:
         return BackendConfig.model_validate(raw)
     except Exception as exc:

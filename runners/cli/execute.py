@@ -49,6 +49,7 @@ def execute(
     from planner.proposals import read_proposals
     from planner.schema import check_seed_count
     from runners.backends import MAX_WORKERS
+    from runners.execution import MAX_TIMEOUT_S
 
     # Everything is validated before anything runs: bad input must leave the store untouched.
     check_seed_count(seeds)
@@ -58,6 +59,9 @@ def execute(
         raise ConfigError(f"retries: must be >= 0, got {retries}")
     if timeout_min is not None and not (math.isfinite(timeout_min) and timeout_min > 0):
         raise ConfigError(f"timeout-min: must be a positive number of minutes, got {timeout_min}")
+    if timeout_min is not None and timeout_min * 60 > MAX_TIMEOUT_S:
+        raise ConfigError(f"timeout-min: at most {MAX_TIMEOUT_S / 60:.0f} minutes (a year), got {timeout_min:g}; "
+                          "omit it for no limit")
     if device is not None and not is_device(device):
         raise ConfigError(f"device: {device!r} is not cpu, cuda or cuda:N")
     for flag, value in (("gpus-per-run", gpus_per_run), ("cpus-per-run", cpus_per_run), ("mem-gb", mem_gb),

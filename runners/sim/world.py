@@ -179,6 +179,8 @@ def _load_cached(path: str, sha: str, data: bytes) -> World:
         raw = tomllib.loads(data.decode())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"world {path}: not valid TOML ({exc}); fix the file's syntax") from None
+    except RecursionError:  # tomllib recurses: an array nested thousands deep was a traceback
+        raise ConfigError(f"world {path}: not a world file (values nested too deeply to read)") from None
     return _parse(raw, path, sha)
 
 

@@ -133,6 +133,13 @@ def test_nan_budget_and_duplicates_and_garbage() -> None:
         ProposalSet.load_json(b"\x00\x01 not json")
 
 
+def test_a_file_nested_too_deep_for_json_is_the_one_line_error() -> None:
+    # json.loads recursing past the limit was a RecursionError traceback, exit 1.
+    for text in ("[" * 3000 + "]" * 3000, '{"a": ' + "[" * 3000 + "]" * 3000 + "}"):
+        with pytest.raises(ConfigError, match=r"^proposals: not valid JSON"):
+            ProposalSet.load_json(text)
+
+
 def test_a_byte_order_mark_is_no_content_and_a_syntax_error_says_one_fix() -> None:
     # Windows editors save a BOM: it once read as invalid JSON at line 1 column 1.
     text = _set_json()

@@ -196,12 +196,19 @@ def _good(store: PilotStore) -> bytes:
         (["--backend-config", "{c}"], {"c": b"\xff\xfe\x00"}, "backend-config"),
         (["--backend-config", "{c}"], {"c": b"[ray]\naddress = 12\n"}, "ray.address"),
         (["--backend", "mpi"], {}, "backend"),
+        # tomllib recurses: an array nested thousands deep was a traceback.
+        (["--world", "{w}"], {"w": b"a = " + b"[" * 3000 + b"]" * 3000}, "not a world file (values nested too deeply"),
+        (["--backend-config", "{c}"], {"c": b"[local]\nx = " + b"[" * 3000 + b"]" * 3000},
+         "not a backend config (values nested too deeply"),
         (["--seeds", "0"], {}, "seeds"),
         (["--workers", "0"], {}, "workers"),
         # A digit too many was an OverflowError traceback from the local backend's worker slots.
         (["--workers", "99999999999999999999999"], {}, "workers: must be 1-10000 (runs in flight at once)"),
         (["--retries", "-1"], {}, "retries"),
         (["--timeout-min", "nan"], {}, "timeout"),
+        # Past threading.TIMEOUT_MAX the watchdog thread died with a traceback per run, and
+        # limited nothing.
+        (["--timeout-min", "1e9"], {}, "timeout-min: at most 525600 minutes (a year), got 1e+09; omit it"),
         (["--device", "tpu"], {}, "device"),
         (["--option", "no-equals"], {}, "option"),
         (["--engine", "nosuch"], {}, "engine"),

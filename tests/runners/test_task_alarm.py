@@ -89,3 +89,13 @@ def test_a_sub_second_time_limit_is_named_by_its_value_not_as_zero() -> None:
     from runners.task import _secs
 
     assert [_secs(s) for s in (0.006, 3.5, 60.0, 14400.0)] == ["0.006 s", "3.5 s", "60 s", "14400 s"]
+
+
+def test_a_limit_past_what_threads_can_wait_keeps_its_watchdog(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A wait past threading.TIMEOUT_MAX raised OverflowError in the watchdog: one traceback
+    # per run on stderr, and no limit at all.
+    died: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: died.append(args.exc_value))
+    with _alarm(threading.TIMEOUT_MAX * 10):
+        time.sleep(0.2)
+    assert died == []
