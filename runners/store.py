@@ -214,7 +214,7 @@ def _read_one(path: Path) -> list[RunRecord]:
         raise ConfigError(f"not a readable parquet file (polars panicked: {why[0] if why else 'no message'})") from None
     if frame.height == 0:
         raise ConfigError("empty file (no rows)")
-    recs = []
+    recs: list[RunRecord] = []
     for row in frame.iter_rows(named=True):
         rec = RunRecord.from_row(row)
         wrong = rec.inconsistency()
