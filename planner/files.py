@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -12,7 +14,7 @@ from typing import Any
 
 __all__ = [
     "atomic_write_text", "check_creatable", "default_file_mode", "dumps_json", "nearest_existing", "remove_idle",
-    "shown_path", "umask",
+    "resolved", "shown_path", "umask", "writes_through",
 ]
 
 
@@ -52,6 +54,20 @@ def shown_path(path: str | Path) -> str:
     return raw.decode("utf-8", "backslashreplace")
 
 
+def resolved(path: str | Path, field: str) -> Path:
+    """``path`` made absolute with its links followed; a one-line :class:`ConfigError`
+    naming ``field`` for a loop of links (``Path.resolve`` raises RuntimeError there, a
+    traceback from every output and --pending check)."""
+    from planner.errors import ConfigError
+
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError) as exc:
+        why = "a loop of symbolic links" if isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP \
+            else f"not a path this system can resolve ({exc})"
+        raise ConfigError(f"{field}: {str(path)!r} is {why}; give another path") from None
+
+
 def check_creatable(path: str | Path, field: str) -> None:
     """A one-line :class:`ConfigError` naming ``field`` unless ``path`` can be created:
     every name in it is a legal length and its nearest existing folder takes a file (tried,
@@ -64,6 +80,13 @@ def check_creatable(path: str | Path, field: str) -> None:
     if too_long:  # before any stat: the OS refuses such names with an error, not False
         raise ConfigError(f"{field}: the name {too_long[0][:40]!r}... is {len(os.fsencode(too_long[0]))} bytes, "
                           "over the 255 a file name may have; give a shorter path")
+    real = resolved(path, field)
+    if writes_through(path):
+        if path.exists():  # written in place (/dev/stdout): its folder need not take files
+            if not os.access(path, os.W_OK):
+                raise ConfigError(f"{field}: cannot write {str(path)!r} (permission denied); give another path")
+            return
+        path = real  # a dangling link: its target is the file to create
     parent, ok = nearest_existing(path.parent)
     if ok:
         try:
@@ -81,11 +104,36 @@ def check_creatable(path: str | Path, field: str) -> None:
                           f"directory); {fix}")
 
 
+def writes_through(path: str | Path) -> bool:
+    """Whether ``path`` is a symbolic link or an existing file that is not a regular one (a
+    device, a FIFO, a socket): written through, not replaced by a rename (see
+    :func:`atomic_write_text`)."""
+    path = Path(path)
+    try:
+        if path.is_symlink():
+            return True
+        mode = path.stat().st_mode
+    except OSError:  # absent, or a loop: created (or refused) as a plain file
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary in the same folder and a rename, so a
     reader (another process, a browser reloading a report) never sees half a file; no
-    temporary is left behind when the write fails."""
+    temporary is left behind when the write fails.
+
+    A symbolic link or a special file (``/dev/null``, ``/dev/stdout``, a FIFO, a shell's
+    ``>(jq .)``) is written through instead, not atomically: the rename replaced the link
+    or the device with a regular file (as root, ``--out /dev/null`` turned the system's
+    /dev/null into one), and a FIFO's reader waited for good."""
     path = Path(path)
+    if writes_through(path):
+        if not path.exists():  # a dangling link: its target is created, folders and all, as a path is
+            Path(os.path.realpath(path)).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
     try:

@@ -30,6 +30,10 @@ def report(
 
     # Inside the store folder by default (the store reads only runs/, failed/, corrupt/ and
     # its regimes.json), so a report stays with the runs it is of.
+    if out is None:  # else a --data that is a file was blamed on an --out never given
+        from planner.report.data import check_campaign_dir
+
+        check_campaign_dir(data)
     out = data / "report" if out is None else out
     # The output first, before any fit: a refusal after the fits wasted them, and a name
     # over the length limit must be named as --out, not as a stat error.
@@ -71,7 +75,7 @@ def _check_out(out: Path, data: Path) -> None:
     """A one-line :class:`ConfigError` unless ``out`` can take the report's files without
     replacing anything that is not an earlier report."""
     from planner.errors import ConfigError
-    from planner.files import check_creatable
+    from planner.files import check_creatable, resolved
     from planner.report.build import is_earlier_report
 
     if is_store_folder(out):
@@ -88,7 +92,7 @@ def _check_out(out: Path, data: Path) -> None:
     check_output_file(out / "report.md", "out")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"out: {str(out)!r} is a file; pass a directory for the report")
-    if data.exists() and out.resolve() == data.resolve():
+    if data.exists() and resolved(out, "out") == resolved(data, "data"):
         # The report writes its own regimes.json: in the data directory it would replace the race's.
         raise ConfigError(f"out: {str(out)!r} is the data directory; the report's regimes.json would replace "
                           f"the race's there, so give another directory (e.g. {str(data / 'report')!r})")

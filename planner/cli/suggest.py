@@ -56,9 +56,10 @@ def suggest(
     problem = race_problem(budget, models, rewards, target, pilot_budget, confidence)
     ours_opts = ours_options(seed, anchors, cost_power, noise_sd, problem)  # checked before any output
     from planner.errors import ConfigError
+    from planner.files import resolved
 
     check_output_file(out, "out")
-    if any(f.resolve() == out.resolve() for f in pending or ()):
+    if any(resolved(f, "pending") == resolved(out, "out") for f in pending or ()):
         raise ConfigError(f"out: {str(out)!r} is also --pending; writing the new batch there would lose the "
                           "pending runs, so give another --out (e.g. next.json)")
     if data is not None and data.exists() and not data.is_dir():

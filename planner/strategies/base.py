@@ -302,7 +302,9 @@ def flat_prior_call(setting: Setting, problem: RaceProblem, level: float = 0.9) 
     a = (1 - level) / 2
     inside = g[labels == top]
     return RegimeCall(
-        rho_star=float(np.median(g)),
+        # Within the call, as RegimeCall defines it: the whole range's median fell outside
+        # the call's own interval (0.46 against [0.47, 0.88] for 1.5b/prm).
+        rho_star=float(np.median(inside)),
         # rho_star_ci within the called regime and optimum_ci over the whole range, as
         # RegimeCall defines them.
         rho_star_ci=(float(np.quantile(inside, a)), float(np.quantile(inside, 1 - a))),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -169,3 +171,76 @@ def test_an_older_reports_relative_data_is_found_from_the_report(
     shown = (str((tmp_path / store).resolve()) if store
              else f"{typed} (relative to where `planner report` ran)")
     assert f"pass the store it reports on, {shown!r}" in str(err.value)
+
+
+_PLAN = ["plan", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--rho", "0.5", "--budget", "1e16"]
+_SUGGEST = ["suggest", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse"]
+
+
+@pytest.mark.parametrize("args", [
+    [*_PLAN, "--out", "loop1"],
+    [*_SUGGEST, "--out", "loop1"],
+    [*_SUGGEST, "--out", "p.json", "--pending", "loop1"],
+    ["report", "--data", "d", "--out", "loop1"],
+])
+def test_a_loop_of_links_is_the_one_line_error_of_its_option(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Path.resolve raises RuntimeError on a loop: a traceback, exit 1, from each of these."""
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()
+    os.symlink("loop2", tmp_path / "loop1")
+    os.symlink("loop1", tmp_path / "loop2")
+    res = CliRunner().invoke(app, args)
+    option = "pending" if "--pending" in args else "out"
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith(f"error: {option}: ") and "a loop of symbolic links" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_an_out_that_is_a_link_or_a_special_file_is_written_through_not_replaced(tmp_path: Path) -> None:
+    """The write's rename replaced what --out named with a regular file: as root, `--out
+    /dev/null` made the system's /dev/null one, a link (`latest.json -> run3/p.json`) lost
+    its target's update, and a FIFO's reader waited for good. (The FIFO stands in for the
+    devices: a regression here must not replace the machine's /dev/null.)"""
+    import stat
+    import threading
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    target = tmp_path / "run3" / "p.json"
+    target.parent.mkdir()
+    target.write_text("old")
+    os.symlink(target, tmp_path / "latest.json")
+    os.symlink(tmp_path / "new" / "made.json", tmp_path / "dangling.json")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    for name in ("latest.json", "dangling.json", "fifo"):
+        res = CliRunner().invoke(app, [*_PLAN, "--out", str(tmp_path / name)])
+        assert res.exit_code == 0, res.output
+        assert (tmp_path / name).is_symlink() or name == "fifo"
+    reader.join(10)
+    assert stat.S_ISFIFO((tmp_path / "fifo").lstat().st_mode)
+    assert json.loads(got[0])["proposals"][0]["model"] == "qwen2.5-1.5b"
+    assert json.loads(target.read_text())["proposals"][0]["rho"] == 0.5
+    assert json.loads((tmp_path / "new" / "made.json").read_text())["proposals"][0]["reward"] == "sparse"
+
+
+def test_a_report_whose_data_is_a_file_blames_data_not_an_out_never_given(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    (tmp_path / "afile").write_text("x")
+    res = CliRunner().invoke(app, ["report", "--data", str(tmp_path / "afile")])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith("error: data: ") and "is a file; pass the --data directory" in res.stderr

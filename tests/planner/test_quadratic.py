@@ -107,6 +107,20 @@ def test_the_prior_call_bounds_rho_star_within_its_regime_and_the_optimum_over_t
     assert prior.rho_star_ci != prior.optimum_ci  # the regime is a strict part of the range
 
 
+@pytest.mark.parametrize(("model", "reward"), [("qwen2.5-1.5b", "prm"), ("qwen2.5-7b", "sparse"),
+                                               ("tiny-s", "sparse"), ("tiny-m", "dense"), ("tiny-m", "structured")])
+def test_the_prior_calls_rho_star_lies_in_its_own_interval(model: str, reward: str) -> None:
+    """rho* is the recommendation within the called regime: the whole range's median was
+    given instead, and for 1.5b/prm read 0.46 beside an interval of [0.47, 0.88] in the
+    regimes.json of a setting no run reached."""
+    from planner.frontier import Setting
+    from planner.strategies import flat_prior_call
+
+    s = Setting(model, reward)
+    prior = flat_prior_call(s, RaceProblem((s,), budget=1e16, pilot_budget=1e15))
+    assert prior.rho_star_ci[0] <= prior.rho_star <= prior.rho_star_ci[1]
+
+
 def test_quadratic_call_fits_three_rho_values() -> None:
     """Three distinct rho values are enough to fit: rho* is the parabola's vertex (0.7 for
     0.6 - 2 (rho - 0.7)^2), not the best observed rho (0.6)."""
