@@ -123,6 +123,10 @@ def race(
     if workers > 1 or backend is not None:
         parallel = open_batches(engine=engine, data=data, workers=workers, backend=backend or "local",
                                 engine_options=opts, backend_config=backend_config)
+    elif callable(check_device := getattr(eng, "check_device", None)):
+        # The runs execute in this process: a device it cannot reach is refused before the
+        # engine's preparation (a trl race with --device cuda on a CPU pretrained for minutes first).
+        check_device()
     try:
         store = open_store(data)
         # The race reads them again; here to say what it must skip, and to refuse another

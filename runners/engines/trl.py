@@ -65,6 +65,9 @@ _OUTCOME_OPTIONS = ("learning_rate", "policy_path", "scorer_path", "dataset", "d
 
 # Options that must be numbers (checked when the engine is built, not as a failed run).
 _NUMERIC = {"learning_rate": float, "eval_samples": int, "micro_batches": int, "threads": int}
+# And their most: threads=100000 crashed every run (a Rust panic, "can't spawn worker
+# thread") and was retried; eval_samples=1e12 built that many problems until memory ran out.
+_MOST = {"eval_samples": 100_000, "threads": 1024}
 
 
 def _check_option_types(opts: dict[str, Any]) -> None:
@@ -76,6 +79,8 @@ def _check_option_types(opts: dict[str, Any]) -> None:
         if not (number and v > 0 and (kind is float or float(v).is_integer())):
             what = "a positive number" if kind is float else "a positive integer"
             raise ConfigError(f"engine trl: option {key!r} must be {what}, got {v!r}")
+        if key in _MOST and v > _MOST[key]:
+            raise ConfigError(f"engine trl: option {key!r} is at most {_MOST[key]:,}, got {v:,}; give a smaller one")
     if "use_vllm" in opts and not isinstance(opts["use_vllm"], bool):
         raise ConfigError(f"engine trl: option 'use_vllm' must be true or false, got {opts['use_vllm']!r}")
     _check_paths(opts)
@@ -231,6 +236,12 @@ class TrlEngine:
         without the files a run reads: one line, before the store or any pretraining."""
         _check_options_apply(self.opts, list(settings))
         _check_data_layout(self.opts)
+
+    def check_device(self) -> None:
+        """Refuse a device this process cannot reach, for a caller whose runs execute here
+        (an in-process race): one line before the preparation's minutes of pretraining. Not
+        in :meth:`prepare`, which also runs on a submitting host without the nodes' GPUs."""
+        _check_device(self.device)
 
     def prepare(self, settings: Any) -> None:
         """Pretrain (or find cached) the tiny-world policies and PRMs that ``settings``

@@ -142,6 +142,18 @@ def test_eval_samples_below_one_is_refused_when_the_engine_is_built(bad: object)
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize(("key", "value", "most"), [("threads", 100_000, "1,024"), ("eval_samples", 10**12, "100,000")])
+def test_an_absurd_thread_or_sample_count_is_refused_when_the_engine_is_built(key: str, value: int, most: str) -> None:
+    """threads=100000 crashed every run on a Rust panic (and each was retried);
+    eval_samples=1e12 built problems until memory ran out."""
+    from planner.errors import ConfigError
+    from runners.engines.trl import TrlEngine
+
+    with pytest.raises(ConfigError, match=f"option '{key}' is at most {most}, got"):
+        TrlEngine(quick=True, **{key: value})
+    TrlEngine(quick=True, **{key: 64})
+
+
 def test_a_gpu_torch_cannot_reach_stops_the_run_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every run of the race would fail the same way (CPU-only torch, or cuda:7 on a
     two-GPU node): bad input, raised before any training, not a failed run retried."""
@@ -561,3 +573,22 @@ def test_an_option_no_setting_reads_is_named_before_the_stores_own_check(tmp_pat
         msg = res.stderr.strip()
         assert "\n" not in msg and "option 'dataset' sets the prompts of qwen2.5 policies" in msg and "drop it" in msg
         assert [r.run_id for r in PilotStore(data).records(status=None)] == [rec.run_id]  # nothing lost
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a GPU is here: cuda is no bad input")
+def test_an_in_process_trl_race_refuses_cuda_before_pretraining(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device was checked only as a run began: with an empty cache the race pretrained
+    tiny-s for minutes (a PRM for nine more) and only then said there is no GPU."""
+    import runners.tinyworld.pretrain as pretrain
+
+    def no(*args: object, **kwargs: object) -> None:
+        raise AssertionError("pretraining began before the device was checked")
+
+    monkeypatch.setattr(pretrain, "ensure_policy", no)
+    monkeypatch.setattr(pretrain, "ensure_prm", no)
+    res = CliRunner().invoke(planner_app, ["race", "--budget", "5e11", "--pilot-budget", "1e11", "--engine", "trl",
+                                           "--models", "tiny-s", "--rewards", "sparse", "--device", "cuda", "--quiet",
+                                           "--data", str(tmp_path / "d"), "-o", f"cache_dir={tmp_path / 'cache'}"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith("error: device: cuda was asked for"), res.stderr
+    assert not (tmp_path / "d").exists() and not (tmp_path / "cache").exists()
