@@ -207,7 +207,9 @@ def recipe_from_trl(raw: dict[str, Any], defaults: dict[str, Any], layers: int |
     the policy's depth, is what a regex ``lora_target_modules`` must match in full;
     ``context``, its ``max_position_embeddings``, bounds a prompt plus its longest completion."""
 
-    unknown = sorted(set(raw) - set(defaults) - EXTRA_KEYS - NEUTRAL_KEYS - set(UNCOSTED_KEYS))
+    # Sorted as text: YAML reads `1:` as an int and `on:` as True, and mixed keys made the
+    # sort a TypeError traceback.
+    unknown = sorted(set(raw) - set(defaults) - EXTRA_KEYS - NEUTRAL_KEYS - set(UNCOSTED_KEYS), key=str)
     if unknown:
         raise ConfigError(f"config: unknown key {unknown[0]!r}; use GRPOConfig field names (or TRL's "
                           "ModelConfig / GRPOScriptArguments ones)")

@@ -218,6 +218,11 @@ def resolve_model(spec: str, role: str = "policy", field: str = "model") -> Arch
             return architecture_from_hf_config(json.loads(path.read_text()), str(spec), role)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{field}: {path} is not valid JSON ({exc.msg})") from None
+        except UnicodeDecodeError:  # was a traceback from read_text
+            raise ConfigError(f"{field}: {path} is not UTF-8 text; give the folder of a model's config.json") from None
+        except (RecursionError, OSError) as exc:
+            raise ConfigError(f"{field}: cannot read {path} ({type(exc).__name__}); give the folder of a model's "
+                              "config.json") from None
         except ConfigError as exc:
             raise ConfigError(f"{field}: {exc}") from None
     names = [n for n, a in models.items() if a.role == role] or list(models)

@@ -191,6 +191,30 @@ def test_a_directory_or_binary_file_is_one_line(tmp_path: Path) -> None:
         assert res.exit_code == 2 and says in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(("extra", "key"), [("1: x\nfoo: y\n", "1"), ("on: push\njobs: {}\n", "True")])
+def test_keys_yaml_reads_as_numbers_or_booleans_are_unknown_keys_not_a_traceback(
+    tmp_path: Path, extra: str, key: str,
+) -> None:
+    """`1:` reads as an int and `on:` as True: sorting them beside text keys was a TypeError."""
+    f = tmp_path / "r.yaml"
+    f.write_text("model_name_or_path: qwen2.5-3b\nuse_peft: true\nexpected_prompt_length: 8\n"
+                 "expected_completion_length: 8\n" + extra)
+    res = runner.invoke(app, ["audit", str(f)])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith(f"error: config: unknown key {key};") and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_model_config_json_that_is_not_utf_8_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_bytes(b"\x80\x81")
+    f = tmp_path / "r.yaml"
+    f.write_text(f"model_name_or_path: {tmp_path / 'm'}\nuse_peft: true\nexpected_prompt_length: 8\n"
+                 "expected_completion_length: 8\n")
+    res = runner.invoke(app, ["audit", str(f)])
+    assert res.exit_code == 2, res.output
+    assert "config.json is not UTF-8 text" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize(("spec", "want"), [
     (None, ("q_proj", "v_proj")),  # peft's Qwen2 default, not every linear
     ("all-linear", tuple(LINEAR_MODULES)),
