@@ -242,6 +242,11 @@ class FrontierSurrogate:
     def _fit(self, obs: list[Any], t0: float) -> FrontierSurrogate:
         rewards = list(self.rewards or ())
         rewards += sorted({o.reward for o in obs} - set(rewards))
+        if isinstance(self.noise_sd, Mapping) and (stray := sorted(set(self.noise_sd) - set(rewards))):
+            # A misspelt name ("prn") was dropped unread, and that reward's noise borrowed
+            # from the others' statements: silently not what was stated.
+            raise ValueError(f"noise_sd: {stray[0]!r} is no reward system of the records or of rewards= "
+                             f"({', '.join(rewards)}); fix the name or drop it")
         self.rewards_ = tuple(rewards)
         self.models_ = {**self.models, **{o.model: o.model_params for o in obs}}
         warm = self._warm_state()
@@ -496,6 +501,7 @@ class FrontierSurrogate:
         replicates or a stated noise fix it, the median over the rows of ``reward``
         (:func:`surrogate.noise.replicate_noise_variance`); otherwise the GP's learned level."""
         self._check()
+        self._check_reward(reward)
         fixed = replicate_noise_variance(self.data_, self.rewards_, self._stated_variances(), reward)
         if fixed is not None:
             return fixed
@@ -507,7 +513,14 @@ class FrontierSurrogate:
         ``"other replicates"``, ``"identical replicates"``, ``"inferred"``, ``"stated"`` or
         ``"other stated"`` (:func:`surrogate.noise.noise_source` says when)."""
         self._check()
+        self._check_reward(reward)
         return noise_source(self.data_, self.rewards_, self._stated_variances(), reward)
+
+    def _check_reward(self, reward: str | None) -> None:
+        # An unknown name read as "no rows of its own" and took the others' noise, labelled
+        # "stated" or "other replicates": an answer for a reward system the fit never saw.
+        if reward is not None and reward not in self.rewards_:
+            raise KeyError(f"reward: {reward!r} is not a reward system of this fit ({', '.join(self.rewards_)})")
 
     def replicate_dof(self, reward: str) -> int:
         """Seed-replicate degrees of freedom behind ``reward``'s own noise estimate

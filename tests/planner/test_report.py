@@ -769,3 +769,19 @@ def test_a_race_setting_the_report_does_not_refit_is_explained(tmp_path: Path) -
     race = md.split("## Race")[1].split("\n## ")[0]
     assert race.count("| n/a |") + race.count("| **n/a** |") == 3
     assert "n/a: no run of the setting measured native" in race
+
+
+def test_a_race_reward_whose_runs_all_failed_leaves_the_others_stated_noise_to_the_fit() -> None:
+    """The race stated sparse and prm; a store whose prm runs all failed has no prm to state
+    it for, and the surrogate refuses a statement for a reward system it does not fit."""
+    from planner.report.data import _fit
+    from planner.strategies import RaceProblem, make_strategy
+    from tests.planner.fake_runs import S, run
+
+    ok = [run(p, {S: 0.6}) for p in make_strategy("ours", RaceProblem((S,), budget=1e16, pilot_budget=1e15), 0).ask()]
+    race = {"target": "native", "noise_sd": {"sparse": 0.02, "prm": 0.03},
+            "settings": [{"model": S.model, "reward": "sparse"}, {"model": S.model, "reward": "prm"}]}
+    model, fit = _fit("native", ok, race)
+    assert fit.error is None and model is not None
+    assert model.noise_source("sparse") == "stated"
+    assert model.run_noise_variance("sparse") == pytest.approx(0.02**2)

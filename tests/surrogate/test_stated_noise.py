@@ -82,6 +82,17 @@ def test_a_bad_stated_noise_is_refused_by_name(bad: object) -> None:
         FrontierSurrogate(noise_sd=bad)  # type: ignore[arg-type]
 
 
+def test_a_misspelt_reward_in_the_statement_or_a_query_is_refused_by_name() -> None:
+    # "prn" was dropped unread and prm's noise borrowed sparse's: not what was stated.
+    rs = rows(n_rho=4, noise=0.02)
+    with pytest.raises(ValueError, match=r"^noise_sd: 'prn' is no reward system of the records or of rewards="):
+        FrontierSurrogate(rewards=REWARDS, noise_sd={"sparse": 0.01, "prn": 0.05}).fit(rs)
+    sur = FrontierSurrogate(rewards=REWARDS, noise_sd={"sparse": 0.01, "prm": 0.05}).fit(rs)
+    for ask in (sur.run_noise_variance, sur.noise_source):
+        with pytest.raises(KeyError, match="'zzz' is not a reward system of this fit"):
+            ask("zzz")
+
+
 def test_a_few_replicates_leave_the_statement_the_source() -> None:
     # One replicated pair (1 dof) moves the value a fifth of the way from the statement:
     # still "stated", as it would be "inferred" without one; 3 dof of its own make it replicates.
