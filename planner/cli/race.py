@@ -141,7 +141,8 @@ def race(
 
         if moved := changed_since([r for r in scan.records if r.status == "ok"]):
             typer.echo(f"warning: {moved}", err=True)
-        prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
+        with terminate_as_interrupt():  # SIGTERM mid-pretraining: its temporary folder is removed
+            prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
         display = RaceDisplay(problem, quiet, posterior=strat.stops_on_confidence, runs_cap=runs_cap,
                               flops_cap=flops_cap)
         with terminate_as_interrupt(), display:

@@ -8,6 +8,7 @@ problems, pass1 (greedy, harder split) and judge (rule share of correct steps).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -28,10 +29,7 @@ def pretrain(
     n: int = typer.Option(256, "--n", min=16, help="evaluation problems per split"),
 ) -> None:
     """Pretrain tiny-world policies (and PRMs) and print their base success rates."""
-    import json
-
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     from planner.cli.app import parse_list
@@ -48,17 +46,35 @@ def pretrain(
     if cache_dir is not None and cache_dir.exists() and not cache_dir.is_dir():
         raise ConfigError(f"cache-dir: {str(cache_dir)!r} is a file; give a directory for the model cache")
 
+    console = Console(stderr=True)
+    table = Table(title=f"tiny-world base policies ({'quick' if quick else 'full'} pretraining, seed {seed})")
+    for col in ("model", "params", "train s", "greedy", "sampled", "pass1", "pass1 sampled", "judge"):
+        table.add_column(col, justify="right")
+    from planner.cli.app import interrupted_code, terminate_as_interrupt
+
+    try:
+        # SIGTERM (timeout, scancel) as Ctrl-C: the unfinished model's temporary folder is
+        # removed (it was left behind for good), and a line says what is kept.
+        with terminate_as_interrupt():
+            _pretrain_all(names, prms, quick, seed, cache_dir, n, console, table)
+    except KeyboardInterrupt as exc:
+        typer.echo("interrupted: models finished before it stay cached; rerun to pretrain the rest", err=True)
+        raise typer.Exit(interrupted_code(exc)) from None
+    Console().print(table)
+
+
+def _pretrain_all(names: list[str], prms: bool, quick: bool, seed: int, cache_dir: Path | None, n: int,
+                  console: Any, table: Any) -> None:
+    import json
+
     import torch
+    from rich.markup import escape
     from transformers import PreTrainedTokenizerFast, Qwen2ForCausalLM
 
     from planner.threads import torch_threads
     from runners.tinyworld.evaluate import policy_report
     from runners.tinyworld.pretrain import ensure_policy, ensure_prm, pretrain_threads
 
-    console = Console(stderr=True)
-    table = Table(title=f"tiny-world base policies ({'quick' if quick else 'full'} pretraining, seed {seed})")
-    for col in ("model", "params", "train s", "greedy", "sampled", "pass1", "pass1 sampled", "judge"):
-        table.add_column(col, justify="right")
     for name in names:
         path = ensure_policy(name, quick=quick, seed=seed, cache_dir=cache_dir, progress=True)
         meta = json.loads((path / "meta.json").read_text())
@@ -76,4 +92,3 @@ def pretrain(
             console.print(f"{prm}: {escape(str(path))}  step accuracy {meta['step_accuracy']:.3f}, "
                           f"outcome accuracy of the min score {meta['outcome_accuracy']:.3f}, "
                           f"{meta['train_seconds']:.0f} s")
-    Console().print(table)

@@ -197,6 +197,22 @@ def is_cached(name: str, *, quick: bool = False, seed: int = 0, cache_dir: Path 
     return cached_path(name, quick=quick, seed=seed, cache_dir=cache_dir) is not None
 
 
+def _set_aside_incomplete(final: Path) -> None:
+    """Move a cache folder without ``meta.json`` out of the way, saying so. This process
+    writes ``meta.json`` before its rename, so such a folder is a copy cut short (the docs
+    say cache folders may be copied between machines): the new model could not replace it,
+    and every run trained, threw the model away and failed on the missing meta.json."""
+    if not final.exists() or (final / "meta.json").exists():
+        return
+    aside = final.with_name(f".incomplete-{final.name}-{os.getpid()}-{time.time_ns()}")
+    try:
+        os.replace(final, aside)
+    except FileNotFoundError:  # another process moved it first
+        return
+    print(f"warning: {final} had no meta.json (an unfinished copy?); moved it to {aside.name} and "
+          "pretraining anew", file=sys.stderr)
+
+
 def _cached(
     name: str, seed: int, quick: bool, cache_dir: Path | None,
     train: Callable[[Path, Recipe, bool], dict[str, float]], progress: bool | None,
@@ -207,6 +223,7 @@ def _cached(
     if (final / "meta.json").exists():
         return final
     root.mkdir(parents=True, exist_ok=True)
+    _set_aside_incomplete(final)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
     os.chmod(tmp, 0o777 & ~umask())  # mkdtemp's 0700 would keep a shared cache from its other users
     try:
@@ -219,6 +236,9 @@ def _cached(
         try:
             os.replace(tmp, final)
         except OSError:  # another process finished first: keep theirs
+            if not (final / "meta.json").exists():  # not theirs: a copy cut short since the check above
+                _set_aside_incomplete(final)
+                os.replace(tmp, final)
             shutil.rmtree(tmp, ignore_errors=True)
     finally:
         if tmp.exists():
