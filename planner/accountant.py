@@ -25,9 +25,11 @@ TRL ``GRPOTrainer`` 1.16 (which passes run, on which tokens).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
+from typing import Any
 
-from planner.architecture import LINEAR_MODULES, Architecture
+from planner.architecture import LINEAR_MODULES, Architecture, lora_targets_problem
 
 __all__ = [
     "FlopsBreakdown",
@@ -50,10 +52,31 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LoRA:
-    """LoRA adapters of rank ``rank`` on the named linear modules of every layer."""
+    """LoRA adapters of rank ``rank`` on the named linear modules of every layer (no
+    ``targets``: no adapters, the frozen-model passes the meter prices that way)."""
 
     rank: int
     targets: tuple[str, ...] = LINEAR_MODULES
+
+    def __post_init__(self) -> None:
+        # Checked here, not only in CompileOptions: LoRA(-4) priced a negative adapter, a
+        # repeated target doubled its forward but not its backward, and "q_proj" as a bare
+        # string was a KeyError on 'q'.
+        if isinstance(self.rank, bool) or not isinstance(self.rank, numbers.Integral) or self.rank < 1:
+            raise ValueError(f"rank: a positive whole number, got {self.rank!r}")
+        if isinstance(self.targets, str) or not isinstance(self.targets, tuple):
+            raise ValueError(f"targets: a tuple of module names, e.g. ('q_proj', 'v_proj'), got {self.targets!r}")
+        if self.targets and (problem := lora_targets_problem(self.targets)) is not None:
+            raise ValueError(f"targets: {problem}")
+
+
+def _count(value: Any, name: str) -> None:
+    """A ValueError unless ``value`` is a whole number >= 0 (a token or sequence count): a
+    negative batch gave negative FLOPs and a NaN length a NaN, both without complaint."""
+    ok = (isinstance(value, numbers.Integral) and not isinstance(value, bool)) or (
+        isinstance(value, float) and value.is_integer())
+    if not ok or value < 0:
+        raise ValueError(f"{name}: a whole number >= 0, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -268,6 +291,8 @@ def forward_flops(
     (default: all ``T``). Reward models use their score head instead of the LM head.
     """
     positions = seq_len if logit_positions is None else logit_positions
+    for value, name in ((batch, "batch"), (seq_len, "seq_len"), (positions, "logit_positions")):
+        _count(value, name)
     head = score_head_flops_per_token(arch) if arch.score_head else lm_head_flops_per_token(arch)
     per_token = linear_flops_per_token(arch)
     if lora is not None:
@@ -360,6 +385,7 @@ def prefill_flops(arch: Architecture, prompt_len: int, *, lora: LoRA | None = No
 def decode_flops(arch: Architecture, context_len: int, *, lora: LoRA | None = None) -> int:
     """FLOPs of one KV-cached decode step for one sequence whose context (cache + new token)
     has ``context_len`` tokens: ``linear + lora + attention(1, context) + rotary(1) + head``."""
+    _count(context_len, "context_len")
     per_token = linear_flops_per_token(arch) + lm_head_flops_per_token(arch)
     if lora is not None:
         per_token += lora_forward_flops_per_token(arch, lora)
@@ -375,7 +401,9 @@ def generation_flops(
     step at context ``P + i`` (i = 1..n-1), so attention sums to
     ``4 L q_dim sum_i (P + i)``. Closed form, O(1).
     """
-    if new_tokens <= 0:
+    _count(prompt_len, "prompt_len")
+    _count(new_tokens, "new_tokens")
+    if new_tokens == 0:
         return 0
     steps = new_tokens - 1
     per_token = linear_flops_per_token(arch) + lm_head_flops_per_token(arch) + rotary_flops(arch, 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -158,3 +159,32 @@ def test_a_breakdown_refuses_what_is_no_flop_count(parts: tuple[float, float, fl
         FlopsBreakdown(*parts)
     with pytest.raises(ValueError, match="FLOPs must be finite and non-negative"):
         FlopsBreakdown(1.0, 1.0, 1.0).scaled(next(x for x in parts if not (math.isfinite(x) and x >= 0)))
+
+
+@pytest.mark.parametrize(("build", "says"), [
+    (lambda: LoRA(-4), "rank: a positive whole number"),
+    (lambda: LoRA(0), "rank: a positive whole number"),
+    (lambda: LoRA(4.0), "rank: a positive whole number"),  # type: ignore[arg-type]
+    (lambda: LoRA(4, "q_proj"), "targets: a tuple of module names"),  # type: ignore[arg-type]
+    (lambda: LoRA(4, ("q_proj", "q_proj")), "names a module twice"),
+    (lambda: LoRA(4, ("qproj",)), "unknown module 'qproj'"),
+])
+def test_a_lora_that_would_be_priced_wrong_is_refused(build: Any, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        build()
+
+
+@pytest.mark.parametrize(("call", "says"), [
+    (lambda a: forward_flops(a, -2, 256), "batch: a whole number >= 0"),
+    (lambda a: forward_flops(a, 1, float("nan")), "seq_len: a whole number >= 0"),
+    (lambda a: forward_flops(a, 1, 64, logit_positions=-1), "logit_positions"),
+    (lambda a: generation_flops(a, -100, 10), "prompt_len"),
+    (lambda a: generation_flops(a, 10, -5), "new_tokens"),
+    (lambda a: decode_flops(a, -3), "context_len"),
+    (lambda a: train_pass_flops(a, 1, 64.5, LoRA(4)), "seq_len"),
+])
+def test_pass_counts_that_are_no_whole_number_are_refused_not_priced(call: Any, says: str) -> None:
+    # They returned negative FLOPs or NaN without complaint.
+    with pytest.raises(ValueError, match=says):
+        call(get_model("tiny-s"))
+    assert forward_flops(get_model("tiny-s"), 2, 64.0) == forward_flops(get_model("tiny-s"), 2, 64)
