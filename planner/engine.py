@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 from planner.errors import ConfigError
-from planner.schema import Proposal, RunRecord
+from planner.schema import Proposal, RunPlan, RunRecord
 
 __all__ = [
-    "FAILURE_KINDS", "Engine", "FailureKind", "ProgressFn", "RecordStore", "StoreScan", "available_engines", "check_engine_settings", "check_same_source", "check_same_weights", "diverged", "engine_source",
+    "FAILURE_KINDS", "Engine", "FailureKind", "ProgressFn", "RecordStore", "StoreScan", "available_engines",
+    "check_engine_plans", "check_engine_settings", "check_same_source", "check_same_weights", "diverged", "engine_source",
     "failure_kind", "is_device", "load_engine", "nonfinite_fields", "one_line", "open_batches", "open_store", "prepare_engine",
 ]
 
@@ -116,6 +117,16 @@ def check_engine_settings(engine: Engine, settings: Iterable[tuple[str, str]]) -
     check = getattr(engine, "check_settings", None)
     if callable(check):
         check(sorted(set(settings)))
+
+
+def check_engine_plans(engine: Engine, plans: Iterable[RunPlan]) -> None:
+    """Call the engine's optional ``check_plans([plan, ...])``: bad input that depends on
+    the plans (the trl engine: ``micro_batches`` that do not divide a round), for a caller
+    that knows them all before any run (``runners execute``), so the refusal comes before
+    the engine's preparation (minutes of pretraining) and before the store is touched."""
+    check = getattr(engine, "check_plans", None)
+    if callable(check):
+        check(list(plans))
 
 
 def prepare_engine(engine: Engine, settings: Iterable[tuple[str, str]]) -> None:

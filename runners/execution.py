@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.engine import (
+    check_engine_plans,
     check_engine_settings,
     check_same_source,
     check_same_weights,
@@ -117,6 +118,7 @@ def execute(
     options = dict(engine_options or {})
     eng = make_engine(engine, options)  # fail fast on a bad engine, world file or option
     check_engine_settings(eng, [(p.model, p.reward) for p in props])
+    check_engine_plans(eng, [p.plan for p in props])
 
     store = PilotStore(Path(data))
     # Before any run: a store that cannot take records would waste every run's compute.

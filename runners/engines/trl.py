@@ -237,6 +237,15 @@ class TrlEngine:
         _check_options_apply(self.opts, list(settings))
         _check_data_layout(self.opts)
 
+    def check_plans(self, plans: Any) -> None:
+        """Options a plan cannot take (``micro_batches`` that do not divide its round), for
+        a caller that knows every plan before any run: one line before the pretraining."""
+        if "micro_batches" in self.opts:
+            from runners.grpo.run import micro_batch_steps
+
+            for plan in plans:
+                micro_batch_steps(plan, int(self.opts["micro_batches"]))
+
     def check_device(self) -> None:
         """Refuse a device this process cannot reach, for a caller whose runs execute here
         (an in-process race): one line before the preparation's minutes of pretraining. Not

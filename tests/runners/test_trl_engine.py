@@ -592,3 +592,28 @@ def test_an_in_process_trl_race_refuses_cuda_before_pretraining(tmp_path: Path, 
     assert res.exit_code == 2, res.output
     assert res.stderr.startswith("error: device: cuda was asked for"), res.stderr
     assert not (tmp_path / "d").exists() and not (tmp_path / "cache").exists()
+
+
+def test_micro_batches_that_do_not_divide_a_round_are_refused_before_pretraining(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """execute knows every plan before any run: the refusal came after minutes of
+    pretraining, and left an empty store (.leases, .progress) behind."""
+    import runners.tinyworld.pretrain as pretrain
+
+    def no(*args: object, **kwargs: object) -> None:
+        raise AssertionError("pretraining began before the plans were checked")
+
+    monkeypatch.setattr(pretrain, "ensure_policy", no)
+    monkeypatch.setattr(pretrain, "ensure_prm", no)
+    plan = compile_plan("tiny-s", "sparse", 0.5, 1e11)
+    rows = plan.prompts_per_round * plan.completions_per_prompt
+    kept = plan.prompts_per_round * plan.completions_kept
+    bad = next(k for k in range(2, 64) if rows % k or kept % k)
+    props = tmp_path / "p.json"
+    write_proposals(props, [make_proposal(plan)])
+    res = CliRunner().invoke(app, ["execute", str(props), "--engine", "trl", "--data", str(tmp_path / "d"),
+                                   "-o", f"micro_batches={bad}", "-o", f"cache_dir={tmp_path / 'cache'}", "--no-progress"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.startswith(f"error: micro_batches: {bad} must divide both"), res.stderr
+    assert not (tmp_path / "d").exists() and not (tmp_path / "cache").exists()
