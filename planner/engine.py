@@ -19,7 +19,7 @@ from planner.schema import Proposal, RunPlan, RunRecord
 
 __all__ = [
     "FAILURE_KINDS", "Engine", "FailureKind", "ProgressFn", "RecordStore", "StoreScan", "available_engines",
-    "check_engine_plans", "check_engine_settings", "check_same_source", "check_same_weights", "diverged", "engine_source",
+    "check_engine_device", "check_engine_plans", "check_engine_settings", "check_same_source", "check_same_weights", "diverged", "engine_source",
     "failure_kind", "is_device", "load_engine", "nonfinite_fields", "one_line", "open_batches", "open_store", "prepare_engine",
 ]
 
@@ -39,7 +39,9 @@ class Engine(Protocol):
     """Runs one proposal with one seed and returns its record (``status`` ok or failed).
 
     Optional hooks: ``check_settings([(model, reward), ...])`` before the store is checked
-    (:func:`check_engine_settings`), ``prepare([(model, reward), ...])`` once per race or
+    (:func:`check_engine_settings`), ``check_plans([plan, ...])`` where every plan is known
+    up front (:func:`check_engine_plans`), ``check_device()`` where the runs execute in the
+    caller's process (:func:`check_engine_device`), ``prepare([(model, reward), ...])`` once per race or
     execute, before any run (:func:`prepare_engine`), and ``warm_up()`` once per worker
     process, before a run's clock and time limit start (heavy imports).
     """
@@ -127,6 +129,15 @@ def check_engine_plans(engine: Engine, plans: Iterable[RunPlan]) -> None:
     check = getattr(engine, "check_plans", None)
     if callable(check):
         check(list(plans))
+
+
+def check_engine_device(engine: Engine) -> None:
+    """Call the engine's optional ``check_device()``, for a caller whose runs execute in its
+    own process (an in-process race): a device it cannot reach is refused before the
+    engine's preparation (minutes of pretraining), not as the first run begins."""
+    check = getattr(engine, "check_device", None)
+    if callable(check):
+        check()
 
 
 def prepare_engine(engine: Engine, settings: Iterable[tuple[str, str]]) -> None:

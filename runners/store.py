@@ -113,8 +113,8 @@ class Scan:
     corrupt: list[CorruptRecord]
 
 
-def _frame(record: RunRecord) -> pl.DataFrame:
-    row = record.to_row()
+def _schema(row: dict[str, Any]) -> dict[str, Any]:
+    """The columns and dtypes a record's flat ``row`` is written with."""
     schema = {k: ROW_SCHEMA.get(k) for k in row}
     # A column added to RunRecord later and not listed here: let polars infer it, but never
     # as the Null dtype, which would clash with the same column in other files.
@@ -122,7 +122,12 @@ def _frame(record: RunRecord) -> pl.DataFrame:
         if dtype is None:
             inferred = pl.Series([row[k]]).dtype
             schema[k] = _S if inferred == pl.Null else inferred
-    return pl.DataFrame([row], schema=schema)
+    return schema
+
+
+def _frame(record: RunRecord) -> pl.DataFrame:
+    row = record.to_row()
+    return pl.DataFrame([row], schema=_schema(row))
 
 
 def _fsync_dir(path: Path) -> None:
@@ -220,9 +225,9 @@ def _read_one(path: Path) -> list[RunRecord]:
         wrong = rec.inconsistency()
         if wrong is not None:
             raise ConfigError(f"record: {wrong}")
-        if not recs and (odd := _odd_columns(dict(frame.schema), dict(_frame(rec).schema))):
-            raise ConfigError(f"record: {odd} (edited by hand?)")
         canon = rec.to_row()
+        if not recs and (odd := _odd_columns(dict(frame.schema), _schema(canon))):
+            raise ConfigError(f"record: {odd} (edited by hand?)")
         for col in _DERIVED:
             if col in row and not _same(row[col], canon[col]):
                 raise ConfigError(f"record: column {col!r} is {row[col]!r} but the record's JSON says "

@@ -77,6 +77,7 @@ def race(
     reaches --confidence or a cap stops it; writes DIR/regimes.json."""
     from planner.cli.race_display import RaceDisplay
     from planner.engine import (
+        check_engine_device,
         check_engine_settings,
         check_same_source,
         load_engine,
@@ -123,10 +124,8 @@ def race(
     if workers > 1 or backend is not None:
         parallel = open_batches(engine=engine, data=data, workers=workers, backend=backend or "local",
                                 engine_options=opts, backend_config=backend_config)
-    elif callable(check_device := getattr(eng, "check_device", None)):
-        # The runs execute in this process: a device it cannot reach is refused before the
-        # engine's preparation (a trl race with --device cuda on a CPU pretrained for minutes first).
-        check_device()
+    else:  # the runs execute here (a trl race with --device cuda on a CPU pretrained for minutes first)
+        check_engine_device(eng)
     try:
         store = open_store(data)
         # The race reads them again; here to say what it must skip, and to refuse another

@@ -369,11 +369,12 @@ def _fit(target: str, ok: Sequence[RunRecord], race: dict[str, Any] | None) -> t
                                [r for r in ok if (r.model, r.reward) in keys and getattr(r.metrics, target) is not None])
         # The noise the race was told is in its target's units: the other targets' fits guess theirs.
         stated = stated_noise(race) if race and race.get("target", "native") == target else None
+        rewards = sorted({r.reward for r in ok})
         if stated:  # a race's reward system whose runs all failed has nothing here to state it for
-            stated = {k: v for k, v in stated.items() if k in {r.reward for r in ok}} or None
+            stated = {k: v for k, v in stated.items() if k in rewards} or None
         model = FrontierSurrogate(
             target,
-            rewards=sorted({r.reward for r in ok}),
+            rewards=rewards,
             models={r.model: r.model_params for r in ok},
             budget_range=span,
             reuse=_reuse_or_one,

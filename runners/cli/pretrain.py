@@ -8,13 +8,17 @@ problems, pass1 (greedy, harder split) and judge (rule share of correct steps).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from planner.cli.app import SEED_MAX
 from planner.cli.paths import path_value
 from runners.cli.app import command
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 __all__ = ["pretrain"]
 
@@ -64,7 +68,7 @@ def pretrain(
 
 
 def _pretrain_all(names: list[str], prms: bool, quick: bool, seed: int, cache_dir: Path | None, n: int,
-                  console: Any, table: Any) -> None:
+                  console: Console, table: Table) -> None:
     import json
 
     import torch
