@@ -130,7 +130,9 @@ def test_a_breakdown_adds_scales_and_splits() -> None:
     assert empty.rho == 0.0 and empty.shares() == {"search": 0.0, "learning": 0.0, "reward": 0.0}
 
 
-_FLOPS = st.floats(0, 1e22, allow_nan=False, allow_infinity=False)
+# A FLOP count is 0 or at least 1: subnormal floats (5e-324) underflow to 0 when scaled by
+# 0.5, so "scaling leaves rho" failed on a value no run can spend (a CI draw found it).
+_FLOPS = st.one_of(st.just(0.0), st.floats(1.0, 1e22, allow_nan=False, allow_infinity=False))
 
 
 @settings(max_examples=50, deadline=None)
