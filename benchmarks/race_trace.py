@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     c.print(t)
     grid = rho_grid(s.model, s.reward)
     mean, sd = strategy.surrogate().frontier(s.model, s.reward, problem.budget, grid)
-    labels = regime_labels(allocation_shares(s.model, s.reward, grid))
+    labels = regime_labels(allocation_shares(s.model, s.reward, grid, budget=problem.budget))
     f = truth.f[s]
     t = Table(title=f"frontier at {problem.budget:.0e}: posterior mean +- sd vs truth")
     for col in ("rho", "posterior", "truth", "regime"):

@@ -182,7 +182,7 @@ def score_setting(
     """
     m, r = setting
     grid = rho_grid(m, r, config.grid_size, opts)
-    shares = allocation_shares(m, r, grid, opts)
+    shares = allocation_shares(m, r, grid, opts, target_budget)
     cands = _candidates(setting, budgets, target_budget, config.n_rho, opts, recorded, shift)
     if not cands:
         return []

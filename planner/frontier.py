@@ -134,11 +134,25 @@ def rho_grid(model: str, reward: str, n: int = 61, opts: CompileOptions | None =
 
 
 @lru_cache(maxsize=65536)
-def _reuse_one(model: str, reward: str, rho: float, budget: float, opts: CompileOptions | None) -> int:
+def _compiled_one(model: str, reward: str, rho: float, budget: float,
+                  opts: CompileOptions | None) -> tuple[int, float] | None:
+    """(mu, metered rho) of the plan a request for ``rho`` compiles to; None where none does."""
     try:
-        return compile_plan(model, reward, rho, budget, opts).num_iterations
+        plan = compile_plan(model, reward, rho, budget, opts)
     except RaceError:  # infeasible, or not a rho at all: the query is extrapolation anyway
-        return 1
+        return None
+    return plan.num_iterations, plan.rho
+
+
+def _compiled(model: str, reward: str, rho: ArrayLike, budget: float,
+              opts: CompileOptions | None) -> list[tuple[int, float] | None]:
+    # The exact budget: below ~20 prompt groups a 1% change of budget can change the levers
+    # (qwen2.5-7b sparse at rho 0.57: mu 2 at 1.13296e16, mu 1 at 1.13e16).
+    b = float(budget)
+    if not 0 < b < math.inf:
+        raise ConfigError(f"budget: FLOPs must be a positive finite number, got {budget!r}")
+    get_model(model), get_reward(reward)  # unknown names fail here, not as a fallback below
+    return [_compiled_one(model, reward, round(float(r), RHO_DIGITS), b, opts) for r in np.atleast_1d(rho)]
 
 
 def reuse_at(
@@ -146,21 +160,26 @@ def reuse_at(
 ) -> NDArray[np.float64]:
     """Update passes per batch (mu) of the plan that a request for each rho ``(G,)`` compiles
     to at ``budget``: the surrogate's ``reuse`` plug, which puts a query by rho on the branch
-    of the frontier that the compiler would actually run there."""
-    # The exact budget: below ~20 prompt groups a 1% change of budget can change the levers
-    # (qwen2.5-7b sparse at rho 0.57: mu 2 at 1.13296e16, mu 1 at 1.13e16).
-    b = float(budget)
-    if not 0 < b < math.inf:
-        raise ConfigError(f"budget: FLOPs must be a positive finite number, got {budget!r}")
-    get_model(model), get_reward(reward)  # unknown names fail here, not as mu = 1 below
-    return np.array([_reuse_one(model, reward, round(float(r), RHO_DIGITS), b, opts) for r in np.atleast_1d(rho)], dtype=float)
+    of the frontier that the compiler would actually run there (1 where none compiles)."""
+    return np.array([c[0] if c else 1 for c in _compiled(model, reward, rho, budget, opts)], dtype=float)
 
 
 def allocation_shares(
-    model: str, reward: str, rho: ArrayLike, opts: CompileOptions | None = None
+    model: str, reward: str, rho: ArrayLike, opts: CompileOptions | None = None, budget: float | None = None
 ) -> NDArray[np.float64]:
-    """Planned (search, learning, reward) shares ``(G, 3)`` at each rho ``(G,)``."""
-    return shares_for_rho(rho, reward_fraction(model, reward, opts))
+    """(search, learning, reward) shares ``(G, 3)`` at each rho ``(G,)``.
+
+    With ``budget``, the shares of the plan a request for each rho compiles to there (the
+    requested rho's own where none compiles): the levers are discrete, so the plan meters a
+    rho up to ``rho_tolerance`` away, and near a regime boundary its largest share can be
+    another than the request's (qwen2.5-3b proxy-prm at 1e16: 0.4113 compiles to 0.4065,
+    search-heavy). A regime call labels by these, as ``runners truth`` does, so the plan a
+    call recommends is of the regime it names. Without, the allocation at rho itself.
+    """
+    r = np.atleast_1d(np.asarray(rho, dtype=float))
+    if budget is not None:
+        r = np.array([c[1] if c else x for c, x in zip(_compiled(model, reward, r, budget, opts), r, strict=True)])
+    return shares_for_rho(r, reward_fraction(model, reward, opts))
 
 
 @dataclass(frozen=True)
@@ -250,7 +269,7 @@ def classify_setting(
     # rho* is the best posterior mean among allocations measured at (about) this budget
     # when there are any: a maximum of the mean that rests on extrapolation (typically at
     # an end of the range, where the GP reverts to a trend) is not a recommendation.
-    shares = allocation_shares(model, reward, g, opts) if shares is None else shares
+    shares = allocation_shares(model, reward, g, opts, budget) if shares is None else shares
     call = classify(samples, g, shares, mean=mean,
                     eligible=near if near.any() else None, level=level)
     at = int(np.argmin(np.abs(g - call.rho_star)))

@@ -109,6 +109,14 @@ class Frontier:
     std: NDArray[np.float64]
     call: RegimeCall
     reward_fraction: float  # reward / (search + reward) of the non-learning FLOPs
+    # (G, 3) shares the call labelled the grid by (the compiled plans' at the budget); None:
+    # the allocation at each grid rho itself
+    shares: NDArray[np.float64] | None = None
+
+    @property
+    def grid_shares(self) -> NDArray[np.float64]:
+        """(search, learning, reward) shares ``(G, 3)`` that label the grid's regimes."""
+        return shares_for_rho(self.grid, self.reward_fraction) if self.shares is None else self.shares
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -327,14 +335,15 @@ def _frontier(model: Any, setting: SettingAt, target: str, runs: Sequence[RunRec
     try:
         grid = pf.rho_grid(m, r)
         frac = pf.reward_fraction(m, r)
-        call = pf.classify_setting(model, m, r, b, grid=grid, n_samples=N_SAMPLES, seed=seed, level=LEVEL)
+        shares = pf.allocation_shares(m, r, grid, budget=b)
     except ConfigError:  # not a registry model: grid and shares from what was metered,
         # the call made as for any other setting (rho* held to measured allocations).
         grid, frac = _fallback_grid(runs), _metered_fraction(runs)
-        call = pf.classify_setting(model, m, r, b, grid=grid, n_samples=N_SAMPLES, seed=seed, level=LEVEL,
-                                   shares=shares_for_rho(grid, frac))
+        shares = shares_for_rho(grid, frac)
+    call = pf.classify_setting(model, m, r, b, grid=grid, n_samples=N_SAMPLES, seed=seed, level=LEVEL,
+                               shares=shares)
     mean, std = model.frontier(m, r, b, grid)
-    return Frontier(setting, target, grid, np.asarray(mean), np.asarray(std), call, frac)
+    return Frontier(setting, target, grid, np.asarray(mean), np.asarray(std), call, frac, shares)
 
 
 def _reuse_or_one(model: str, reward: str, rho: Any, budget: float) -> Any:

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from planner.frontier import AT_BUDGET_RATIO
-from planner.regime import LABELS, RegimeCall, format_probability, regime_labels, shares_for_rho
+from planner.regime import LABELS, RegimeCall, format_probability, regime_labels
 from planner.report.data import (
     Frontier,
     ReportData,
@@ -162,7 +162,7 @@ def frontier_figure(data: ReportData, fr: Frontier, slug: str | None = None) -> 
                label=f"rho* {int(c.level * 100)}% interval [{c.rho_star_ci[0]:.2f}, {c.rho_star_ci[1]:.2f}]")
     ax.axvline(c.rho_star, color="#DD8452", lw=2, ls="--", label=f"rho* = {c.rho_star:.2f}")
     # Regime boundaries on the grid: where the largest component of the allocation changes.
-    labels = regime_labels(shares_for_rho(g, fr.reward_fraction))
+    labels = regime_labels(fr.grid_shares)
     for j in np.flatnonzero(np.diff(labels)):
         ax.axvline(g[j + 1], color="#888888", lw=1, ls=":")
         ax.text(g[j + 1], 1.0, f" {LABELS[labels[j + 1]]} ->", transform=ax.get_xaxis_transform(),

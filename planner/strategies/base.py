@@ -296,7 +296,7 @@ def new_plan_rho(setting: Setting, budget: float, opts: CompileOptions | None,
 def flat_prior_call(setting: Setting, problem: RaceProblem, level: float = 0.9) -> RegimeCall:
     """The call before any data: rho* uniform over the reachable range."""
     g = rho_grid(setting.model, setting.reward, 201, problem.opts)
-    labels = regime_labels(allocation_shares(setting.model, setting.reward, g, problem.opts))
+    labels = regime_labels(allocation_shares(setting.model, setting.reward, g, problem.opts, problem.budget))
     probs = np.bincount(labels, minlength=len(LABELS)) / len(labels)
     top = int(np.argmax(probs))
     a = (1 - level) / 2

@@ -426,7 +426,7 @@ class RaceStrategy:
         if sur is None:
             return out
         grid = rho_grid(s.model, s.reward, opts=p.opts)
-        labels = regime_labels(allocation_shares(s.model, s.reward, grid, p.opts))
+        labels = regime_labels(allocation_shares(s.model, s.reward, grid, p.opts, p.budget))
         other = labels != LABELS.index(c.regime)
         mean, _ = sur.frontier(s.model, s.reward, p.budget, grid)
         if other.any():

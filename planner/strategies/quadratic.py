@@ -65,7 +65,9 @@ def quadratic_call(
     uniq = np.unique(np.round(r, 4))
     means = np.array([v[np.round(r, 4) == u].mean() for u in uniq])
     best = int(np.argmax(means))
-    shares_of = lambda x: allocation_shares(setting.model, setting.reward, np.atleast_1d(x), problem.opts)  # noqa: E731
+    def shares_of(x: float | np.ndarray) -> np.ndarray:  # of the plans each rho compiles to at the target budget
+        return allocation_shares(setting.model, setting.reward, np.atleast_1d(x), problem.opts, problem.budget)
+
     exact = True  # no residual to resample: the shares below are then 0 or 1, not a confidence
     fitted: tuple[float, float, np.ndarray] | None = None  # the fit's window and coefficients
     if uniq.size < 3:  # no curvature to fit: the best observed rho, no uncertainty

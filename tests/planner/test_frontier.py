@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from planner.compiler import compile_plan
+from planner.errors import ConfigError
 from planner.frontier import reuse_at, rho_grid
 
 
@@ -127,7 +128,9 @@ class _Stub:
     target = "accuracy"
     MODELS, REWARDS = {"qwen2.5-1.5b": 1.5, "qwen2.5-7b": 7.0}, {"sparse": 0.0, "prm": 1.0}
 
-    def __init__(self, runs: list[tuple[str, str, float, float]] | None, variance: float = 4e-4) -> None:
+    def __init__(self, runs: list[tuple[str, str, float, float]] | None, variance: float = 4e-4,
+                 peak: float = 0.7) -> None:
+        self.peak = peak
         if runs is not None:
             import types
 
@@ -140,10 +143,10 @@ class _Stub:
 
     def frontier(self, model, reward, budget, g):  # type: ignore[no-untyped-def]
         self.asked.append(np.asarray(g))
-        return -((g - 0.7) ** 2), np.full(g.shape, 0.01)
+        return -((g - self.peak) ** 2), np.full(g.shape, 0.01)
 
     def sample_frontier(self, model, reward, budget, g, n_samples, seed):  # type: ignore[no-untyped-def]
-        return np.tile(-((g - 0.7) ** 2), (n_samples, 1))
+        return np.tile(-((g - self.peak) ** 2), (n_samples, 1))
 
     def run_noise_variance(self, reward):  # type: ignore[no-untyped-def]
         return self.variance
@@ -186,6 +189,43 @@ def test_classify_setting_recommends_a_measured_rho_where_there_is_one() -> None
     # Given shares win over the registry's: every point reward-heavy.
     own = classify_setting(_Stub(None), m, r, b, grid=GRID, shares=np.tile([0.1, 0.2, 0.7], (GRID.size, 1)))
     assert own.regime == "reward-heavy"
+
+
+def test_a_call_names_the_regime_of_the_plan_its_rho_star_compiles_to() -> None:
+    """The levers are discrete: qwen2.5-3b proxy-prm's grid rho 0.4113 at 1e16 compiles to a
+    plan metering 0.4065, search-heavy, though the request's own allocation is update-heavy.
+    The call labels by the plan (as ``runners truth`` does), so it recommends a plan of the
+    regime it names."""
+    from planner.compiler import compile_plan
+    from planner.frontier import allocation_shares, classify_setting
+    from planner.regime import LABELS, regime_labels
+
+    m, r, b = "qwen2.5-3b", "proxy-prm", 1e16
+    g = rho_grid(m, r)
+    i = int(np.argmin(np.abs(g - 0.4113)))
+    assert LABELS[regime_labels(allocation_shares(m, r, g[i:i + 1]))[0]] == "update-heavy"
+    call = classify_setting(_Stub(None, peak=float(g[i])), m, r, b)
+    f = compile_plan(m, r, round(call.rho_star, 6), b).flops
+    assert call.rho_star == pytest.approx(g[i])
+    assert call.regime == LABELS[int(np.argmax([f.search, f.learning, f.reward]))] == "search-heavy"
+    assert call.probabilities["search-heavy"] == 1.0
+
+
+def test_shares_at_a_budget_are_the_compiled_plans_and_the_requests_where_none_compiles() -> None:
+    from planner.compiler import compile_plan
+    from planner.frontier import allocation_shares
+
+    m, r, b = "qwen2.5-1.5b", "proxy-prm", 1e16
+    g = rho_grid(m, r, 41)
+    got = allocation_shares(m, r, g, budget=b)
+    for rho, row in zip(g, got, strict=True):
+        f = compile_plan(m, r, round(float(rho), 6), b).flops
+        assert row == pytest.approx(np.array([f.search, f.learning, f.reward]) / f.total, abs=1e-9)
+    assert not np.allclose(got, allocation_shares(m, r, g))  # the levers move some points
+    # Far below any plan's cost nothing compiles: the allocation at the requested rho.
+    assert allocation_shares(m, r, g, budget=1.0) == pytest.approx(allocation_shares(m, r, g))
+    with pytest.raises(ConfigError, match="budget"):
+        allocation_shares(m, r, g, budget=-1.0)
 
 
 def test_without_a_grid_the_frontier_is_read_on_the_settings_rho_grid() -> None:

@@ -13,6 +13,21 @@ from planner.strategies.quadratic import quadratic_call
 from tests.planner.fake_runs import PROBLEM, S, bump, run
 
 
+def _label(rho: float) -> str:
+    """The regime of the plan a request for ``rho`` compiles to at PROBLEM's budget: what a
+    call labels by (the levers are discrete, so it is not always rho's own)."""
+    from planner.frontier import allocation_shares
+    from planner.regime import LABELS, regime_labels
+
+    return LABELS[int(regime_labels(allocation_shares(S.model, S.reward, [rho], PROBLEM.opts, PROBLEM.budget))[0])]
+
+
+# The least request whose plan is update-heavy: 0.5044 for 1.5b sparse at 1e16, where
+# requests from 0.4945 compile to a plan metering 0.4993.
+EDGE = next(float(x) for x in np.round(np.arange(0.49, 0.52, 1e-4), 4) if _label(x) == "update-heavy")
+SHIFT = EDGE - 0.5  # moves the cases built around the rho = 0.5 boundary onto the plans' one
+
+
 def test_quadratic_call_finds_the_vertex_of_an_exact_parabola() -> None:
     r = np.linspace(0.2, 0.9, 8)
     call = quadratic_call(S, PROBLEM, r, [bump(x, 0.66) for x in r])
@@ -30,8 +45,10 @@ def test_quadratic_call_bootstrap_spreads_probability_near_the_boundary() -> Non
     # The optimum's interval straddles the boundary; the interval of rho* given the call
     # stays inside the called regime (RegimeCall's definitions, as ours' calls use them).
     assert call.optimum_ci is not None and call.optimum_ci[0] < 0.5 < call.optimum_ci[1]
+    # Inside as the plans they compile to at the target budget are labelled: a request for
+    # 0.5 meters 0.4993 there, search-heavy.
     lo, hi = call.rho_star_ci
-    assert (0.5 <= lo <= hi) if call.regime == "update-heavy" else (lo <= hi < 0.5)
+    assert lo <= call.rho_star <= hi and {_label(lo), _label(call.rho_star), _label(hi)} == {call.regime}
 
 
 def test_quadratic_call_marks_a_fit_with_no_residual_as_exact() -> None:
@@ -64,13 +81,15 @@ def test_quadratic_call_on_a_metric_without_trend_is_the_open_prior(y: float) ->
 
 
 def test_quadratic_calls_the_regime_its_rho_star_lies_in() -> None:
-    """The vertex 0.5005 (update-heavy for a rule reward) was labelled search-heavy, the
-    bootstrap refits' majority (P 0.51). The call keeps the majority and, as ours' does,
+    """A vertex just above the boundary (update-heavy) was labelled search-heavy, the
+    bootstrap refits' majority (or tie). The call keeps the majority and, as ours' does,
     takes the fit's best rho within it: rho* and regime agree."""
-    call = quadratic_call(S, PROBLEM, [0.178, 0.356, 0.535, 0.713, 0.891], [0.5026, 0.5851, 0.6117, 0.5471, 0.464])
-    assert call.regime == max(call.probabilities, key=call.probabilities.__getitem__)
-    assert (call.rho_star > 0.5) == (call.regime == "update-heavy")
-    assert call.rho_star == pytest.approx(0.5, abs=2e-3)
+    call = quadratic_call(S, PROBLEM, [x + SHIFT for x in (0.178, 0.356, 0.535, 0.713, 0.891)],
+                          [0.5026, 0.5851, 0.6117, 0.5471, 0.464])
+    assert call.regime == max(call.probabilities, key=call.probabilities.__getitem__) == "search-heavy"
+    assert call.optimum_ci is not None and call.optimum_ci[0] < EDGE < call.optimum_ci[1]
+    assert _label(call.rho_star) == call.regime
+    assert call.rho_star == pytest.approx(EDGE, abs=2e-3)
 
 
 def test_quadratic_call_with_fewer_than_three_rho_values_is_the_best_observed() -> None:
@@ -99,7 +118,7 @@ def test_the_prior_call_bounds_rho_star_within_its_regime_and_the_optimum_over_t
 
     prior = flat_prior_call(S, PROBLEM)
     g = rho_grid(S.model, S.reward, 201, PROBLEM.opts)
-    labels = regime_labels(allocation_shares(S.model, S.reward, g, PROBLEM.opts))
+    labels = regime_labels(allocation_shares(S.model, S.reward, g, PROBLEM.opts, PROBLEM.budget))
     inside = g[labels == LABELS.index(prior.regime)]
     assert prior.optimum_ci == pytest.approx((np.quantile(g, 0.05), np.quantile(g, 0.95)))
     assert prior.rho_star_ci == pytest.approx((np.quantile(inside, 0.05), np.quantile(inside, 0.95)))
@@ -158,23 +177,23 @@ def test_quadratic_call_fits_the_best_rho_and_two_neighbours_each_side() -> None
 
 
 def test_quadratic_call_below_the_boundary_takes_the_best_rho_of_the_called_regime() -> None:
-    """The mirror of the case above: the vertex 0.4995 is search-heavy, most refits'
-    vertices update-heavy; rho* is the fit's best rho within update-heavy, just above 0.5
-    (not the window's far end)."""
-    r = [1 - x for x in (0.178, 0.356, 0.535, 0.713, 0.891)]
+    """The mirror of the case above: the vertex just below the boundary is search-heavy,
+    most refits' vertices update-heavy; rho* is the fit's best rho within update-heavy,
+    just above the boundary (not the window's far end)."""
+    r = [1 - x + SHIFT for x in (0.178, 0.356, 0.535, 0.713, 0.891)]
     call = quadratic_call(S, PROBLEM, r, [0.5026, 0.5851, 0.6117, 0.5471, 0.464])
     assert call.regime == "update-heavy" == max(call.probabilities, key=call.probabilities.__getitem__)
-    assert 0.5 < call.rho_star < 0.502
+    assert EDGE - 1e-9 <= call.rho_star < EDGE + 0.002 and _label(call.rho_star) == "update-heavy"
 
 
 def test_quadratic_call_interval_is_the_central_level_of_the_refits() -> None:
     """optimum_ci is the central ``level`` interval of the bootstrap refits' vertices, whose
     regime shares are the probabilities: with k of n = 200 vertices search-heavy (below
-    0.5), a lower tail of (k - 1.5) / 199 ends below 0.5 and one of (k + 0.5) / 199 at or
+    EDGE), a lower tail of (k - 1.5) / 199 ends below EDGE and one of (k + 0.5) / 199 at or
     above it (numpy's linear quantiles over the sorted vertices). rho_star_ci is the same
     over the vertices in the called regime only."""
-    r = np.repeat(np.linspace(0.3, 0.7, 5), 3)
-    y = [bump(x, 0.51) + e for x, e in zip(r, [0.04, -0.05, 0.01] * 5, strict=True)]
+    r = np.repeat(np.linspace(0.3, 0.7, 5), 3) + SHIFT
+    y = [bump(x, 0.51 + SHIFT) + e for x, e in zip(r, [0.04, -0.05, 0.01] * 5, strict=True)]
     base = quadratic_call(S, PROBLEM, r, y, n_boot=200)
     assert base.level == 0.9
     k = round(base.probabilities["search-heavy"] * 200)
@@ -182,11 +201,11 @@ def test_quadratic_call_interval_is_the_central_level_of_the_refits() -> None:
     below = quadratic_call(S, PROBLEM, r, y, n_boot=200, level=1 - 2 * (k - 1.5) / 199)
     above = quadratic_call(S, PROBLEM, r, y, n_boot=200, level=1 - 2 * (k + 0.5) / 199)
     assert below.optimum_ci is not None and above.optimum_ci is not None
-    assert below.optimum_ci[0] < 0.5 <= above.optimum_ci[0]
+    assert below.optimum_ci[0] < EDGE - 1e-9 <= above.optimum_ci[0]
     for call in (base, below, above):
         assert call.optimum_ci is not None and call.optimum_ci[0] <= call.optimum_ci[1]
         lo, hi = call.rho_star_ci
-        assert lo <= hi and ((lo >= 0.5) if call.regime == "update-heavy" else (hi < 0.5))
+        assert lo <= hi and ((lo >= EDGE - 1e-9) if call.regime == "update-heavy" else (hi < EDGE))
     assert below.optimum_ci[1] >= above.optimum_ci[1]  # a larger level, a wider interval
 
 
