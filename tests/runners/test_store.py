@@ -529,6 +529,40 @@ def test_a_page_header_polars_aborts_on_is_corrupt_not_a_dead_process(tmp_path: 
     assert "panicked" not in done.stderr and "memory allocation" not in done.stderr
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads through Linux's /proc")
+def test_reading_records_starts_no_arrow_pool_threads(tmp_path: Path) -> None:
+    """pyarrow's dataset scan (behind pl.read_parquet(use_pyarrow=True) and pq.read_table)
+    starts pool threads that were now and then still live at interpreter exit, and C++
+    aborted the process after the command's own exit code (exit 134, 22 of 300 scans). The
+    store reads each file on the calling thread. Arrow's pool threads carry the
+    interpreter's name; a fresh child process, so no earlier test has started the pools."""
+    import subprocess
+    import sys
+
+    store = PilotStore(tmp_path / "d")
+    for i in range(3):
+        store.write(record(i))
+    child = f"""
+import os, sys
+import pyarrow, pyarrow.parquet, polars
+from runners.store import PilotStore
+def named():
+    out = set()
+    for t in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{{t}}/comm") as fh:
+            if fh.read().strip() == "python":
+                out.add(t)
+    return out
+before = named()
+scan = PilotStore({str(tmp_path / "d")!r}).scan(status=None)
+assert len(scan.records) == 3 and not scan.corrupt, scan
+print(len(named() - before))
+"""
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "0", f"the scan started {done.stdout.strip()} pool thread(s)"
+
+
 @pytest.mark.parametrize("name", ["pilot[v2]", "runs*", "run?"])
 def test_a_store_whose_path_has_glob_characters_reads_its_records(tmp_path: Path, name: str) -> None:
     # polars reads a path as a glob: under "pilot[v2]" every record matched nothing and
