@@ -126,6 +126,7 @@ def race(
                                 engine_options=opts, backend_config=backend_config)
     else:  # the runs execute here (a trl race with --device cuda on a CPU pretrained for minutes first)
         check_engine_device(eng)
+    raced = False
     try:
         store = open_store(data)
         # The race reads them again; here to say what it must skip, and to refuse another
@@ -147,83 +148,88 @@ def race(
         with terminate_as_interrupt(), display:
             result = run_race(problem, strat, eng, store, max_runs=runs_cap, max_flops=flops_cap,
                               seeds=seeds, batch_size=batch, progress=display.update, run_batch=parallel)
+        raced = True
+        # Reading the store again and writing the summary take a while on a large store: a
+        # Ctrl-C there was a bare exit 130, silent, with no regimes.json.
+        with terminate_as_interrupt():
+            if result.total_runs == 0 and result.stop_reason in ("max-flops", "max-runs"):
+                # Nothing measured: a call now would be the prior's, so no regimes.json either.
+                first = strat.ask(1)
+                cost = f" (the first proposal costs {seeds} x {first[0].plan.flops.total:.3g} FLOPs)" if first else ""
+                raise ConfigError(f"{result.stop_reason}: the cap allows no run{cost}; raise --{result.stop_reason}")
+            if result.total_runs and not any(result.measured.values()):
+                # Runs, but not one value of the target in any setting: a "call" now is the prior's
+                # (P near the regimes' shares of the rho grid), so no regimes.json, and not exit 0.
+                after = store.records(status=None)
+                ok = sum(r.status == "ok" for r in after if (r.model, r.reward) in problem.settings)
+                why = (f"its {ok} ok run(s) measured no {problem.target}" if ok else
+                       f"every attempt failed: `runners status --data {data}` says why")
+                typer.echo(f"error: no run of this race measured {problem.target} ({why}); nothing to call, so no "
+                           "regimes.json was written; fix the cause and rerun the same command (the records are kept)",
+                           err=True)
+                raise typer.Exit(1)
+            world_name = getattr(getattr(eng, "world", None), "name", None)
+            # The strategy's own budgets where it has them (ours: where a setting's pilots ran, else
+            # its design's; the baselines: where they run, what their calls rest on), else where the
+            # setting's pilots ran, else the requested one.
+            after = store.records(status=None)
+            ran = ran_pilot_budgets(problem, after)
+            own_budgets = getattr(strat, "pilot_budgets", None)
+            planned = own_budgets() if callable(own_budgets) else {}
+            budgets = {**ran, **planned}
+            doc = regimes_document(result, engine=engine, simulated=bool(getattr(eng, "simulated", False)),
+                                   world=world_name, seed=seed, pilot_budgets=budgets, seeds=seeds,
+                                   noise_sd=getattr(strat, "noise_sd", None))
+            from planner.versions import fitting_versions
+
+            doc["fitted_with"] = fitting_versions()  # the same runs can give other calls under another fit
+            replaced = _other_race(data / "regimes.json", doc)
+            path = write_regimes(data / "regimes.json", doc)
+            display.final(result, path)
+            if replaced:
+                typer.echo(f"note: {path} held {replaced}; it is replaced (its runs stay in the store: rerunning that "
+                           "race's command resumes from them and writes its summary again, with more runs only if "
+                           "its calls reopen)", err=True)
+            unrun = [s for s in problem.settings if result.measured.get(s, 0) == 0]
+            if unrun:
+                # Ok runs that measured no value of the target are not failures: status shows them ok.
+                blank = [s.key for s in unrun if any(r.status == "ok" and (r.model, r.reward) == s for r in after)]
+                failing = [s.key for s in unrun if result.runs[s] and s.key not in blank]
+                capped = [s.key for s in unrun if not result.runs[s]]
+                causes = [(names, text) for names, text in (
+                    (blank, f"its ok runs measured no {problem.target}"),
+                    (failing, f"every attempt failed, `runners status --data {data}` says why"),
+                    (capped, f"{result.stop_reason} came first")) if names]
+                # One cause: the settings are named once (13 capped settings were listed twice).
+                why = causes[0][1] if len(causes) == 1 else "; ".join(f"{', '.join(n)}: {t}" for n, t in causes)
+                # Only ours has a surrogate to predict from; a baseline calls such a setting from the prior.
+                source = ("the surrogate's predictions from the other settings' runs"
+                          if callable(getattr(strat, "surrogate", None)) else "the prior's (no runs to call from)")
+                typer.echo(f"note: no runs for {', '.join(s.key for s in unrun)} ({why}): their entries in "
+                           f"regimes.json (runs 0) are {source}; raise the cap, or race them on their own", err=True)
+            if result.stop_reason == "exhausted" and callable(getattr(strat, "surrogate", None)):
+                # No surrogate, so the calls are the prior's and ours has nothing to acquire with.
+                if note := no_trend(problem, after):
+                    typer.echo(f"note: {note}", err=True)
+            # Only pilots this invocation ran: a raise for a setting that never ran, or whose pilots
+            # an earlier invocation ran, is no news.
+            had = ran_pilot_budgets(problem, scan.records)
+            if result.rounds == 0 and result.stop_reason in ("max-runs", "max-flops"):
+                cap = runs_cap if result.stop_reason == "max-runs" else f"{flops_cap:.3g}"
+                typer.echo(f"note: the store already held {result.total_runs} run(s) ({result.total_flops:.3g} FLOPs) of these "
+                           f"settings, so --{result.stop_reason} {cap} allowed none more; raise it to go on", err=True)
+            _say_raised_pilots(problem, {s: b for s, b in ran.items() if s not in had})
+
+            warn_corrupt(store.root, store.scan(status=None).corrupt, said)
     except KeyboardInterrupt as exc:
         # Every finished run is already in the store; say so, and how to go on.
-        typer.echo(f"interrupted: the finished runs are kept in {data}; rerun the same command to resume "
+        when = "after the race's last run: its runs are" if raced else "the finished runs are"
+        typer.echo(f"interrupted {when} kept in {data}; rerun the same command to resume "
                    "(regimes.json is written when a race ends)", err=True)
         raise typer.Exit(interrupted_code(exc)) from None
     finally:
         if parallel is not None:
             parallel.close()
-    if result.total_runs == 0 and result.stop_reason in ("max-flops", "max-runs"):
-        # Nothing measured: a call now would be the prior's, so no regimes.json either.
-        first = strat.ask(1)
-        cost = f" (the first proposal costs {seeds} x {first[0].plan.flops.total:.3g} FLOPs)" if first else ""
-        raise ConfigError(f"{result.stop_reason}: the cap allows no run{cost}; raise --{result.stop_reason}")
-    if result.total_runs and not any(result.measured.values()):
-        # Runs, but not one value of the target in any setting: a "call" now is the prior's
-        # (P near the regimes' shares of the rho grid), so no regimes.json, and not exit 0.
-        after = store.records(status=None)
-        ok = sum(r.status == "ok" for r in after if (r.model, r.reward) in problem.settings)
-        why = (f"its {ok} ok run(s) measured no {problem.target}" if ok else
-               f"every attempt failed: `runners status --data {data}` says why")
-        typer.echo(f"error: no run of this race measured {problem.target} ({why}); nothing to call, so no "
-                   "regimes.json was written; fix the cause and rerun the same command (the records are kept)",
-                   err=True)
-        raise typer.Exit(1)
-    world_name = getattr(getattr(eng, "world", None), "name", None)
-    # The strategy's own budgets where it has them (ours: where a setting's pilots ran, else
-    # its design's; the baselines: where they run, what their calls rest on), else where the
-    # setting's pilots ran, else the requested one.
-    after = store.records(status=None)
-    ran = ran_pilot_budgets(problem, after)
-    own_budgets = getattr(strat, "pilot_budgets", None)
-    planned = own_budgets() if callable(own_budgets) else {}
-    budgets = {**ran, **planned}
-    doc = regimes_document(result, engine=engine, simulated=bool(getattr(eng, "simulated", False)),
-                           world=world_name, seed=seed, pilot_budgets=budgets, seeds=seeds,
-                           noise_sd=getattr(strat, "noise_sd", None))
-    from planner.versions import fitting_versions
-
-    doc["fitted_with"] = fitting_versions()  # the same runs can give other calls under another fit
-    replaced = _other_race(data / "regimes.json", doc)
-    path = write_regimes(data / "regimes.json", doc)
-    display.final(result, path)
-    if replaced:
-        typer.echo(f"note: {path} held {replaced}; it is replaced (its runs stay in the store: rerunning that "
-                   "race's command resumes from them and writes its summary again, with more runs only if "
-                   "its calls reopen)", err=True)
-    unrun = [s for s in problem.settings if result.measured.get(s, 0) == 0]
-    if unrun:
-        # Ok runs that measured no value of the target are not failures: status shows them ok.
-        blank = [s.key for s in unrun if any(r.status == "ok" and (r.model, r.reward) == s for r in after)]
-        failing = [s.key for s in unrun if result.runs[s] and s.key not in blank]
-        capped = [s.key for s in unrun if not result.runs[s]]
-        causes = [(names, text) for names, text in (
-            (blank, f"its ok runs measured no {problem.target}"),
-            (failing, f"every attempt failed, `runners status --data {data}` says why"),
-            (capped, f"{result.stop_reason} came first")) if names]
-        # One cause: the settings are named once (13 capped settings were listed twice).
-        why = causes[0][1] if len(causes) == 1 else "; ".join(f"{', '.join(n)}: {t}" for n, t in causes)
-        # Only ours has a surrogate to predict from; a baseline calls such a setting from the prior.
-        source = ("the surrogate's predictions from the other settings' runs"
-                  if callable(getattr(strat, "surrogate", None)) else "the prior's (no runs to call from)")
-        typer.echo(f"note: no runs for {', '.join(s.key for s in unrun)} ({why}): their entries in "
-                   f"regimes.json (runs 0) are {source}; raise the cap, or race them on their own", err=True)
-    if result.stop_reason == "exhausted" and callable(getattr(strat, "surrogate", None)):
-        # No surrogate, so the calls are the prior's and ours has nothing to acquire with.
-        if note := no_trend(problem, after):
-            typer.echo(f"note: {note}", err=True)
-    # Only pilots this invocation ran: a raise for a setting that never ran, or whose pilots
-    # an earlier invocation ran, is no news.
-    had = ran_pilot_budgets(problem, scan.records)
-    if result.rounds == 0 and result.stop_reason in ("max-runs", "max-flops"):
-        cap = runs_cap if result.stop_reason == "max-runs" else f"{flops_cap:.3g}"
-        typer.echo(f"note: the store already held {result.total_runs} run(s) ({result.total_flops:.3g} FLOPs) of these "
-                   f"settings, so --{result.stop_reason} {cap} allowed none more; raise it to go on", err=True)
-    _say_raised_pilots(problem, {s: b for s, b in ran.items() if s not in had})
-
-    warn_corrupt(store.root, store.scan(status=None).corrupt, said)
 
 
 def _check_summary_path(path: Path) -> None:

@@ -105,3 +105,27 @@ def test_the_report_says_when_the_store_has_outgrown_the_race_summary(tmp_path: 
     assert "The store now holds 7 attempt(s) of these settings, 2 more than this summary counts" in md
     assert "report (refitted on the store)" in md
     shutil.rmtree(out)
+
+
+def test_an_interrupt_after_the_last_run_says_so_and_a_rerun_writes_the_summary(tmp_path: Path, monkeypatch) -> None:
+    # Re-reading the store and writing regimes.json follow the last run; a Ctrl-C there was
+    # a bare exit 130 with nothing said and no summary.
+    import planner.loop
+
+    data = tmp_path / "d"
+
+    def cut(*args: object, **kwargs: object) -> object:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(planner.loop, "write_regimes", cut)
+        res = runner.invoke(app, [*RACE, "--rewards", "sparse", "--max-runs", "4", "--data", str(data)],
+                            env={"COLUMNS": "300"})
+    assert res.exit_code == 130, res.output
+    assert "interrupted after the race's last run" in res.output and "rerun the same command" in res.output
+    assert not (data / "regimes.json").exists()
+    ids = sorted(r.run_id for r in PilotStore(data).records(status=None))
+    assert len(ids) == 4
+    race(data, "--rewards", "sparse", "--max-runs", "4")
+    assert sorted(r.run_id for r in PilotStore(data).records(status=None)) == ids  # nothing run again
+    assert entry(data, "sparse")["runs"] == 4
