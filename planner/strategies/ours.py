@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -293,7 +293,8 @@ class RaceStrategy:
             if initial or elsewhere:
                 # Pending points are left out before the cut to n, or --n K with --pending
                 # would propose the same first K again; all pending: the phase is in flight.
-                return _first([x for x in initial if plan_key(x.plan) not in waiting], n)
+                return _first([x for x in initial if plan_key(x.plan) not in waiting], n,
+                              self._requested(lambda r: Setting(r.model, r.reward) in todo))
         if not self.records_ and self._failed.abandoned(set()):
             # Every design point that could be compiled was abandoned (failed too often):
             # where every pilot fails, the costlier runs would too. Nothing left to propose.
@@ -301,7 +302,7 @@ class RaceStrategy:
             return []
         anchors = self._anchors()
         if anchors:
-            return _first([x for x in anchors if plan_key(x.plan) not in waiting], n)
+            return _first([x for x in anchors if plan_key(x.plan) not in waiting], n, self._requested(self._at_target))
         calls = self.decide()
         # A pending validation run is in flight already: not proposed, nor conditioned on, twice.
         every_check = self._validation(calls)
@@ -505,6 +506,14 @@ class RaceStrategy:
                 out.append(prop)
         return out
 
+    def _requested(self, keep: Callable[[RunRecord], bool]) -> dict[tuple[str, str], list[float]]:
+        """The requested rho of each distinct recorded plan ``keep`` takes, by setting."""
+        out: dict[tuple[str, str], dict[str, float]] = {}
+        for r in self.records_:
+            if keep(r):
+                out.setdefault((r.model, r.reward), {})[r.proposal_id] = r.plan.rho_target
+        return {k: list(v.values()) for k, v in out.items()}
+
     def _proposal_ids(self) -> set[str]:
         """Proposals not to make again: those with a record, and those abandoned after
         failing too often (:class:`~planner.strategies.base.FailedRuns`)."""
@@ -518,36 +527,52 @@ class RaceStrategy:
         return self._failed.abandoned({r.proposal_id for r in self.records_})
 
 
-def _first(proposals: list[Proposal], n: int | None) -> list[Proposal]:
+def _first(proposals: list[Proposal], n: int | None,
+           done: Mapping[tuple[str, str], Sequence[float]] | None = None) -> list[Proposal]:
     """At most ``n`` of a phase's ``proposals``, in their order. A cut takes them in turn
     from each setting and, within one, spread over rho (the lowest, the highest, then each
     farthest from those taken): the first ``n`` in order gave ``--n 4`` of two settings'
     initial designs all to the first setting, and each setting's first points are its
-    lowest rho."""
+    lowest rho. ``done`` ``{(model, reward): [rho, ...]}``: the phase's requests already
+    run, counted in both (see :func:`_spread`)."""
     if n is None or len(proposals) <= n:
         return proposals
-    chosen = {id(x) for x in _spread(proposals)[:n]}
+    chosen = {id(x) for x in _spread(proposals, done or {})[:n]}
     return [x for x in proposals if id(x) in chosen]
 
 
-def _spread(proposals: list[Proposal]) -> list[Proposal]:
-    """``proposals`` reordered: round-robin over their settings (first seen first), each
-    setting's in :func:`_farthest_first` order."""
+def _spread(proposals: list[Proposal],
+            done: Mapping[tuple[str, str], Sequence[float]] | None = None) -> list[Proposal]:
+    """``proposals`` reordered: round-robin over their settings, each setting's in
+    :func:`_farthest_first` order, as if the rhos in ``done`` had been taken first. A race
+    cut by its cap and interrupted mid-round resumed by dealing the rest of the design to
+    the first setting again (sparse 4 pilots, prm 2, not 3 and 3; other calls than the
+    uninterrupted race's): a setting's k-th new point now comes after every setting's
+    points up to the same total (ties: first seen first)."""
     by: dict[tuple[str, str], list[Proposal]] = {}
     for x in proposals:
         by.setdefault((x.model, x.reward), []).append(x)
-    queues = [_farthest_first(xs) for xs in by.values()]
-    return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
+    ranked = []
+    for order, (key, xs) in enumerate(by.items()):
+        ran = list((done or {}).get(key, ()))
+        ranked += [(len(ran) + i, order, x) for i, x in enumerate(_farthest_first(xs, ran))]
+    return [x for _, _, x in sorted(ranked, key=lambda t: (t[0], t[1]))]
 
 
-def _farthest_first(proposals: list[Proposal]) -> list[Proposal]:
+def _farthest_first(proposals: list[Proposal], ran: Sequence[float] = ()) -> list[Proposal]:
     """The lowest rho, the highest, then each the farthest from those taken (ties: the
-    lower rho)."""
+    lower rho). With ``ran``, each the farthest from those rhos and the ones taken."""
     left = sorted(proposals, key=lambda x: x.rho)
-    out = left[:1] + left[-1:] if len(left) > 1 else left[:]
-    left = left[1:-1]
+    if ran:
+        out: list[Proposal] = []
+        taken = list(ran)
+    else:
+        out = left[:1] + left[-1:] if len(left) > 1 else left[:]
+        left = left[1:-1]
+        taken = [x.rho for x in out]
     while left:
-        best = max(left, key=lambda x: min(abs(x.rho - y.rho) for y in out))
+        best = max(left, key=lambda x: min(abs(x.rho - y) for y in taken))
         left.remove(best)
         out.append(best)
+        taken.append(best.rho)
     return out

@@ -551,6 +551,29 @@ def test_a_run_cap_below_the_initial_design_spreads_the_runs_over_settings_and_r
         assert mine == [full[0], full[-1]]  # both ends of each setting's design
 
 
+def test_a_capped_design_resumed_after_an_interrupt_is_the_uninterrupted_races(tmp_path: Path) -> None:
+    """--max-runs 6 over two settings' 4-point designs runs 3 of each. Interrupted after the
+    first setting's 3 (a round runs in the design's order), the resume dealt the rest round-
+    robin from the first setting again: its 4th point and 2 of the second's, other calls."""
+    from planner.strategies.ours import RaceStrategy
+
+    two = RaceProblem((S, Setting("qwen2.5-3b", "prm")), budget=1e16, pilot_budget=1e15)
+
+    def design(store: PilotStore) -> dict[Setting, list[float]]:
+        return {s: sorted(r.plan.rho_target for r in store.records() if Setting(r.model, r.reward) == s)
+                for s in two.settings}
+
+    whole = PilotStore(tmp_path / "whole")
+    run_race(two, RaceStrategy(two, 0), FakeEngine(), whole, max_runs=6)
+    cut = PilotStore(tmp_path / "cut")
+    with pytest.raises(KeyboardInterrupt):
+        run_race(two, RaceStrategy(two, 0), StopsAt(4, False), cut, max_runs=6)
+    assert [len(v) for v in design(cut).values()] == [3, 0]
+    run_race(two, RaceStrategy(two, 0), FakeEngine(), cut, max_runs=6)
+    assert [len(v) for v in design(whole).values()] == [3, 3]
+    assert design(cut) == design(whole)
+
+
 def test_a_strategy_that_cannot_ask_again_keeps_the_leading_proposals(tmp_path: Path) -> None:
     eng = FakeEngine()
     res = run_race(PROBLEM, Scripted(), eng, PilotStore(tmp_path / "data"), max_runs=3)
