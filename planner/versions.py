@@ -45,9 +45,11 @@ def fitting_versions() -> dict[str, str | None]:
 
 
 def version_line() -> str:
-    """``race-planner 0.1.0 (torch 2.13.0, ...)``: what ``--version`` prints."""
-    libs = ", ".join(f"{n} {package_version(n) or 'not installed'}"
-                     for n in (*TRAINING_LIBRARIES, *PLANNING_LIBRARIES))
+    """``race-planner 0.1.0 (torch 2.13.0, ...)``: what ``--version`` prints: the libraries
+    a run depends on, the planning ones, and every one a fit records in ``fitted_with``
+    (scipy and numpy move a race's calls too)."""
+    names = dict.fromkeys((*TRAINING_LIBRARIES, *PLANNING_LIBRARIES, *FITTING_LIBRARIES))
+    libs = ", ".join(f"{n} {package_version(n) or 'not installed'}" for n in names)
     return f"race-planner {tool_version()} ({libs})"
 
 

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from planner.versions import (
     changed_since,
+    fitting_versions,
     mixed_software,
     package_version,
     software_of,
@@ -40,6 +41,12 @@ def test_versions_come_from_the_installed_distributions() -> None:
     line = version_line()
     assert line.startswith(f"race-planner {tool_version()} (") and f"trl {version('trl')}" in line
     assert f"botorch {version('botorch')}" in line
+    # Every library a regimes.json's fitted_with names, once each.
+    libs = dict(item.split(" ", 1) for item in line[line.index("(") + 1:-1].split(", "))
+    assert len(libs) == line.count(", ") + 1  # no library twice
+    for name in fitting_versions():
+        if name != "race-planner":
+            assert libs[name] == version(name), name
 
 
 @pytest.mark.parametrize("cli", ["planner", "runners"])
