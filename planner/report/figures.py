@@ -8,6 +8,7 @@ says what it is.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from planner.frontier import AT_BUDGET_RATIO
 from planner.regime import LABELS, RegimeCall, format_probability, regime_labels
@@ -148,7 +149,7 @@ def frontier_figure(data: ReportData, fr: Frontier, slug: str | None = None) -> 
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=26, marker="D", facecolors="none", edgecolors="#555555",
                    zorder=3, label=f"runs within {AT_BUDGET_RATIO:g}x of this budget")
     if not runs and not near:
-        # bottom centre, clear of the regime box bottom left
+        # Inside the axes, where the eye is: with no run at or near this budget there is none to cover.
         ax.text(0.62, 0.04, "no runs at this budget:\nextrapolated from other budgets",
                 transform=ax.transAxes, ha="center", va="bottom", fontsize=8, color="#8a5a00",
                 bbox={"boxstyle": "round", "fc": "white", "ec": "#e08a00", "alpha": 0.9})
@@ -161,26 +162,75 @@ def frontier_figure(data: ReportData, fr: Frontier, slug: str | None = None) -> 
     ax.axvspan(*c.rho_star_ci, color="#DD8452", alpha=0.15, lw=0,
                label=f"rho* {int(c.level * 100)}% interval [{c.rho_star_ci[0]:.2f}, {c.rho_star_ci[1]:.2f}]")
     ax.axvline(c.rho_star, color="#DD8452", lw=2, ls="--", label=f"rho* = {c.rho_star:.2f}")
-    # Regime boundaries on the grid: where the largest component of the allocation changes.
-    labels = regime_labels(fr.grid_shares)
-    for j in np.flatnonzero(np.diff(labels)):
-        ax.axvline(g[j + 1], color="#888888", lw=1, ls=":")
-        ax.text(g[j + 1], 1.0, f" {LABELS[labels[j + 1]]} ->", transform=ax.get_xaxis_transform(),
-                fontsize=7, color="#666666", va="top")
-    probs = "\n".join(f"P({k}) = {format_probability(v)}" for k, v in c.probabilities.items() if v > 0 or k == c.regime)
-    ax.text(0.02, 0.03, f"regime: {c.regime}\n{probs}", transform=ax.transAxes, fontsize=8,
-            va="bottom", bbox={"boxstyle": "round", "fc": "white", "ec": "#999999", "alpha": 0.9})
+    rows = _label_regions(ax, g, regime_labels(fr.grid_shares))
     ax.set_xlabel("rho = learning FLOPs / total FLOPs")
     ax.set_ylabel(f"{fr.target} (after training)")
-    ax.set_title(f"Frontier: {fr.setting.label} (model / reward / budget)", fontsize=10)
-    fig.legend(fontsize=7, loc="outside right upper")
+    # Lifted over the region labels, which sit above the axes (inside, they covered runs).
+    ax.set_title(f"Frontier: {fr.setting.label} (model / reward / budget)", fontsize=10,
+                 pad=4 + rows * REGION_LINE)
+    # The call heads the legend, outside the axes: in a corner of them it hid the
+    # bottom-left runs (search-heavy under-learners), and they drew over it.
+    fig.legend(fontsize=7, loc="outside right upper", title=_call_text(c), title_fontsize=8, alignment="left")
     ax.grid(alpha=0.3)
     foot = _footer(fig, data, fr.target)
     cap = (f"Frontier of {fr.setting.label} under {fr.target}: posterior mean with 50% and 90% bands, "
            f"observed runs with their seed spread, rho* = {c.rho_star:.2f} "
            f"[{c.rho_star_ci[0]:.2f}, {c.rho_star_ci[1]:.2f}], regime {c.regime} "
-           f"(P = {format_probability(c.confidence)}).{_runs_note(runs, near)} {foot}.")
+           f"(P = {format_probability(c.confidence)}{_stake_note(c)}).{_runs_note(runs, near)} {foot}.")
     return FigureSpec(f"frontier-{fr.target}-{slug or fr.setting.slug}", fr.setting.label, cap, fig, "frontiers")
+
+
+REGION_SIZE = 7  # points
+REGION_LINE = 1.3 * REGION_SIZE  # points between staggered rows of region labels
+REGION_GAP = 0.16  # axes widths between the centres of two labels on one row
+
+
+def _label_regions(ax: Any, grid: NDArray[np.float64], labels: NDArray[np.int64]) -> int:
+    """Name every regime region of ``grid`` above the axes, at its centre, and mark the
+    boundaries between them; return the rows of labels drawn. Labelling only the region
+    right of each boundary left the first unnamed (reward-heavy, not search-heavy, under
+    prm) and a figure without a boundary with no name at all. A label closer than
+    :data:`REGION_GAP` to the last one on a row goes a row up: a narrow region's name ran
+    into its neighbour's."""
+    cuts = [0, *(int(j) + 1 for j in np.flatnonzero(np.diff(labels))), len(grid)]
+    lo, hi = float(grid[0]), float(grid[-1])
+    last: list[float] = []  # per row, the centre of its latest label (axes fraction)
+    for a, b in itertools.pairwise(cuts):
+        if a:
+            ax.axvline(grid[a], color="#888888", lw=1, ls=":")
+        # Regions meet at a boundary line drawn on a grid point: a region ends where the next begins.
+        left, right = float(grid[a]), float(grid[b] if b < len(grid) else grid[-1])
+        centre = (left + right) / 2
+        frac = (centre - lo) / (hi - lo) if hi > lo else 0.5
+        row = next((k for k, x in enumerate(last) if frac - x >= REGION_GAP), len(last))
+        last[row:row + 1] = [frac]
+        ax.annotate(LABELS[labels[a]], (centre, 1.0), xycoords=ax.get_xaxis_transform(),
+                    xytext=(0, 2 + row * REGION_LINE), textcoords="offset points", ha="center",
+                    va="bottom", fontsize=REGION_SIZE, color="#555555", annotation_clip=False)
+    return max(len(last), 1)
+
+
+def _call_text(call: RegimeCall) -> str:
+    """The regime box's text: the call, every regime's P, and the stake where there is one,
+    so a near-tie copied out of the report does not read as a firm call."""
+    probs = [f"P({k}) = {format_probability(v)}" for k, v in call.probabilities.items()
+             if v > 0 or k == call.regime]
+    lines = [f"regime: {call.regime}", *probs]
+    if np.isfinite(call.stake):
+        lines.append(f"stake: {_stake(call)}")
+    return "\n".join(lines)
+
+
+def _stake(call: RegimeCall) -> str:
+    """As the report's tables print it: ``0.0092 (1.1 sd)``, ``sd*`` where that noise is
+    the fit's guess."""
+    if not np.isfinite(call.stake_sd):
+        return f"{call.stake:.4f}"
+    return f"{call.stake:.4f} ({call.stake_sd:.1f} sd{'*' if call.noise_guessed else ''})"
+
+
+def _stake_note(call: RegimeCall) -> str:
+    return f", stake {_stake(call)}" if np.isfinite(call.stake) else ""
 
 
 def _runs_note(runs: list[Any], near: list[Any]) -> str:
@@ -359,7 +409,9 @@ def disagreement_figure(data: ReportData) -> FigureSpec | None:
     rows = disagreements(data)
     if not rows:
         return None
-    fig = _figure(max(6.0, 0.9 * len(rows) + 2.0), 4.6)
+    # 2.2 in for the legend right of the axes, on top of the axes' own width: at 6 in in all,
+    # the axes left too little room for the title above them.
+    fig = _figure(max(6.0, 0.9 * len(rows) + 2.0) + 2.2, 4.6)
     ax = fig.add_subplot()
     targets = [t for t in TARGET_COLORS if any(t in d.calls for d in rows)]
     handles = []
@@ -377,11 +429,14 @@ def disagreement_figure(data: ReportData) -> FigureSpec | None:
         if d.flagged:  # bold, not red: red is pass1's colour here
             tick.set_fontweight("bold")
     ax.axhline(0.5, color="#888888", lw=1, ls=":")
-    ax.set_ylabel("rho* (90% interval of the optimum, any regime)")
-    ax.set_title("Target disagreement: rho* under each target (bold label: intervals disjoint)", fontsize=10)
+    # In short lines: on one, the label was taller than the axes and ran into the title.
+    ax.set_ylabel("rho*\n(90% interval of the\noptimum, any regime)", fontsize=9)
+    # Two lines, over axes widened for the legend: on one line, wider than the axes, it
+    # was cut off at the figure's left edge (a suptitle, centred on the figure, ran under
+    # the legend instead).
+    ax.set_title("Target disagreement: rho* under each target\n(bold label: intervals disjoint)", fontsize=10)
     handles += _marker_handles(predicted)
-    ax.legend(handles=handles, fontsize=7, title="target", title_fontsize=7, loc="upper left",
-              bbox_to_anchor=(1.01, 1.0))
+    fig.legend(handles=handles, fontsize=7, title="target", title_fontsize=7, loc="outside right upper")
     ax.grid(alpha=0.3)
     foot = _footer(fig, data)
     cap = ("rho* of each setting under each evaluation target with the 90% interval of the optimum "

@@ -7,6 +7,7 @@ under test here.
 
 from __future__ import annotations
 
+import itertools
 import re
 import warnings
 from pathlib import Path
@@ -280,3 +281,136 @@ def test_loo_coverage_below_nominal_does_not_print_as_nominal(runs: tuple[list[A
         table = next(b for b in blocks(data, {}) if b.kind == "table" and "90% coverage" in b.headers)
         assert table.rows[0][3] == shown, (n, outside, table.rows[0])
         assert loo_figure(data).fig.axes[0].get_title().startswith(f"native: coverage {shown} of {n},")
+
+
+def _drawn(spec: Any) -> Any:
+    """``spec``'s figure laid out and drawn; its renderer."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(spec.fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def _texts(fig: Any, match: Any) -> list[Any]:
+    """The figure's visible text artists whose text ``match`` accepts."""
+    from matplotlib.text import Text
+
+    return [t for t in fig.findobj(Text) if t.get_visible() and match(t.get_text())]
+
+
+def _frontier_data(ok: list[Any], shares: Any = None, grid: Any = None, call: RegimeCall | None = None) -> Any:
+    """Report data of one frontier at MODELS[0] / REWARDS[0] / 1e16 under native."""
+    from planner.report.data import Frontier
+
+    s = SettingAt(MODELS[0], REWARDS[0], 1e16)
+    data = _report_data(ok, [], {"native": {s: call or _call(0.5, (0.4, 0.6))}})
+    g = np.linspace(0.05, 0.95, 5) if grid is None else grid
+    data.fits["native"].frontiers[s] = Frontier(s, "native", g, np.full(len(g), 0.5), np.full(len(g), 0.01),
+                                                call or _call(0.5, (0.4, 0.6)), 0.2, shares)
+    return data, data.fits["native"].frontiers[s]
+
+
+def test_the_regime_box_hides_no_run(runs: tuple[list[Any], list[Any]]) -> None:
+    # The box sat in the axes' lower-left corner, under the markers' zorder: a search-heavy
+    # under-learner (low rho, low metric) was drawn over it and hid it.
+    from planner.report.data import observed, runs_at
+    from planner.report.figures import frontier_figure
+
+    ok, _ = runs
+    mine = sorted((r for r in ok if r.model == MODELS[0]), key=lambda r: r.rho_planned)
+    low = [r.model_copy(update={"metrics": r.metrics.model_copy(update={"native": 0.0 if k == 0 else 1.0})})
+           for k, r in enumerate(mine)]
+    call = RegimeCall(0.7, (0.6, 0.8), "update-heavy", {"search-heavy": 0.45, "update-heavy": 0.55},
+                      extra={"noise_sd": 0.01, "noise_source": "inferred"}, stake=0.0031)
+    data, fr = _frontier_data(low, call=call)
+    spec = frontier_figure(data, fr)
+    r = _drawn(spec)
+    (box,) = _texts(spec.fig, lambda s: s.startswith("regime: "))
+    where = box.get_window_extent(r)
+    ax = spec.fig.axes[0]
+    assert not where.overlaps(ax.get_window_extent(r)), (where, ax.get_window_extent(r))
+    assert 0 <= where.x0 and where.x1 <= spec.fig.bbox.width and 0 <= where.y0 <= where.y1 <= spec.fig.bbox.height
+    pts = observed(runs_at(data.ok, fr.setting, "native")[0], "native")
+    assert len(pts) == 2 and min(p[1] for p in pts) == 0.0
+    for rho, y, _, _ in pts:
+        px, py = ax.transData.transform((rho, y))
+        assert not (where.x0 - 6 <= px <= where.x1 + 6 and where.y0 - 6 <= py <= where.y1 + 6), (rho, y, where)
+    # A near tie says so, in the figure and in its caption.
+    assert "stake: 0.0031 (0.3 sd*)" in box.get_text(), box.get_text()
+    assert "stake 0.0031 (0.3 sd*)" in spec.caption
+
+
+def _shares(labels: list[int]) -> Any:
+    """(G, 3) shares whose largest component is ``labels`` (search, learning, reward)."""
+    out = np.full((len(labels), 3), 0.2)
+    out[np.arange(len(labels)), labels] = 0.6
+    return out
+
+
+def test_every_regime_region_is_named(runs: tuple[list[Any], list[Any]]) -> None:
+    # Each boundary named only the region right of it ("update-heavy ->"): the first region,
+    # reward-heavy under prm, was never named, nor was a figure without a boundary.
+    from planner.regime import LABELS
+    from planner.report.figures import frontier_figure
+
+    ok, _ = runs
+    grid = np.linspace(0.05, 0.95, 5)
+    for labels, named in (([2, 2, 1, 1, 1], ["reward-heavy", "update-heavy"]), ([1] * 5, ["update-heavy"]),
+                          ([0, 0, 0, 1, 1], ["search-heavy", "update-heavy"])):
+        data, fr = _frontier_data(ok, _shares(labels), grid)
+        spec = frontier_figure(data, fr)
+        r = _drawn(spec)
+        ax = spec.fig.axes[0]
+        texts = _texts(spec.fig, lambda s: s in LABELS)
+        assert [t.get_text() for t in texts] == named, (labels, [t.get_text() for t in texts])
+        cuts = [0, *(i for i in range(1, 5) if labels[i] != labels[i - 1]), 5]
+        for t, (a, b) in zip(texts, itertools.pairwise(cuts), strict=True):
+            x = t.xy[0]
+            assert grid[a] <= x <= grid[min(b, 4)], (t.get_text(), x, a, b)  # over its own region
+            box = t.get_window_extent(r)
+            assert box.y0 >= ax.get_window_extent(r).y1 - 1  # above the runs, not among them
+            assert not box.overlaps(ax.title.get_window_extent(r)), (t.get_text(), box)
+
+
+def test_names_of_narrow_regions_do_not_run_into_each_other(runs: tuple[list[Any], list[Any]]) -> None:
+    # Compiled plans can flip the label from one grid point to the next.
+    from planner.regime import LABELS
+    from planner.report.figures import frontier_figure
+
+    ok, _ = runs
+    labels = [0, 0, 1, 2, 1, 2, 2, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1]
+    data, fr = _frontier_data(ok, _shares(labels), np.linspace(0.05, 0.95, len(labels)))
+    spec = frontier_figure(data, fr)
+    r = _drawn(spec)
+    boxes = [t.get_window_extent(r) for t in _texts(spec.fig, lambda s: s in LABELS)]
+    assert len(boxes) == 1 + sum(a != b for a, b in itertools.pairwise(labels))
+    for i, a in enumerate(boxes):
+        assert not a.overlaps(spec.fig.axes[0].title.get_window_extent(r))
+        assert 0 <= a.x0 and a.x1 <= spec.fig.bbox.width and a.y1 <= spec.fig.bbox.height
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b), (a, b)
+
+
+def test_the_disagreement_figure_keeps_its_title_and_labels_whole(runs: tuple[list[Any], list[Any]]) -> None:
+    # Four settings, legend outside the axes: the axes' title was wider than the axes and cut
+    # off at the figure's left edge ("rget disagreement"), and the y label ran into it.
+    from planner.report.figures import disagreement_figure
+
+    ok, _ = runs
+    settings = [SettingAt(m, REWARDS[0], b) for m in MODELS for b in (1e14, 2.371e14)]
+    # A predicted rho* (the store's pilots alone) adds the legend's widest entry.
+    c = _call(0.6, (0.4, 0.8), (0.1, 0.95), predicted=True)
+    spec = disagreement_figure(_report_data(ok, [], {t: dict.fromkeys(settings, c) for t in ("native", "pass1")}))
+    r = _drawn(spec)
+    (ax,) = spec.fig.axes
+    titles = _texts(spec.fig, lambda s: s.startswith("Target disagreement"))
+    assert len(titles) == 1
+    title, ylabel = titles[0].get_window_extent(r), ax.yaxis.label.get_window_extent(r)
+    (legend,) = [*spec.fig.legends, *([ax.get_legend()] if ax.get_legend() else [])]
+    fig = spec.fig.bbox
+    for box in (title, ylabel, legend.get_window_extent(r)):
+        assert 0 <= box.x0 and box.x1 <= fig.width and 0 <= box.y0 and box.y1 <= fig.height, (box, fig)
+    assert not title.overlaps(ylabel), (title, ylabel)
+    assert not title.overlaps(legend.get_window_extent(r))
+    assert not ax.get_window_extent(r).overlaps(legend.get_window_extent(r))
