@@ -20,7 +20,8 @@ import signal
 import subprocess
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
@@ -52,12 +53,50 @@ def visible_gpus() -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-def _worker_main(conn: Connection, device: str | None, max_tasks: int | None) -> None:
+@contextmanager
+def _sigint_held() -> Iterator[bool]:
+    """Within: SIGINT blocked in the calling thread, so a process started here starts with it
+    blocked; yields whether this blocked it (False: it already was, or no process groups here).
+
+    A spawned worker leaves the terminal's process group only once it runs
+    :func:`_worker_main`, after a second or more of imports (more with torch); a Ctrl-C in that
+    time hit it too, and it died printing a KeyboardInterrupt traceback. Blocked, not ignored:
+    this process's own Ctrl-C stays pending and is raised once the mask is restored (an
+    ignored one would be lost, and ignoring would need the main thread)."""
+    if not (hasattr(signal, "pthread_sigmask") and hasattr(os, "setpgrp")):
+        yield False
+        return
+    # A spawn starts multiprocessing's resource tracker if it is not running, and unblocks
+    # SIGINT once it has (not back to what it was): the first worker then started unblocked.
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    try:
+        # Inside: this raises a Ctrl-C that came just before once the mask is changed.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        yield signal.SIGINT not in old
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _release_sigint() -> None:
+    """Unblock SIGINT in a worker started under :func:`_sigint_held`, once it has its own
+    process group: a Ctrl-C that reached it before then was the driver's to handle, so it is
+    dropped (ignoring a signal discards a pending one), not raised here."""
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, handler if handler is not None else signal.SIG_DFL)
+
+
+def _worker_main(conn: Connection, device: str | None, max_tasks: int | None, sigint_held: bool = False) -> None:
     # Its own process group, so that killing a run (time limit, Ctrl-C) also ends what the
     # run started (DataLoader workers, vLLM's engine): they would hold the GPU otherwise.
     # Ctrl-C then reaches only the driver, which stops the workers itself (close).
     if hasattr(os, "setpgrp"):
         os.setpgrp()
+    if sigint_held:
+        _release_sigint()
     if device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = device
     from runners.task import run_task
@@ -188,11 +227,12 @@ class LocalBackend:
 
     def _spawn(self, device: str | None) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(
-            target=_worker_main, args=(child, device, self._max_tasks), daemon=False,
-            name=f"race-worker-{device if device is not None else 'cpu'}",
-        )
-        proc.start()
+        with _sigint_held() as held:
+            proc = self._ctx.Process(
+                target=_worker_main, args=(child, device, self._max_tasks, held), daemon=False,
+                name=f"race-worker-{device if device is not None else 'cpu'}",
+            )
+            proc.start()
         child.close()  # so the worker sees EOF, not a hang, if this driver dies
         return _Worker(proc, parent, device)
 

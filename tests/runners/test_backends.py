@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -520,3 +522,53 @@ def test_a_local_backend_is_a_backend(tmp_path: Path) -> None:
         assert isinstance(be, Backend) and be.name == "local"
     finally:
         be.close()
+
+
+def _signals(pid: int) -> dict[str, int]:
+    """Bit sets of ``/proc/PID/status`` (SigBlk: blocked, SigCgt: caught) and its pgrp."""
+    out = {k: int(v, 16) for k, _, v in (line.partition(":\t") for line in
+                                       Path(f"/proc/{pid}/status").read_text().splitlines())
+           if k in ("SigBlk", "SigCgt")}
+    return out | {"pgrp": int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])}
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the worker's signal state in /proc")
+def test_a_ctrl_c_that_reaches_a_starting_worker_is_left_to_the_driver() -> None:
+    # Before it has its own process group, a worker is in the terminal's: a Ctrl-C there
+    # killed it mid-import with a KeyboardInterrupt traceback. It must instead drop that one
+    # and, once started, take SIGINT as any Python process does (a cancel may send one).
+    from runners.backends.local import LocalBackend
+
+    be = LocalBackend(1)
+    w = be._spawn(None)
+    try:
+        os.kill(w.proc.pid, signal.SIGINT)  # just exec'd: the imports are all ahead
+        deadline = time.monotonic() + 60
+        while w.proc.is_alive() and time.monotonic() < deadline:
+            state = _signals(w.proc.pid)
+            if state["pgrp"] == w.proc.pid and not state["SigBlk"] & (1 << (signal.SIGINT - 1)):
+                break
+            time.sleep(0.01)
+        assert w.proc.is_alive(), f"the worker died: exit code {w.proc.exitcode}"
+        assert state["pgrp"] == w.proc.pid and not state["SigBlk"] & (1 << (signal.SIGINT - 1)), state
+        assert state["SigCgt"] & (1 << (signal.SIGINT - 1))  # KeyboardInterrupt, as before
+        w.conn.send(None)
+        w.proc.join(timeout=30)
+        assert w.proc.exitcode == 0
+    finally:
+        be._kill(w)
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, ())  # the driver's, as it was
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
+def test_a_ctrl_c_to_the_driver_while_a_worker_starts_is_raised_after_not_lost() -> None:
+    from runners.backends.local import _sigint_held
+
+    reached_the_end = False
+    with pytest.raises(KeyboardInterrupt):
+        with _sigint_held() as held:
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # this thread's: others may take a kill()
+            time.sleep(0.05)  # a handler would run here if the signal got through
+            reached_the_end = True
+    assert held and reached_the_end
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, ())

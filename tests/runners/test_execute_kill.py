@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from planner.compiler import compile_plan
 from planner.engine import ProgressFn
 from planner.proposals import make_proposal, write_proposals
@@ -134,3 +136,51 @@ def test_sigterm_stops_the_workers_too_and_exits_143(tmp_path: Path) -> None:
     # The stopped attempts' leases and progress files go with them: a rerun from another
     # host would wait out each lease's TTL (the local host sees the dead pid).
     assert list((data / ".leases").glob("*.json")) == [] and list((data / ".progress").glob("*.json")) == []
+
+
+def _starting_worker(driver: int) -> int | None:
+    """A spawned worker of ``driver`` that is importing: it has its Ctrl-C handler (an
+    earlier SIGINT would kill it silently, hiding the bug) and is still in the driver's
+    process group (the worker leaves it first thing once its imports are done)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            ppid, pgrp = int(stat[1]), int(stat[2])
+            if ppid != driver or pgrp != driver or b"spawn_main" not in (entry / "cmdline").read_bytes():
+                continue
+            caught = next(line for line in (entry / "status").read_text().splitlines() if line.startswith("SigCgt:"))
+        except (OSError, ValueError, IndexError, StopIteration):
+            continue  # gone, or not yet exec'd
+        if int(caught.split()[1], 16) & (1 << (signal.SIGINT - 1)):
+            return int(entry.name)
+    return None
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="finds the starting workers in /proc")
+def test_ctrl_c_while_workers_start_prints_no_worker_traceback(tmp_path: Path) -> None:
+    # The terminal's Ctrl-C goes to its whole process group, which a spawned worker was still
+    # in for its first second or so of imports: it died there printing a KeyboardInterrupt
+    # traceback (one per worker) around the driver's one line. The window is hit directly
+    # here, a few times over.
+    path, _ = proposals(tmp_path)
+    for attempt in range(3):
+        data = tmp_path / f"data{attempt}"
+        # Its own session, as a shell's foreground job: the group can be sent Ctrl-C.
+        driver = runners(["execute", str(path), "--data", str(data), "--engine", "sim", "--workers", "2"],
+                         start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            while (worker := _starting_worker(driver.pid)) is None:
+                assert driver.poll() is None and time.monotonic() < deadline, "no worker seen starting"
+                time.sleep(0.005)
+            os.killpg(driver.pid, signal.SIGINT)
+            _, err = driver.communicate(timeout=60)
+        finally:
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+                driver.wait()
+        assert driver.returncode == 130, err
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err, f"worker {worker}:\n{err}"
+        assert err.strip().splitlines()[-1].startswith(f"interrupted: the finished runs are kept in {data}"), err
