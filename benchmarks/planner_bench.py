@@ -63,6 +63,7 @@ from bench_scoring import (  # noqa: E402
     Outcome,
     Truth,
     anytime,
+    as_run_rule,
     constant_row,
     cost_to_reach,
     grid_needed,
@@ -140,17 +141,18 @@ def _race(name: str, world: str, rep: int, problem: RaceProblem, truth: Truth, *
 
         opts["noise_sd"] = float(load_world(world).noise[problem.target])
     strategy = make_strategy(name, problem, rep, **opts)
+    rule = as_run_rule(name)  # regret of the plan the recommendation is run as
     curve: list[tuple[float, list[bool], list[float]]] = []
 
     def checkpoint(state: Any) -> None:
         # The calls after every round: a race capped at these FLOPs would have made them.
-        sc = [truth.score(s, state.calls[s].rho_star, state.calls[s].regime) for s in problem.settings]
+        sc = [truth.score(s, state.calls[s].rho_star, state.calls[s].regime, rule) for s in problem.settings]
         curve.append((state.flops / problem.budget, [a for a, _, _ in sc], [c for _, _, c in sc]))
 
     res = run_race(problem, strategy, SeededEngine(world, rep), MemoryStore(),
                    max_runs=max_runs, max_flops=max_flops, seeds=seeds,
                    progress=checkpoint if name == "ours" else None)
-    scores = [truth.score(s, res.calls[s].rho_star, res.calls[s].regime) for s in problem.settings]
+    scores = [truth.score(s, res.calls[s].rho_star, res.calls[s].regime, rule) for s in problem.settings]
     return Outcome(
         name, world, rep, [a for a, _, _ in scores], [b for _, b, _ in scores], [c for _, _, c in scores],
         res.total_flops / problem.budget, res.ask_seconds, res.stop_reason, config,
@@ -371,6 +373,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     latency = suggest_latency(problem, worlds[0]) if "ours" in strategies else {}
     if latency and not a.quick:  # what a user waits for: `planner suggest` as its own process
         latency.update(cli_suggest_latency(worlds[0]))
+    t_races = time.perf_counter()  # the races' own time: wall_s also holds the latency timings
     ours_opts: dict[str, Any] = {"n_anchor": N_ANCHOR if a.anchors is None else a.anchors, "anchor": a.anchor,
                                  "cost_power": cost_power}
     if a.ours_seeds > 1:  # _race's own keyword: every ours proposal runs this many seeds
@@ -445,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                    "flops_per_setting": a.flops_per_setting,
                    "ours": ours_opts, **EXTRA_CONFIG},
         "rows": rows, "pooled": pool, "summary": summary, "suggest_latency": latency, "paired_regret": paired, "stake": stake,
-        "outcomes": summaries, "wall_s": time.perf_counter() - t0,
+        "outcomes": summaries, "wall_s": time.perf_counter() - t0, "races_wall_s": time.perf_counter() - t_races,
         "simulated": True, "machine": fingerprint(),
     }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,10 @@ changed), scored two ways by :meth:`bench_scoring.Truth.score`:
 * ``frontier``: the truth frontier's value at the achieved rho nearest the recommendation
   (the current rule; the truth's own rho* scores 0);
 * ``snapped``: the recommendation read as a requested rho and compiled (the rule of the
-  results stored before it, when the sim also snapped it to a 0.005 grid first).
+  results stored before it, when the sim also snapped it to a 0.005 grid first);
+* ``as-run``: each strategy's as it would run its recommendation
+  (:func:`bench_scoring.as_run_rule`: frontier for Optuna's metered rho, snapped for the
+  requested rho of ours, grid and random), the benchmark's rule since 12-05.
 
 Per world and pooled it prints each strategy's median regret under both rules, and
 ours' paired comparison with each equal-spend baseline under each (``paired_regret``).
@@ -29,13 +32,13 @@ if str(BENCH) not in sys.path:  # sibling modules, when this file is loaded by p
     sys.path.insert(0, str(BENCH))
 
 from bench_cli import read_results  # noqa: E402
-from bench_scoring import Truth  # noqa: E402
+from bench_scoring import Truth, as_run_rule  # noqa: E402
 from paired_regret import BASELINES, compare, pairs  # noqa: E402
 
 from planner.frontier import Setting  # noqa: E402
 from planner.strategies import RaceProblem  # noqa: E402
 
-RULES = ("frontier", "snapped")
+RULES = ("frontier", "snapped", "as-run")
 
 
 def rescore(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -51,7 +54,8 @@ def rescore(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
                              "predates it; run planner_bench.py again")
         t = truths[o["world"]]
         for rule in RULES:
-            regret = [t.score(s, rho, "", rule)[2] for s, rho in zip(problem.settings, o["rho_hat"], strict=True)]
+            how = as_run_rule(o["strategy"]) if rule == "as-run" else rule
+            regret = [t.score(s, rho, "", how)[2] for s, rho in zip(problem.settings, o["rho_hat"], strict=True)]
             out[rule].append(o | {"regret": regret})
     return out
 
@@ -65,8 +69,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     worlds = list(doc["config"]["worlds"])
     names = sorted({(o["strategy"], o.get("config", "")) for o in doc["outcomes"]})
     report: dict[str, Any] = {"medians": {}, "paired": {}}
-    print("median simple regret, final calls: frontier rule / snapped rule")
-    print(f"{'strategy':<28}" + "".join(f"{w:>18}" for w in [*worlds, "pooled"]))
+    print("median simple regret, final calls: frontier rule / snapped rule / as-run rule")
+    print(f"{'strategy':<28}" + "".join(f"{w:>25}" for w in [*worlds, "pooled"]))
     for name, cfg in names:
         label = f"{name} {cfg}".strip()
         cells = []
@@ -77,8 +81,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         and (w == "pooled" or o["world"] == w) for r in o["regret"]]
                 vals.append(float(np.median(regs)) if regs else float("nan"))
             report["medians"].setdefault(label, {})[w] = dict(zip(RULES, vals, strict=True))
-            cells.append(f"{vals[0]:.4f} / {vals[1]:.4f}")
-        print(f"{label:<28}" + "".join(f"{c:>18}" for c in cells))
+            cells.append(" / ".join(f"{v:.4f}" for v in vals))
+        print(f"{label:<28}" + "".join(f"{c:>25}" for c in cells))
     print("\nours against each equal-spend baseline, pooled over worlds (paired by repetition and setting):")
     for base in BASELINES:
         for rule in RULES:

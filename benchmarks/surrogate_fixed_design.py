@@ -70,7 +70,7 @@ def fixed_design(reps: int, matched: bool = True, worlds: tuple[str, ...] = WORL
                                         reuse=reuse_at).fit(recs)
                 for s in settings:
                     c = classify_setting(sur, s.model, s.reward, 1e16)
-                    same, _, regret = truth.score(s, c.rho_star, c.regime)
+                    same, _, regret = truth.score(s, c.rho_star, c.regime, "snapped")  # as ours runs it
                     brier = sum((c.probabilities[lab] - (lab == truth.f[s].regime)) ** 2 for lab in LABELS)
                     res.append((same, truth.decidable(s), brier, regret))
             a = np.array(res, dtype=float)

@@ -171,6 +171,26 @@ def test_the_truths_own_call_scores_zero_regret_and_ties_count_as_right(bench: M
     assert all(truth.score(s, f.rho_star, r)[0] for r in flat.tied_regimes) and len(flat.tied_regimes) > 1
 
 
+def test_each_strategy_is_scored_on_the_plan_it_would_run(bench: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Optuna recommends a run's metered rho (its plan is on the truth's frontier); ours,
+    grid and random a rho to request, which the compiler turns into a plan. Scored under
+    the frontier rule alike, the others were read at the nearest achieved rho's plan."""
+    problem = RaceProblem((Setting("qwen2.5-1.5b", "sparse"),), budget=1e16, pilot_budget=1e15)
+    truth = bench.Truth("paper", problem)
+    real, rules = truth.score, []
+
+    def spy(s: Setting, rho: float, regime: str, rule: str = "frontier") -> tuple[bool, float, float]:
+        rules.append(rule)
+        return real(s, rho, regime, rule)
+
+    monkeypatch.setattr(truth, "score", spy)
+    for name, want in (("random", "snapped"), ("optuna-tpe", "frontier"), ("grid", "snapped")):
+        rules.clear()
+        out = bench._race(name, "paper", 0, problem, truth, max_runs=5)
+        assert rules and set(rules) == {want}, name
+        assert out.regret == [real(s, r, "", want)[2] for s, r in zip(problem.settings, out.rho_hat, strict=True)]
+
+
 def test_rescore_scores_a_stored_file_under_both_rules(load_script: Callable[..., ModuleType]) -> None:
     rescore = load_script("rescore", "rescore_t")
     path = Path(__file__).resolve().parents[2] / "benchmarks/results/planner_bench_scoring_rules_reps0-2.json"
@@ -189,6 +209,10 @@ def test_rescore_scores_a_stored_file_under_both_rules(load_script: Callable[...
             for a, b in zip(got["regret"], stored["regret"], strict=True)]
     assert 0.3 < np.mean(same) < 1.0
     assert all(r >= 0 for o in scored["frontier"] for r in o["regret"])
+    # as-run: Optuna's under the frontier rule, the others' compiled.
+    for got, f, sn in zip(scored["as-run"], scored["frontier"], scored["snapped"], strict=True):
+        assert got["regret"] == (f if got["strategy"].startswith("optuna") else sn)["regret"]
+    assert {o["strategy"] for o in scored["as-run"]} >= {"ours", "optuna-tpe"}
 
 
 def test_pooled_constant_row_scores_its_own_label_on_the_decidable_settings(bench: ModuleType) -> None:
