@@ -137,9 +137,13 @@ def execute(
     # it would be run and fitted twice (the sim gives it the same numbers). Only a run an
     # older store holds under its pre-12-01 id, content-derived for no target, may be
     # repeated by the content-derived id (docs/schema.md).
-    ran = {(r.plan.model_dump_json(), r.seed): r for r in ok}
-    plan_of = {p.id: p.plan.model_dump_json() for p in props}
-    first: dict[str, str] = {}
+    # Keyed by the levers (plan_key), not the whole plan: two requests the compiler maps to
+    # one plan differ only in rho_target, and the second was run at full cost again.
+    from planner.strategies.base import plan_key
+
+    ran = {(plan_key(r.plan), r.seed): r for r in ok}
+    plan_of = {p.id: plan_key(p.plan) for p in props}
+    first: dict[Any, str] = {}
     for p in props:
         if (other := first.setdefault(plan_of[p.id], p.id)) != p.id:
             raise ConfigError(f"proposals: {p.id}: the same plan as {other} in this file; it would be run and "

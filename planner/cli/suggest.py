@@ -105,7 +105,7 @@ def suggest(
                    f"(e.g. {other[0].model}/{other[0].reward}); this batch ignores them", err=True)
         waiting = [p for p in waiting if p not in other]
     skip = {plan_key(p.plan) for p in waiting}
-    props = [p for p in strategy.ask(n, pending=waiting) if plan_key(p.plan) not in skip]
+    props = [p for p in strategy.ask(n, pending=waiting) if plan_key(p.plan) not in skip | done]
     write_proposals(out, props, target_budget=problem.budget)
     elapsed = time.perf_counter() - t0
     if props and strategy.records_ and not any(p.reason.startswith(("initial", "anchor")) for p in props):

@@ -386,7 +386,7 @@ class RaceStrategy:
         """Target-budget runs for settings with fewer than ``n_anchor`` of them."""
         p = self.problem
         out: list[Proposal] = []
-        ids = self._proposal_ids()
+        ids = self._tried_keys()  # by plan: one recorded under another id is not run again
         calls = self.decide() if self.anchor == "duel" and self.n_anchor > 0 else {}
         for s in p.settings:
             have = self._target_runs(s)
@@ -410,8 +410,8 @@ class RaceStrategy:
                     f"anchor: {what} of {s.key} at the target budget, so the "
                     f"call is measured where it applies, not only extrapolated from pilots "
                     f"({have} there so far)" + (f"; {note.strip('; ')}" if note else "")))
-                if prop.id not in ids:
-                    ids.add(prop.id)
+                if (key := plan_key(prop.plan)) not in ids:
+                    ids.add(key)
                     out.append(prop)
         return out
 
@@ -470,7 +470,7 @@ class RaceStrategy:
         p = self.problem
         sur = self.surrogate()
         out: list[Proposal] = []
-        seen: set[str] = set()
+        seen: set[Any] = set()
         # Each setting's design is fixed by its place among all settings, not among those
         # still short of pilots: else a failed pilot, a trimmed batch or a resume moved the
         # whole design of a half-done setting (new ids: more pilots, the failed point never
@@ -501,8 +501,11 @@ class RaceStrategy:
                 + (f"; {note.strip('; ')}" if note else "")
             )
             prop = make_proposal(plan, target=p.target, prediction=pred, reason=reason)
-            if prop.id not in seen and prop.id not in self._proposal_ids():
-                seen.add(prop.id)
+            # By plan, not id: a run recorded under another id (another --target, another
+            # request compiling to the same levers) was proposed, and run, again.
+            key = plan_key(prop.plan)
+            if key not in seen and key not in self._tried_keys():
+                seen.add(key)
                 out.append(prop)
         return out
 
@@ -514,10 +517,10 @@ class RaceStrategy:
                 out.setdefault((r.model, r.reward), {})[r.proposal_id] = r.plan.rho_target
         return {k: list(v.values()) for k, v in out.items()}
 
-    def _proposal_ids(self) -> set[str]:
-        """Proposals not to make again: those with a record, and those abandoned after
-        failing too often (:class:`~planner.strategies.base.FailedRuns`)."""
-        return {r.proposal_id for r in self.records_} | set(self._abandoned())
+    def _tried_keys(self) -> set[Any]:
+        """Plans not to propose again (:func:`plan_key`): those with a record, and those
+        abandoned after failing too often (:class:`~planner.strategies.base.FailedRuns`)."""
+        return {plan_key(plan) for plan in self._tried_plans()}
 
     def _tried_plans(self) -> list[Any]:
         """Plans of the recorded runs and of the abandoned proposals."""

@@ -579,3 +579,23 @@ def test_a_strategy_that_cannot_ask_again_keeps_the_leading_proposals(tmp_path: 
     res = run_race(PROBLEM, Scripted(), eng, PilotStore(tmp_path / "data"), max_runs=3)
     first = Scripted().ask()  # Scripted's ask has side effects (a counter): it is asked once a round
     assert res.total_runs == 3 and eng.run_ids[0] == run_id_for(first[0].id, 0)
+
+
+def test_ours_proposes_no_recorded_plan_under_another_target(tmp_path: Path) -> None:
+    """A design or anchor point was skipped by proposal id, and an id holds the target: a
+    second target's race on the same store proposed, and ran, every recorded pilot again
+    (same numbers; the fit then read the copies as replicates that agreed)."""
+    import dataclasses
+
+    from planner.strategies.base import plan_key
+    from planner.strategies.ours import RaceStrategy
+
+    one = RaceProblem((S,), budget=1e16, pilot_budget=1e15)
+    store = PilotStore(tmp_path / "data")
+    run_race(one, RaceStrategy(one, 0), FakeEngine(), store, max_runs=3)
+    recorded = {plan_key(r.plan) for r in store.records()}
+    assert len(recorded) == 3
+    other = RaceStrategy(dataclasses.replace(one, target="pass1"), 0)
+    other.tell(store.records())
+    design = other.ask()
+    assert len(design) == 1 and plan_key(design[0].plan) not in recorded  # the design's fourth point

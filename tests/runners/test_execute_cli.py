@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -486,6 +487,19 @@ def test_a_recorded_plan_under_another_id_is_refused_before_any_run(proposals: P
     other_target = tmp_path / "pass1.json"  # its own content-derived id; the record has pass1 already
     write_proposals(other_target, [make_proposal(p.plan, target="pass1")], target_budget=p.budget)
     res = RUNNER.invoke(app, ["execute", str(other_target), "--data", str(data), "--engine", "sim"])
+    assert res.exit_code == 2 and f"already holds run {p.id}-s0 of the same plan" in res.stderr
+    assert PilotStore(data).fingerprint() == before
+    # Another request the compiler maps to the same levers: its own content-derived id and
+    # rho_target, the same run (it was run at full cost again, with the same numbers).
+    from planner.compiler import compile_plan
+    from planner.strategies.base import plan_key
+
+    near = next(q for d in np.linspace(-0.004, 0.004, 81) if d
+                and (q := compile_plan(p.model, p.reward, round(p.rho + d, 6), p.budget)).rho_target != p.plan.rho_target
+                and plan_key(q) == plan_key(p.plan))
+    nearby = tmp_path / "nearby.json"
+    write_proposals(nearby, [make_proposal(near, target=p.target)], target_budget=p.budget)
+    res = RUNNER.invoke(app, ["execute", str(nearby), "--data", str(data), "--engine", "sim"])
     assert res.exit_code == 2 and f"already holds run {p.id}-s0 of the same plan" in res.stderr
     assert PilotStore(data).fingerprint() == before
     twice = tmp_path / "twice.json"
