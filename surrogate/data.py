@@ -153,20 +153,27 @@ def _reuse(rec: Any) -> int:
 
 
 def extract(records: Iterable[Any], target: str) -> list[Observation]:
-    """Successful runs that measured ``target``; everything else is skipped. A run id seen
+    """Successful runs that measured ``target``; everything else is skipped. A run seen
     twice counts once: two copies of one run are not two replicates, and would make the
-    replicate noise estimate collapse to zero."""
+    replicate noise estimate collapse to zero. One run is one id, and also one plan and
+    seed under two ids (:func:`replicate_key` and the seed; stores before 12-05 hold such
+    twins, run again under another target's or request's id with the same numbers)."""
     out = []
-    seen: set[str] = set()
+    seen: set[Any] = set()
     for rec in records:
         rid = _get(rec, "run_id")
         if rid is not None and rid in seen:
             continue
         obs = _observation(rec, target)
-        if obs is not None:
-            out.append(obs)
-            if rid is not None:
-                seen.add(rid)
+        if obs is None:
+            continue
+        twin = (*replicate_key(obs), obs.seed)
+        if twin in seen:
+            continue
+        out.append(obs)
+        seen.add(twin)
+        if rid is not None:
+            seen.add(rid)
     return out
 
 

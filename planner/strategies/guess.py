@@ -77,10 +77,10 @@ def extrapolated(records: Sequence[RunRecord], model: str, reward: str, budget: 
     """What makes a prediction for the setting at ``budget`` a guess (None: nothing; two
     causes joined by "and").
 
-    * A budget more than :data:`BUDGET_REACH` times every fitted run's: the level there is
-      the prior's, which outcome standardisation scales to the runs' spread (one-setting
-      races' anchors at 10x their pilots' budget: median |z| 10.9,
-      benchmarks/prediction_coverage.py --settings, docs/schema.md).
+    * A budget more than :data:`BUDGET_REACH` times every fitted run's, or less than every
+      one's over it: the level there is the prior's, which outcome standardisation scales
+      to the runs' spread (one-setting races' anchors at 10x their pilots' budget: median
+      |z| 10.9, benchmarks/prediction_coverage.py --settings, docs/schema.md).
     * A setting without runs of its own (:func:`unanchored`) whose reward system has no
       fitted run, or whose policy's size lies outside the fitted policies' sizes, or that
       borrows its reward's level from other sizes (no fitted runs of its reward at sizes on
@@ -95,6 +95,10 @@ def extrapolated(records: Sequence[RunRecord], model: str, reward: str, budget: 
     causes = [unanchored(records, model, reward)]
     if budget > BUDGET_REACH * max(r.budget for r in records):
         causes.append("no fitted run reached its budget")
+    elif budget * BUDGET_REACH < min(r.budget for r in records):
+        # The mirror: 100x below 16 pilots at 1e16 the predictions were unmarked, and the runs
+        # came in 1.2-2.6 sd below them (a helper's review, 12-05).
+        causes.append("no fitted run came down to its budget")
     return " and ".join(c for c in causes if c) or None
 
 

@@ -84,6 +84,18 @@ def test_copies_of_runs_do_not_shrink_the_inferred_noise() -> None:
     assert b.run_noise_variance("sparse") == pytest.approx(a.run_noise_variance("sparse"), rel=0.05)
 
 
+def test_one_plan_and_seed_under_two_run_ids_is_one_run() -> None:
+    # A run recorded again under another target's (or request's) id, with the same numbers:
+    # read as two replicates that agreed, it made the reward system's noise "identical
+    # replicates" with no replicate ever run.
+    once = [dict(r, run_id=f"a{i}-s{r['seed']}") for i, r in enumerate(rows(n_rho=4, noise=0.02))]
+    again = [dict(r, run_id="b" + r["run_id"]) for r in once]
+    assert len(extract(once + again, "native")) == len(once)
+    assert len(extract(once + [dict(r, seed=1, run_id="c" + r["run_id"]) for r in once], "native")) == 2 * len(once)
+    sur = FrontierSurrogate(rewards=REWARDS).fit(once + again)
+    assert sur.noise_source("sparse") != "identical replicates"
+
+
 def test_a_group_of_identical_replicates_is_one_row_beside_groups_that_differ() -> None:
     # Too few replicate degrees of freedom (2): the noise is inferred, each run a row, but
     # copies of one value are one row, also where another group of the same reward system
