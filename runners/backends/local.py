@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -61,8 +62,14 @@ def _sigint_held() -> Iterator[bool]:
     A spawned worker leaves the terminal's process group only once it runs
     :func:`_worker_main`, after a second or more of imports (more with torch); a Ctrl-C in that
     time hit it too, and it died printing a KeyboardInterrupt traceback. Blocked, not ignored:
-    this process's own Ctrl-C stays pending and is raised once the mask is restored (an
-    ignored one would be lost, and ignoring would need the main thread)."""
+    the worker drops a pending one once it leads its group (:func:`_release_sigint`).
+
+    The mask is per thread, and the kernel hands a process-wide Ctrl-C to any thread that
+    does not block it (polars' and Python's own threads here), whose handler then raised
+    KeyboardInterrupt in the main thread mid-``proc.start()``: the worker, its start-up data
+    unsent, printed an EOFError traceback. In the main thread the handler is therefore also
+    swapped for one that only notes the signal, and the interrupt is raised once the block
+    is left (elsewhere only the mask applies: handlers are the main thread's to set)."""
     if not (hasattr(signal, "pthread_sigmask") and hasattr(os, "setpgrp")):
         yield False
         return
@@ -71,13 +78,22 @@ def _sigint_held() -> Iterator[bool]:
     from multiprocessing import resource_tracker
 
     resource_tracker.ensure_running()
+    noted: list[Any] = []
+    swap = threading.current_thread() is threading.main_thread()
+    old_handler = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(frame)) if swap else None
     old = signal.pthread_sigmask(signal.SIG_BLOCK, ())
     try:
-        # Inside: this raises a Ctrl-C that came just before once the mask is changed.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         yield signal.SIGINT not in old
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        if swap:
+            signal.signal(signal.SIGINT, old_handler)
+    if noted:  # the driver's own Ctrl-C, not lost: handled now, as it would have been
+        if callable(old_handler):
+            old_handler(signal.SIGINT, noted[-1])
+        elif old_handler == signal.SIG_DFL:
+            raise KeyboardInterrupt
 
 
 def _release_sigint() -> None:
