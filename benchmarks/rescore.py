@@ -1,4 +1,4 @@
-"""Score one bench file's final calls under both regret rules, side by side.
+"""Score one bench file's final calls under each regret rule, side by side.
 
 The same races, the same recommended rho per setting (``rho_hat``, stored since the rule
 changed), scored two ways by :meth:`bench_scoring.Truth.score`:

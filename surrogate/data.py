@@ -155,9 +155,11 @@ def _reuse(rec: Any) -> int:
 def extract(records: Iterable[Any], target: str) -> list[Observation]:
     """Successful runs that measured ``target``; everything else is skipped. A run seen
     twice counts once: two copies of one run are not two replicates, and would make the
-    replicate noise estimate collapse to zero. One run is one id, and also one plan and
-    seed under two ids (:func:`replicate_key` and the seed; stores before 12-05 hold such
-    twins, run again under another target's or request's id with the same numbers)."""
+    replicate noise estimate collapse to zero. One run is one id, and also one plan
+    without its request (``rho_target``) and one seed under two ids (stores before 12-05
+    hold such twins, run again under another target's or request's id with the same
+    numbers). Rows without a plan or a seed are keyed by run id only; two plans whose rho
+    agrees to 4 digits (qwen2.5-7b sparse at 1e16, mu 2 and 3) are two runs."""
     out = []
     seen: set[Any] = set()
     for rec in records:
@@ -167,13 +169,14 @@ def extract(records: Iterable[Any], target: str) -> list[Observation]:
         obs = _observation(rec, target)
         if obs is None:
             continue
-        twin = (*replicate_key(obs), obs.seed)
-        if twin in seen:
-            continue
+        plan, seed = _get(rec, "plan"), _get(rec, "seed")
+        twin = None
+        if hasattr(plan, "model_dump_json") and seed is not None:
+            twin = (plan.model_dump_json(exclude={"rho_target"}), seed)
+            if twin in seen:
+                continue
         out.append(obs)
-        seen.add(twin)
-        if rid is not None:
-            seen.add(rid)
+        seen.update(k for k in (twin, rid) if k is not None)
     return out
 
 

@@ -223,8 +223,8 @@ def race(
             warn_corrupt(store.root, store.scan(status=None).corrupt, said)
     except KeyboardInterrupt as exc:
         # Every finished run is already in the store; say so, and how to go on.
-        when = "after the race's last run: its runs are" if raced else "the finished runs are"
-        typer.echo(f"interrupted {when} kept in {data}; rerun the same command to resume "
+        when = " after the race's last run: its runs are" if raced else ": the finished runs are"
+        typer.echo(f"interrupted{when} kept in {data}; rerun the same command to resume "
                    "(regimes.json is written when a race ends)", err=True)
         raise typer.Exit(interrupted_code(exc)) from None
     finally:

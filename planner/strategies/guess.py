@@ -21,9 +21,9 @@ from planner.schema import Prediction, RunRecord
 
 __all__ = ["BUDGET_REACH", "extrapolated", "guess", "noise_guessed", "predict", "unanchored"]
 
-# A prediction at a budget more than this many times every fitted run's is marked a guess
-# (extrapolated): a factor of 2 still sits between a ladder's rungs (pilot, ~3.2x, target),
-# so the first run of each rung up is marked.
+# A prediction at a budget more than this many times every fitted run's, or less than every
+# one's over it, is marked a guess (extrapolated): a factor of 2 still sits between a
+# ladder's rungs (pilot, ~3.2x, target), so the first run of each rung up (or down) is marked.
 BUDGET_REACH = 2.0
 
 

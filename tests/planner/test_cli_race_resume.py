@@ -129,3 +129,8 @@ def test_an_interrupt_after_the_last_run_says_so_and_a_rerun_writes_the_summary(
     race(data, "--rewards", "sparse", "--max-runs", "4")
     assert sorted(r.run_id for r in PilotStore(data).records(status=None)) == ids  # nothing run again
     assert entry(data, "sparse")["runs"] == 4
+    with monkeypatch.context() as m:  # mid-race: the message every command gives
+        m.setattr(planner.loop, "run_race", cut)
+        res = runner.invoke(app, [*RACE, "--rewards", "sparse", "--max-runs", "8", "--data", str(data)],
+                            env={"COLUMNS": "300"})
+    assert res.exit_code == 130 and res.output.startswith(f"interrupted: the finished runs are kept in {data}")

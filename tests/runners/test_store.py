@@ -546,11 +546,13 @@ def test_reading_records_starts_no_arrow_pool_threads(tmp_path: Path) -> None:
 import os, sys
 import pyarrow, pyarrow.parquet, polars
 from runners.store import PilotStore
+with open("/proc/self/comm") as fh:
+    me = fh.read().strip()  # python, python3, python3.11: what Arrow's threads inherit
 def named():
     out = set()
     for t in os.listdir("/proc/self/task"):
         with open(f"/proc/self/task/{{t}}/comm") as fh:
-            if fh.read().strip() == "python":
+            if fh.read().strip() == me:
                 out.add(t)
     return out
 before = named()

@@ -85,15 +85,35 @@ def test_copies_of_runs_do_not_shrink_the_inferred_noise() -> None:
 
 
 def test_one_plan_and_seed_under_two_run_ids_is_one_run() -> None:
-    # A run recorded again under another target's (or request's) id, with the same numbers:
-    # read as two replicates that agreed, it made the reward system's noise "identical
-    # replicates" with no replicate ever run.
-    once = [dict(r, run_id=f"a{i}-s{r['seed']}") for i, r in enumerate(rows(n_rho=4, noise=0.02))]
-    again = [dict(r, run_id="b" + r["run_id"]) for r in once]
-    assert len(extract(once + again, "native")) == len(once)
-    assert len(extract(once + [dict(r, seed=1, run_id="c" + r["run_id"]) for r in once], "native")) == 2 * len(once)
-    sur = FrontierSurrogate(rewards=REWARDS).fit(once + again)
-    assert sur.noise_source("sparse") != "identical replicates"
+    """A run recorded again under another id (another target's, or a request compiling to
+    its levers), with the same numbers, was read as two replicates that agreed: the noise
+    became "identical replicates" with no replicate ever run. Two plans whose rho agrees to
+    4 digits (qwen2.5-7b sparse at 1e16, mu 2 and 3) stay two runs."""
+    import numpy as np
+
+    from planner.compiler import compile_plan
+    from planner.errors import RaceError
+    from planner.proposals import make_proposal
+    from planner.strategies.base import plan_key
+    from runners.engines.sim import SimEngine
+
+    plans: dict = {}
+    for x in np.round(np.linspace(0.79, 0.815, 126), 6):
+        try:
+            p = compile_plan("qwen2.5-7b", "sparse", float(x), 1e16)
+        except RaceError:
+            continue
+        if round(p.rho, 4) == 0.8030:
+            plans.setdefault(plan_key(p), []).append(p)
+    (a, twin_plan, *_), (b, *_) = list(plans.values())[:2]  # two requests of one plan; another plan
+    assert a.rho_target != twin_plan.rho_target and a.num_iterations != b.num_iterations
+    eng = SimEngine()
+    ra, rb = eng.run(make_proposal(a), 0), eng.run(make_proposal(b), 0)
+    twin = eng.run(make_proposal(twin_plan), 0)
+    assert twin.run_id != ra.run_id and twin.metrics.native == ra.metrics.native
+    assert len(extract([ra, rb], "native")) == 2  # distinct plans, one rounded rho
+    assert len(extract([ra, twin, rb], "native")) == 2  # the twin is ra's run
+    assert len(extract([ra, eng.run(make_proposal(a), 1), rb], "native")) == 3  # a seed replicate is one
 
 
 def test_a_group_of_identical_replicates_is_one_row_beside_groups_that_differ() -> None:
