@@ -189,7 +189,9 @@ class OptunaStrategy:
             best = study.best_trial
             run = self._answers[s].get(best.number)
             rho = float(run.card.rho) if run is not None else float(best.params["rho"])
-            label = LABELS[int(regime_labels(allocation_shares(s.model, s.reward, [rho], self.problem.opts))[0])]
+            # A metered rho is its plan's; a request is labelled by the plan it compiles to.
+            at = None if run is not None else self.problem.budget
+            label = LABELS[int(regime_labels(allocation_shares(s.model, s.reward, [rho], self.problem.opts, at))[0])]
             out[s] = RegimeCall(
                 rho_star=rho, rho_star_ci=(rho, rho), regime=label,
                 probabilities={lab: float(lab == label) for lab in LABELS},
