@@ -32,6 +32,7 @@ __all__ = [
     "classify",
     "expected_loss",
     "format_probability",
+    "format_stake",
     "regime_entropy",
     "regime_labels",
     "regime_probabilities",
@@ -142,6 +143,18 @@ def format_probability(p: float, decimals: int = 2, *, percent: bool = False) ->
     # The epsilon keeps a value that is exactly on a step (0.29 * 100 = 28.999...) on it.
     down = math.floor(p * scale + 1e-9) / (10**decimals)
     return f"{down:.{decimals}f}"
+
+
+def format_stake(call: RegimeCall) -> str:
+    """A call's stake as the report prints it: ``0.0092 (1.1 sd)``, ``sd*`` where that noise
+    is the fit's guess (no seed replicates); without a noise scale the bare value, without
+    a stake ``-``."""
+    if not math.isfinite(call.stake):
+        return "-"
+    if not math.isfinite(call.stake_sd):
+        return f"{call.stake:.4f}"
+    mark = "*" if call.noise_guessed else ""
+    return f"{call.stake:.4f} ({call.stake_sd:.1f} sd{mark})"
 
 
 def regime_labels(shares: ArrayLike) -> NDArray[np.int64]:

@@ -6,13 +6,12 @@ report that says so in its first lines, not a stack trace and not an empty page.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from planner.frontier import AT_BUDGET_RATIO
-from planner.regime import GUESSED_NOISE, RegimeCall, format_probability
+from planner.regime import GUESSED_NOISE, format_probability, format_stake
 from planner.report.cards import CARD_COLUMNS, card_rows
 from planner.report.data import ReportData, SettingAt, disagreements, runs_at
 from planner.report.race_summary import stated_noise
@@ -73,17 +72,6 @@ def status_line(data: ReportData) -> str:
 
 def _n_runs(records: Sequence[Any]) -> int:
     return len({r.run_id for r in records})
-
-
-def _fmt_stake(call: RegimeCall) -> str:
-    """``0.0092 (1.1 sd)``, ``sd*`` where that noise is the fit's guess (no seed replicates);
-    without a noise scale the bare value, without a stake ``-``."""
-    if not math.isfinite(call.stake):
-        return "-"
-    if not math.isfinite(call.stake_sd):
-        return f"{call.stake:.4f}"
-    mark = "*" if call.noise_guessed else ""
-    return f"{call.stake:.4f} ({call.stake_sd:.1f} sd{mark})"
 
 
 def _decided(entry: dict[str, Any]) -> str:
@@ -250,7 +238,7 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
             rows.append([s.model, s.reward, f"{s.budget:.4g}", f"{n}" + (f" (+{near} near)" if near else ""),
                          f"{c.rho_star:.2f}{held}",
                          _fmt_ci(c.rho_star_ci), c.regime, format_probability(c.confidence),
-                         _fmt_stake(c), f"{f.predicted_at_rho_star:.3f}"])
+                         format_stake(c), f"{f.predicted_at_rho_star:.3f}"])
         marks = []
         if any(r[3].endswith("near)") for r in rows):
             marks.append(f"runs (+k near): k more runs at budgets within {AT_BUDGET_RATIO:g}x, which count as "

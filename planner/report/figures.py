@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from planner.frontier import AT_BUDGET_RATIO
-from planner.regime import LABELS, RegimeCall, format_probability, regime_labels
+from planner.regime import LABELS, RegimeCall, format_probability, format_stake, regime_labels
 from planner.report.data import (
     Frontier,
     ReportData,
@@ -217,20 +217,12 @@ def _call_text(call: RegimeCall) -> str:
              if v > 0 or k == call.regime]
     lines = [f"regime: {call.regime}", *probs]
     if np.isfinite(call.stake):
-        lines.append(f"stake: {_stake(call)}")
+        lines.append(f"stake: {format_stake(call)}")
     return "\n".join(lines)
 
 
-def _stake(call: RegimeCall) -> str:
-    """As the report's tables print it: ``0.0092 (1.1 sd)``, ``sd*`` where that noise is
-    the fit's guess."""
-    if not np.isfinite(call.stake_sd):
-        return f"{call.stake:.4f}"
-    return f"{call.stake:.4f} ({call.stake_sd:.1f} sd{'*' if call.noise_guessed else ''})"
-
-
 def _stake_note(call: RegimeCall) -> str:
-    return f", stake {_stake(call)}" if np.isfinite(call.stake) else ""
+    return f", stake {format_stake(call)}" if np.isfinite(call.stake) else ""
 
 
 def _runs_note(runs: list[Any], near: list[Any]) -> str:

@@ -470,7 +470,7 @@ class RaceStrategy:
         p = self.problem
         sur = self.surrogate()
         out: list[Proposal] = []
-        seen: set[Any] = set()
+        seen = self._tried_keys()  # and the points proposed above
         # Each setting's design is fixed by its place among all settings, not among those
         # still short of pilots: else a failed pilot, a trimmed batch or a resume moved the
         # whole design of a half-done setting (new ids: more pilots, the failed point never
@@ -504,7 +504,7 @@ class RaceStrategy:
             # By plan, not id: a run recorded under another id (another --target, another
             # request compiling to the same levers) was proposed, and run, again.
             key = plan_key(prop.plan)
-            if key not in seen and key not in self._tried_keys():
+            if key not in seen:
                 seen.add(key)
                 out.append(prop)
         return out
@@ -540,7 +540,7 @@ def _first(proposals: list[Proposal], n: int | None,
     run, counted in both (see :func:`_spread`)."""
     if n is None or len(proposals) <= n:
         return proposals
-    chosen = {id(x) for x in _spread(proposals, done or {})[:n]}
+    chosen = {id(x) for x in _spread(proposals, done)[:n]}
     return [x for x in proposals if id(x) in chosen]
 
 
@@ -557,7 +557,7 @@ def _spread(proposals: list[Proposal],
         by.setdefault((x.model, x.reward), []).append(x)
     ranked = []
     for order, (key, xs) in enumerate(by.items()):
-        ran = list((done or {}).get(key, ()))
+        ran = list(done.get(key, ())) if done else []
         ranked += [(len(ran) + i, order, x) for i, x in enumerate(_farthest_first(xs, ran))]
     return [x for _, _, x in sorted(ranked, key=lambda t: (t[0], t[1]))]
 
