@@ -215,8 +215,8 @@ def _read_one(path: Path) -> list[RunRecord]:
         # One file's reader from memory, not pyarrow's dataset scan (pl.read_parquet's and
         # pq.read_table's): the scan's pool threads were now and then still live at
         # interpreter exit, and C++ aborted the process after the command's own exit ("terminate
-        # called without an active exception", exit 134; apache/arrow#34314): 22 of 300 store
-        # scans before, 0 of 300 after, side by side, two at a time on 2 cores.
+        # called without an active exception", exit 134; apache/arrow#34314): 17 of 300 reads
+        # before, 0 of 300 after (benchmarks/store_exit.py, side by side, two at a time).
         import pyarrow as pa
         import pyarrow.parquet as pq
 

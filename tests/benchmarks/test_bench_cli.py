@@ -59,6 +59,8 @@ def test_stored_file_readers_refuse_a_file_that_is_not_results(
 
 
 @pytest.mark.parametrize("script, argv, said", [
+    ("store_exit", ["--pairs", "0"], "pairs: need at least 1 pair"),
+    ("store_exit", ["--readers", "polars"], "readers: unknown 'polars'"),
     ("sim_rate", ["--world", "nope"], "world: no world file 'nope'"),
     ("sim_rate", ["--repeats", "0"], "repeats: need at least 1"),
     ("race_trace", ["--model", "nope"], "model: unknown 'nope'"),

@@ -533,7 +533,7 @@ def test_a_page_header_polars_aborts_on_is_corrupt_not_a_dead_process(tmp_path: 
 def test_reading_records_starts_no_arrow_pool_threads(tmp_path: Path) -> None:
     """pyarrow's dataset scan (behind pl.read_parquet(use_pyarrow=True) and pq.read_table)
     starts pool threads that were now and then still live at interpreter exit, and C++
-    aborted the process after the command's own exit code (exit 134, 22 of 300 scans). The
+    aborted the process after the command's own exit code (exit 134; benchmarks/store_exit.py). The
     store reads each file on the calling thread. Arrow's pool threads carry the
     interpreter's name; a fresh child process, so no earlier test has started the pools."""
     import subprocess
