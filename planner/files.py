@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import glob
 import json
 import math
 import os
@@ -16,6 +17,9 @@ __all__ = [
     "atomic_write_text", "check_creatable", "default_file_mode", "dumps_json", "nearest_existing", "remove_idle",
     "resolved", "shown_path", "umask", "writes_through",
 ]
+
+# How long a temporary must sit untouched before a later write of its file deletes it.
+TEMPORARY_IDLE_S = 3600.0
 
 
 def umask() -> int:
@@ -135,7 +139,9 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
             fh.write(text)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    # Named after its file, so a killed writer's leftover can be told from anyone else's.
+    prefix = f".{path.name}.tmp-"
+    fd, tmp = tempfile.mkstemp(prefix=prefix, dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -144,6 +150,9 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    # A writer killed between mkstemp and the rename (SIGKILL, a lost node) left its
+    # temporary; only this file's, and only idle ones: a young one may be a live writer's.
+    remove_idle(path.parent, TEMPORARY_IDLE_S, glob.escape(prefix) + "*")
     return path
 
 

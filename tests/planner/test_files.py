@@ -36,6 +36,31 @@ def test_atomic_write_leaves_no_temporary_and_honours_the_umask(tmp_path: Path) 
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["f.json"]
 
 
+def test_atomic_write_sweeps_only_its_own_idle_temporaries(tmp_path: Path) -> None:
+    # What a writer killed between mkstemp and the rename leaves beside regimes.json.
+    from planner.files import TEMPORARY_IDLE_S
+
+    old_own, young_own = tmp_path / ".regimes.json.tmp-dead", tmp_path / ".regimes.json.tmp-live"
+    other, foreign = tmp_path / ".report.html.tmp-dead", tmp_path / ".tmp-someone-elses"
+    for p in (old_own, young_own, other, foreign):
+        p.write_text("half")
+    stale = os.stat(old_own).st_mtime - TEMPORARY_IDLE_S - 60
+    for p in (old_own, other, foreign):
+        os.utime(p, (stale, stale))
+    atomic_write_text(tmp_path / "regimes.json", "{}")
+    left = sorted(p.name for p in tmp_path.iterdir())
+    # Only this file's idle temporary goes: a young one may be a live writer's, and the
+    # others are another file's (swept when that file is written) or not the planner's.
+    assert left == sorted([young_own.name, other.name, foreign.name, "regimes.json"])
+    # A name with glob characters sweeps its own temporaries, not a pattern's matches.
+    odd, lookalike = tmp_path / ".r[1].json.tmp-dead", tmp_path / ".r1.json.tmp-dead"
+    for p in (odd, lookalike):
+        p.write_text("half")
+        os.utime(p, (stale, stale))
+    atomic_write_text(tmp_path / "r[1].json", "{}")
+    assert not odd.exists() and lookalike.exists()
+
+
 def test_shown_path_escapes_only_the_bytes_that_are_not_utf_8() -> None:
     # A latin-1 name decodes with a surrogate; the text shown must encode as UTF-8.
     odd = Path(os.fsdecode(b"/x/runs_\xff/caf\xc3\xa9 $5"))
