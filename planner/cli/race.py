@@ -5,6 +5,7 @@ botorch, optuna) happen inside the command."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -127,6 +128,7 @@ def race(
     else:  # the runs execute here (a trl race with --device cuda on a CPU pretrained for minutes first)
         check_engine_device(eng)
     raced = False
+    held = contextlib.ExitStack()
     try:
         store = open_store(data)
         # The race reads them again; here to say what it must skip, and to refuse another
@@ -141,6 +143,11 @@ def race(
 
         if moved := changed_since([r for r in scan.records if r.status == "ok"]):
             typer.echo(f"warning: {moved}", err=True)
+        # Held to the end (regimes.json included): a second race here would overshoot this
+        # one's caps. Taken after the checks above, so a refused race leaves no folder behind.
+        from runners.race_lock import race_lock
+
+        held.enter_context(race_lock(data, warn=lambda text: typer.echo(f"warning: {text}", err=True)))
         with terminate_as_interrupt():  # SIGTERM mid-pretraining: its temporary folder is removed
             prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
         display = RaceDisplay(problem, quiet, posterior=strat.stops_on_confidence, runs_cap=runs_cap,
@@ -230,6 +237,7 @@ def race(
     finally:
         if parallel is not None:
             parallel.close()
+        held.close()
 
 
 def _check_summary_path(path: Path) -> None:

@@ -762,3 +762,24 @@ def test_race_log_lines_carry_the_run_cap_and_the_time(tmp_path: Path) -> None:
     assert len(rounds) >= 3 and rounds[-1].startswith(f"race round {len(rounds)}: 8/8 runs, ")
     assert all("(the run cap in under a minute at the pace since round 1)" in ln for ln in rounds[1:-1])
     assert "pace" not in rounds[-1]
+
+
+def test_a_second_race_on_a_store_in_use_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    # Two races on one store each counted its runs only when they started: capped at 14
+    # each, together they left 15 runs, and the later summary replaced the other's.
+    from runners.race_lock import race_lock
+
+    data = tmp_path / "d"
+    args = ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b", "--rewards", "sparse",
+            "--data", str(data), "--quiet"]
+    assert runner.invoke(app, [*args, "--max-runs", "4"]).exit_code == 0
+    before = sorted(p.name for p in (data / "runs").iterdir()), (data / "regimes.json").read_bytes()
+    with race_lock(data):  # another race, mid-way
+        res = runner.invoke(app, [*args, "--max-runs", "8"])
+    assert res.exit_code == 2
+    [line] = res.stderr.strip().splitlines()
+    assert line.startswith("error: data: another planner race is running on ") and "--data" in line
+    assert (sorted(p.name for p in (data / "runs").iterdir()), (data / "regimes.json").read_bytes()) == before
+    res = runner.invoke(app, [*args, "--max-runs", "8"])  # the other race ended: this one goes on
+    assert res.exit_code == 0, res.output
+    assert len(list((data / "runs").iterdir())) == 8
