@@ -49,7 +49,7 @@ _OPTIONS = {
     "data_path": "local JSONL/parquet of the prompt set (default: the Hub)",
     "eval_data": "folder with gsm8k/test.jsonl and math500/test.jsonl for qwen2.5 pass1 (default: the Hub)",
     "eval_samples": "problems per target evaluation (default 256; 64 with quick)",
-    "micro_batches": "micro-batches per generation batch (TRL steps_per_generation; default 1)",
+    "micro_batches": "at least this many micro-batches per generation batch (TRL steps_per_generation; the fewest from it up that split the round evenly; default 1)",
     "use_vllm": "generate with vLLM in colocate mode (CUDA, only if vllm is importable)",
     "threads": "torch CPU threads (default: 1 for tiny models on CPU, else unchanged)",
 }
@@ -238,7 +238,7 @@ class TrlEngine:
         _check_data_layout(self.opts)
 
     def check_plans(self, plans: Any) -> None:
-        """Options a plan cannot take (``micro_batches`` that do not divide its round), for
+        """Options a plan cannot take (more ``micro_batches`` than its round splits into evenly), for
         a caller that knows every plan before any run: one line before the pretraining."""
         if "micro_batches" in self.opts:
             from runners.grpo.run import micro_batch_steps

@@ -62,14 +62,24 @@ def split_held(rows: list[dict[str, Any]], n_held: int) -> tuple[list[dict[str, 
 
 
 def micro_batch_steps(plan: RunPlan, micro_batches: int) -> int:
-    """``micro_batches`` if it divides both the generated and kept completions of a round
-    (TRL steps through them in equal micro-batches), else a one-line :class:`ConfigError`."""
+    """The micro-batches a round of ``plan`` is stepped through: the fewest, at least
+    ``micro_batches``, that split both its generated and kept completions evenly (TRL
+    steps through them in equal micro-batches); a one-line :class:`ConfigError` where even
+    the most that do (their greatest common divisor) are fewer.
+
+    "At least", not "exactly": the option is a memory bound (gradient accumulation: one
+    optimizer step per round either way), and a race's plans are compiled round by round,
+    so an exact count that did not divide one of them stopped the race mid-way (rows of
+    59 x 6 = 354 and 4 x 6 = 24 kept take 6 where 4 was asked)."""
     rows, kept = plan.prompts_per_round * plan.completions_per_prompt, plan.prompts_per_round * plan.completions_kept
-    steps = int(micro_batches)
-    if steps < 1 or rows % steps or kept % steps:
-        raise ConfigError(f"micro_batches: {steps} must divide both the generated ({rows}) and kept ({kept}) "
-                          "completions of a round")
-    return steps
+    asked, most = int(micro_batches), math.gcd(rows, kept)
+    if asked < 1:
+        raise ConfigError(f"micro_batches: must be a positive integer, got {asked}")
+    if asked > most:
+        raise ConfigError(f"micro_batches: {asked} is more than a round of this plan splits into evenly (its {rows} "
+                          f"generated and {kept} kept completions split into at most {most} equal micro-batches); "
+                          f"give at most {most}")
+    return next(d for d in range(asked, most + 1) if most % d == 0)
 
 
 def grpo_config(plan: RunPlan, *, device: str, seed: int, learning_rate: float, micro_batches: int = 1,

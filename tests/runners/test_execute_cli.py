@@ -36,13 +36,13 @@ class DivergingSim(SimEngine):
 
 class RefusingSim(SimEngine):
     """Finds bad input only once the run began, as the trl engine does for a checkpoint of
-    another shape or micro_batches that do not divide a round."""
+    another shape or more micro_batches than a round splits into evenly."""
 
     def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
         from planner.errors import ConfigError
 
         if seed == 1:
-            raise ConfigError("micro_batches: 3 must divide both the generated (19) and kept (8) completions")
+            raise ConfigError("micro_batches: 3 is more than a round of this plan splits into evenly; give at most 1")
         return super().run(proposal, seed, progress)
 
 
@@ -55,7 +55,7 @@ def test_bad_input_found_in_a_run_stops_with_exit_2_and_no_failed_record(proposa
                               "--seeds", "2", "--workers", workers, "--no-progress"])
     assert res.exit_code == 2, res.output
     assert res.stderr.strip().splitlines()[-1] == (
-        "error: micro_batches: 3 must divide both the generated (19) and kept (8) completions")
+        "error: micro_batches: 3 is more than a round of this plan splits into evenly; give at most 1")
     assert [r.status for r in PilotStore(data).records(status=None)] in ([], ["ok"])  # seed 0 may have finished
     assert not list((data / "failed").glob("*")) if (data / "failed").exists() else True
 

@@ -3,6 +3,7 @@ detection rely on."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -25,12 +26,32 @@ def test_config_follows_the_plan_and_lets_nan_losses_through(tmp_path: Path) -> 
     assert cfg.logging_nan_inf_filter is False and cfg.logging_steps == 1
 
 
-def test_micro_batches_must_divide_the_round(tmp_path: Path) -> None:
+def test_micro_batches_take_the_fewest_from_the_asked_count_up_that_split_the_round(tmp_path: Path) -> None:
+    # A race compiles its plans round by round: an exact count that did not divide one
+    # stopped the race mid-way. The option is a memory bound, so more micro-batches do.
+    from runners.grpo.run import micro_batch_steps
+
+    for rho, budget in ((0.85, 4e10), (0.5, 1e11), (0.3, 4e10), (0.7, 2e11)):
+        plan = compile_plan("tiny-s", "sparse", rho, budget)
+        rows = plan.prompts_per_round * plan.completions_per_prompt
+        kept = plan.prompts_per_round * plan.completions_kept
+        most = math.gcd(rows, kept)
+        for asked in range(1, most + 1):
+            steps = micro_batch_steps(plan, asked)
+            assert steps >= asked and rows % steps == 0 and kept % steps == 0
+            assert not any(rows % d == 0 and kept % d == 0 for d in range(asked, steps))  # the fewest
+        with pytest.raises(ConfigError, match=rf"^micro_batches: {most + 1} is more than .* give at most {most}$"):
+            micro_batch_steps(plan, most + 1)
     plan = compile_plan("tiny-s", "sparse", 0.85, 4e10)
     rows = plan.prompts_per_round * plan.completions_per_prompt
-    with pytest.raises(ConfigError, match=r"micro_batches: .* must divide"):
-        grpo_config(plan, device="cpu", seed=0, learning_rate=1e-3, micro_batches=rows + 1,
-                    output_dir=str(tmp_path))
+    kept = plan.prompts_per_round * plan.completions_kept
+    asked = next(k for k in range(2, math.gcd(rows, kept)) if rows % k or kept % k)
+    cfg = grpo_config(plan, device="cpu", seed=0, learning_rate=1e-3, micro_batches=asked, output_dir=str(tmp_path))
+    steps = micro_batch_steps(plan, asked)
+    assert steps > asked and cfg.steps_per_generation == cfg.gradient_accumulation_steps == steps
+    assert cfg.per_device_train_batch_size * steps == rows
+    with pytest.raises(ConfigError, match=r"micro_batches: must be a positive integer, got 0"):
+        micro_batch_steps(plan, 0)
 
 
 def test_vllm_runs_compute_old_logprobs_only_where_the_plan_costs_them(tmp_path: Path) -> None:
