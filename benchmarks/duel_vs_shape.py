@@ -12,7 +12,7 @@ grid beats the duel by more than ``--margin`` (10 reps: a binomial se of up to 0
 
 Then ours against the grid at its spend on those non-decidable settings, per world.
 
-    python benchmarks/duel_vs_shape.py [--results benchmarks/planner_bench_results.json]
+    python benchmarks/duel_vs_shape.py [--results benchmarks/results/planner_bench_portable_1205_reps0-9.json]
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     from rich.table import Table
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results", default=str(ROOT / "benchmarks" / "planner_bench_results.json"))
+    ap.add_argument("--results", default=str(ROOT / "benchmarks" / "results" / "planner_bench_portable_1205_reps0-9.json"))
     ap.add_argument("--margin", type=float, default=0.3, help="grid - duel above this counts as a win")
     a = ap.parse_args(argv)
     rows = compare(read_results(a.results), a.margin)
