@@ -123,7 +123,7 @@ def check_engine_settings(engine: Engine, settings: Iterable[tuple[str, str]]) -
 
 def check_engine_plans(engine: Engine, plans: Iterable[RunPlan]) -> None:
     """Call the engine's optional ``check_plans([plan, ...])``: bad input that depends on
-    the plans (the trl engine: more ``micro_batches`` than a round splits into evenly), for a caller
+    the plans (none of the shipped engines has any since 12-05), for a caller
     that knows them all before any run (``runners execute``), so the refusal comes before
     the engine's preparation (minutes of pretraining) and before the store is touched."""
     check = getattr(engine, "check_plans", None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import glob
+import hashlib
 import json
 import math
 import os
@@ -139,8 +140,7 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
             fh.write(text)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    # Named after its file, so a killed writer's leftover can be told from anyone else's.
-    prefix = f".{path.name}.tmp-"
+    prefix = _temporary_prefix(path.name)
     fd, tmp = tempfile.mkstemp(prefix=prefix, dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -154,6 +154,16 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     # temporary; only this file's, and only idle ones: a young one may be a live writer's.
     remove_idle(path.parent, TEMPORARY_IDLE_S, glob.escape(prefix) + "*")
     return path
+
+
+def _temporary_prefix(name: str) -> str:
+    """``.NAME.tmp-``: named after its file, so a killed writer's leftover can be told from
+    anyone else's. A name too long to take the prefix and mkstemp's 8 characters within a
+    folder entry's 255 bytes (which check_creatable passes) is replaced by its digest."""
+    prefix = f".{name}.tmp-"
+    if len(os.fsencode(prefix)) + 8 > 255:
+        prefix = f".{hashlib.sha256(os.fsencode(name)).hexdigest()[:16]}.tmp-"
+    return prefix
 
 
 def remove_idle(folder: Path, older_than_s: float, pattern: str = "*") -> int:

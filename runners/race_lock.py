@@ -9,8 +9,12 @@ lock.
 
 The lock is ``DIR/.race.lock`` under ``flock``: the kernel releases it when its holder's
 process ends however it ends (a SIGKILL, a lost node's NFS client), so there is no stale
-lock to judge or sweep. The file says who holds it (host, pid, start, command) for the
-refusal's message. NFS mounts without lock support raise on ``flock``: the race then runs
+lock to judge. The file says who holds it (host, pid, start, command) for the refusal's
+message, and exists only while a race holds it: the holder deletes it before letting go
+(so another user of a shared store never meets a file it may not open), and a taker that
+finds it locked a file no longer at the path (deleted meanwhile) tries again. A folder the
+lock created is removed again if nothing else was put in it (a refused race leaves no
+store behind). NFS mounts without lock support raise on ``flock``: the race then runs
 unlocked and says so, as it did before the lock.
 """
 
@@ -20,6 +24,7 @@ import errno
 import json
 import os
 import socket
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,38 +37,103 @@ from planner.files import default_file_mode, shown_path
 __all__ = ["LOCK_NAME", "race_lock"]
 
 LOCK_NAME = ".race.lock"
+# What flock raises where the filesystem keeps no locks (an NFS mount without lockd).
+_NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 
 
 @contextmanager
 def race_lock(data: Path, *, field: str = "data", warn: Callable[[str], None] | None = None) -> Iterator[None]:
     """Hold the store's race lock for the ``with`` body; refuse with a one-line
     :class:`ConfigError` naming ``field`` while another process holds it. Creates ``data``
-    (the race is about to write into it). ``warn`` is told when the filesystem has no locks."""
+    for the body (removed again at the end if it is still empty). ``warn`` is told when the
+    filesystem has no locks."""
     import fcntl
 
-    data.mkdir(parents=True, exist_ok=True)
-    fd = os.open(data / LOCK_NAME, os.O_RDWR | os.O_CREAT, default_file_mode())
+    made = _make_folders(data)
+    path = data / LOCK_NAME
+    fd, locked = -1, False
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(
-                f"{field}: another planner race is running on {shown_path(data)} ({_holder(fd)}); two races on one "
-                "store overshoot each other's caps: wait for it to end, or give this race its own --data"
-            ) from None
-        except OSError as exc:
-            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-                raise
-            if warn is not None:
-                warn(f"{shown_path(data)} takes no file locks ({exc.strerror}): another race started on this "
-                     "store now would not be refused, and the two would overshoot each other's caps")
-            yield
-            return
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(_me()).encode(), 0)
+        while True:
+            fd, writable = _open(path, field)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ConfigError(
+                    f"{field}: another planner race is running on {shown_path(data)} ({_holder(fd)}); two races on "
+                    "one store overshoot each other's caps: wait for it to end, or give this race its own --data"
+                ) from None
+            except OSError as exc:
+                if exc.errno not in _NO_LOCKS:
+                    raise
+                if warn is not None:
+                    warn(f"{shown_path(data)} takes no file locks ({exc.strerror}): another race started on this "
+                         "store now would not be refused, and the two would overshoot each other's caps")
+                break
+            if _at_path(fd, path):
+                locked = True
+                break
+            os.close(fd)  # its holder deleted it as it ended: a lock on it guards nothing now
+            fd = -1
+        if locked and writable:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(_me()).encode(), 0)
         yield
     finally:
-        os.close(fd)  # releases the lock
+        if fd >= 0:
+            if locked:
+                # Deleted while still held, so no taker can lock this file after us.
+                path.unlink(missing_ok=True)
+            os.close(fd)
+        for folder in made:  # deepest first; one that holds anything stays
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+
+
+def _make_folders(data: Path) -> list[Path]:
+    """Create ``data`` and its missing parents; the ones created, deepest first."""
+    missing, probe = [], data
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    data.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
+def _open(path: Path, field: str) -> tuple[int, bool]:
+    """The lock file's descriptor, created if absent, and whether it is open for writing:
+    read-only where another user's file refuses writes (flock takes either). Never through
+    a link: a link planted in a shared store would have had its target truncated."""
+    flags = os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        try:
+            fd, writable = os.open(path, os.O_RDWR | os.O_CREAT | flags, default_file_mode()), True
+        except PermissionError:
+            fd, writable = os.open(path, os.O_RDONLY | flags), False
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ConfigError(f"{field}: {shown_path(path)} is a symbolic link; remove it (the race lock is a "
+                              "plain file the race makes)") from None
+        if exc.errno == errno.EISDIR:
+            raise ConfigError(f"{field}: {shown_path(path)} is not a plain file; remove it (the race lock is a "
+                              "plain file the race makes)") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ConfigError(f"{field}: {shown_path(path)} is not a plain file; remove it (the race lock is a plain "
+                          "file the race makes)")
+    return fd, writable
+
+
+def _at_path(fd: int, path: Path) -> bool:
+    """Whether the file open as ``fd`` is still the one at ``path``."""
+    try:
+        there = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    here = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _me() -> dict[str, object]:
@@ -73,10 +143,24 @@ def _me() -> dict[str, object]:
 
 
 def _holder(fd: int) -> str:
-    """Who holds the lock, as its file says; the holder may be between its lock and its
-    write, so an empty or partial file says so instead."""
+    """Who holds the lock, as its file says. The holder may be between its lock and its
+    write, over a file a killed holder left: a dead pid on this host says so too."""
+    starting = "its holder is still starting"
     try:
         who = json.loads(os.pread(fd, 4096, 0))
-        return f"pid {who['pid']} on {who['host']}, started {who['started']}: {who['command']}"
+        pid, host = int(who["pid"]), str(who["host"])
+        if host == socket.gethostname() and not _alive(pid):
+            return starting
+        return f"pid {pid} on {host}, started {who['started']}: {who['command']}"
     except (OSError, ValueError, TypeError, KeyError):
-        return "its holder is still starting"
+        return starting
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True

@@ -351,7 +351,7 @@ def _run_held(task: Task, store: PilotStore, prog: ProgressFile, lease: RunLease
                                engine=engine, wall_s=time.monotonic() - t0, last_progress=last)
     except RaceError as exc:
         # Bad input the engine found only once the run began (a checkpoint of another
-        # shape, more micro_batches than a round splits into evenly): every retry would fail alike,
+        # shape, a data file): every retry would fail alike,
         # and it is the user's to fix, so no failed record; the driver stops with it.
         return Outcome(task.run_id, "refused", task.attempt, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     except Exception as exc:

@@ -122,13 +122,23 @@ def race(
         # In-process runs read no backend settings: a config given here would be dropped unread.
         raise ConfigError("backend-config: a race runs in this process unless --workers > 1 or --backend is "
                           "given; pass one of them, or drop --backend-config")
-    if workers > 1 or backend is not None:
-        parallel = open_batches(engine=engine, data=data, workers=workers, backend=backend or "local",
-                                engine_options=opts, backend_config=backend_config)
-    else:  # the runs execute here (a trl race with --device cuda on a CPU pretrained for minutes first)
-        check_engine_device(eng)
-    raced = False
+    # Held to the end (regimes.json included): a second race here would overshoot this one's
+    # caps. Taken before the backend starts (a Ray cluster, SLURM), so a refused race starts
+    # none; a folder it made is removed again if the race leaves it empty.
+    from runners.race_lock import race_lock
+
     held = contextlib.ExitStack()
+    try:
+        held.enter_context(race_lock(data, warn=lambda text: typer.echo(f"warning: {text}", err=True)))
+        if workers > 1 or backend is not None:
+            parallel = open_batches(engine=engine, data=data, workers=workers, backend=backend or "local",
+                                    engine_options=opts, backend_config=backend_config)
+        else:  # the runs execute here (a trl race with --device cuda on a CPU pretrained for minutes first)
+            check_engine_device(eng)
+    except BaseException:
+        held.close()
+        raise
+    raced = False
     try:
         store = open_store(data)
         # The race reads them again; here to say what it must skip, and to refuse another
@@ -143,11 +153,6 @@ def race(
 
         if moved := changed_since([r for r in scan.records if r.status == "ok"]):
             typer.echo(f"warning: {moved}", err=True)
-        # Held to the end (regimes.json included): a second race here would overshoot this
-        # one's caps. Taken after the checks above, so a refused race leaves no folder behind.
-        from runners.race_lock import race_lock
-
-        held.enter_context(race_lock(data, warn=lambda text: typer.echo(f"warning: {text}", err=True)))
         with terminate_as_interrupt():  # SIGTERM mid-pretraining: its temporary folder is removed
             prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
         display = RaceDisplay(problem, quiet, posterior=strat.stops_on_confidence, runs_cap=runs_cap,

@@ -49,7 +49,7 @@ _OPTIONS = {
     "data_path": "local JSONL/parquet of the prompt set (default: the Hub)",
     "eval_data": "folder with gsm8k/test.jsonl and math500/test.jsonl for qwen2.5 pass1 (default: the Hub)",
     "eval_samples": "problems per target evaluation (default 256; 64 with quick)",
-    "micro_batches": "at least this many micro-batches per generation batch (TRL steps_per_generation; the fewest from it up that split the round evenly; default 1)",
+    "micro_batches": "at least this many micro-batches per generation batch (TRL steps_per_generation): the fewest from it up that split the round evenly, else the most that do; default 1",
     "use_vllm": "generate with vLLM in colocate mode (CUDA, only if vllm is importable)",
     "threads": "torch CPU threads (default: 1 for tiny models on CPU, else unchanged)",
 }
@@ -237,15 +237,6 @@ class TrlEngine:
         _check_options_apply(self.opts, list(settings))
         _check_data_layout(self.opts)
 
-    def check_plans(self, plans: Any) -> None:
-        """Options a plan cannot take (more ``micro_batches`` than its round splits into evenly), for
-        a caller that knows every plan before any run: one line before the pretraining."""
-        if "micro_batches" in self.opts:
-            from runners.grpo.run import micro_batch_steps
-
-            for plan in plans:
-                micro_batch_steps(plan, int(self.opts["micro_batches"]))
-
     def check_device(self) -> None:
         """Refuse a device this process cannot reach, for a caller whose runs execute here
         (an in-process race): one line before the preparation's minutes of pretraining. Not
@@ -404,7 +395,7 @@ def _raise_failed(exc: BaseException, card: ComputeCard) -> NoReturn:
         raise exc
     from planner.errors import RaceError
 
-    if isinstance(exc, RaceError):  # bad input (a checkpoint's shape, micro_batches, a data file):
+    if isinstance(exc, RaceError):  # bad input (a checkpoint's shape, a data file):
         raise exc  # one line and a stop where the race runs in process, not a run retried in vain
     from planner.engine import failure_kind
 

@@ -62,24 +62,22 @@ def split_held(rows: list[dict[str, Any]], n_held: int) -> tuple[list[dict[str, 
 
 
 def micro_batch_steps(plan: RunPlan, micro_batches: int) -> int:
-    """The micro-batches a round of ``plan`` is stepped through: the fewest, at least
-    ``micro_batches``, that split both its generated and kept completions evenly (TRL
-    steps through them in equal micro-batches); a one-line :class:`ConfigError` where even
-    the most that do (their greatest common divisor) are fewer.
+    """The micro-batches a round of ``plan`` is stepped through (TRL steps through a round's
+    generated and kept completions in equal micro-batches): the fewest, at least
+    ``micro_batches``, that split both evenly; where none does, the most that do (their
+    greatest common divisor). The run records the count it used (provenance
+    ``micro_batches``).
 
-    "At least", not "exactly": the option is a memory bound (gradient accumulation: one
-    optimizer step per round either way), and a race's plans are compiled round by round,
-    so an exact count that did not divide one of them stopped the race mid-way (rows of
-    59 x 6 = 354 and 4 x 6 = 24 kept take 6 where 4 was asked)."""
+    A memory bound, not an exact count (gradient accumulation: one optimizer step per
+    round either way), because a race compiles its plans round by round: an exact count
+    that did not split one of them stopped the race mid-way (4 asked of a round of 59 x 6 =
+    354 generated and 4 x 6 = 24 kept takes 6; a 7b round of one prompt, 63 generated and
+    4 kept, splits into 1 only, whatever was asked)."""
+    if micro_batches < 1:
+        raise ConfigError(f"micro_batches: must be a positive integer, got {micro_batches}")
     rows, kept = plan.prompts_per_round * plan.completions_per_prompt, plan.prompts_per_round * plan.completions_kept
-    asked, most = int(micro_batches), math.gcd(rows, kept)
-    if asked < 1:
-        raise ConfigError(f"micro_batches: must be a positive integer, got {asked}")
-    if asked > most:
-        raise ConfigError(f"micro_batches: {asked} is more than a round of this plan splits into evenly (its {rows} "
-                          f"generated and {kept} kept completions split into at most {most} equal micro-batches); "
-                          f"give at most {most}")
-    return next(d for d in range(asked, most + 1) if most % d == 0)
+    most = math.gcd(rows, kept)
+    return next((d for d in range(int(micro_batches), most + 1) if most % d == 0), most)
 
 
 def grpo_config(plan: RunPlan, *, device: str, seed: int, learning_rate: float, micro_batches: int = 1,
@@ -238,8 +236,6 @@ def _execute(engine: Any, proposal: Proposal, seed: int, state: RunState,
 
     _quiet_transformers()
     plan, opts, device = proposal.plan, {**engine.defaults, **engine.opts}, engine.device
-    # Before the loads and the base evaluation: a refusal after them wasted both.
-    micro_batch_steps(plan, int(opts["micro_batches"]))
     arch = state.policy
     state.planned = plan.flops.model_dump()
     set_seed(seed)
@@ -328,6 +324,7 @@ def _execute(engine: Any, proposal: Proposal, seed: int, state: RunState,
                            if scorer_path is not None and state.scorer is not None else None),
         "adapter_delta_norm": delta,
         "optimizer_steps": int(trainer.state.global_step),
+        "micro_batches": int(config.steps_per_generation),  # the count used: micro_batch_steps
         "learning_rate": lr,
         "eval_samples": n_eval,
         "eval_seed": EVAL_SEED,

@@ -783,3 +783,30 @@ def test_a_second_race_on_a_store_in_use_is_refused_and_changes_nothing(tmp_path
     res = runner.invoke(app, [*args, "--max-runs", "8"])  # the other race ended: this one goes on
     assert res.exit_code == 0, res.output
     assert len(list((data / "runs").iterdir())) == 8
+    assert not (data / ".race.lock").exists()  # it exists only while a race holds it
+    # A race refused on a new folder (here: a cap that buys no run) leaves no folder.
+    res = runner.invoke(app, [*args[:-3], "--data", str(tmp_path / "new"), "--quiet", "--max-flops", "1"])
+    assert res.exit_code == 2 and "allows no run" in res.stderr and not (tmp_path / "new").exists()
+
+
+def test_the_race_lock_is_held_until_the_summary_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import planner.loop
+    from planner.errors import ConfigError
+    from runners.race_lock import race_lock
+
+    data, real_write = tmp_path / "d", planner.loop.write_regimes
+    tried: list[str] = []
+
+    def write_after_trying_the_lock(path: Path, doc: dict[str, Any]) -> Path:
+        try:
+            with race_lock(data):
+                tried.append("taken")
+        except ConfigError as exc:
+            tried.append(str(exc))
+        return real_write(path, doc)
+
+    monkeypatch.setattr(planner.loop, "write_regimes", write_after_trying_the_lock)
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse", "--data", str(data), "--quiet", "--max-runs", "4"])
+    assert res.exit_code == 0, res.output
+    assert len(tried) == 1 and tried[0].startswith("data: another planner race is running on "), tried

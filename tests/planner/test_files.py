@@ -61,6 +61,19 @@ def test_atomic_write_sweeps_only_its_own_idle_temporaries(tmp_path: Path) -> No
     assert not odd.exists() and lookalike.exists()
 
 
+def test_atomic_write_takes_any_name_a_folder_takes(tmp_path: Path) -> None:
+    # ".NAME.tmp-" and mkstemp's 8 characters overflowed 255 bytes for names of 242 or more,
+    # which check_creatable passes: the write failed after the work was done.
+    from planner.files import check_creatable
+
+    for n in (240, 242, 250, 255):
+        path = tmp_path / ("a" * (n - 5) + ".json")
+        check_creatable(path, "out")
+        atomic_write_text(path, "{}")
+        assert path.read_text() == "{}"
+    assert len(list(tmp_path.iterdir())) == 4  # no temporary left
+
+
 def test_shown_path_escapes_only_the_bytes_that_are_not_utf_8() -> None:
     # A latin-1 name decodes with a surrogate; the text shown must encode as UTF-8.
     odd = Path(os.fsdecode(b"/x/runs_\xff/caf\xc3\xa9 $5"))

@@ -36,7 +36,7 @@ class DivergingSim(SimEngine):
 
 class RefusingSim(SimEngine):
     """Finds bad input only once the run began, as the trl engine does for a checkpoint of
-    another shape or more micro_batches than a round splits into evenly."""
+    another shape."""
 
     def run(self, proposal: Proposal, seed: int, progress: ProgressFn | None = None) -> RunRecord:
         from planner.errors import ConfigError
@@ -58,6 +58,28 @@ def test_bad_input_found_in_a_run_stops_with_exit_2_and_no_failed_record(proposa
         "error: micro_batches: 3 is more than a round of this plan splits into evenly; give at most 1")
     assert [r.status for r in PilotStore(data).records(status=None)] in ([], ["ok"])  # seed 0 may have finished
     assert not list((data / "failed").glob("*")) if (data / "failed").exists() else True
+
+
+class PlanRefusingSim(SimEngine):
+    """An engine whose ``check_plans`` hook refuses a plan it cannot take (the optional
+    hook of planner.engine.Engine: a custom engine's memory or shape limits)."""
+
+    def check_plans(self, plans: list[object]) -> None:
+        from planner.errors import ConfigError
+
+        raise ConfigError(f"engine: cannot take {len(plans)} plan(s) of this shape; give smaller rounds")
+
+    def prepare(self, settings: object) -> None:
+        raise AssertionError("prepared before the plans were checked")
+
+
+def test_an_engines_plan_check_refuses_before_preparing_or_touching_the_store(proposals: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine",
+                              f"{__name__}:PlanRefusingSim", "--no-progress"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip() == "error: engine: cannot take 1 plan(s) of this shape; give smaller rounds"
+    assert not data.exists()
 
 
 def test_a_diverged_run_is_a_failed_nan_record(proposals: Path, tmp_path: Path) -> None:

@@ -40,8 +40,7 @@ def test_micro_batches_take_the_fewest_from_the_asked_count_up_that_split_the_ro
             steps = micro_batch_steps(plan, asked)
             assert steps >= asked and rows % steps == 0 and kept % steps == 0
             assert not any(rows % d == 0 and kept % d == 0 for d in range(asked, steps))  # the fewest
-        with pytest.raises(ConfigError, match=rf"^micro_batches: {most + 1} is more than .* give at most {most}$"):
-            micro_batch_steps(plan, most + 1)
+        assert micro_batch_steps(plan, most + 1) == most  # none from it up splits the round: the most that do
     plan = compile_plan("tiny-s", "sparse", 0.85, 4e10)
     rows = plan.prompts_per_round * plan.completions_per_prompt
     kept = plan.prompts_per_round * plan.completions_kept
@@ -52,6 +51,12 @@ def test_micro_batches_take_the_fewest_from_the_asked_count_up_that_split_the_ro
     assert cfg.per_device_train_batch_size * steps == rows
     with pytest.raises(ConfigError, match=r"micro_batches: must be a positive integer, got 0"):
         micro_batch_steps(plan, 0)
+    # A 7b round of one prompt, 63 generated and 4 kept: 1 is all that splits it. A refusal
+    # ("give at most 1") stopped a race that the option applies to as a whole.
+    plan = compile_plan("qwen2.5-7b", "sparse", 0.311, 1e15)
+    assert (plan.prompts_per_round, plan.completions_per_prompt, plan.completions_kept) == (1, 63, 4)
+    cfg = grpo_config(plan, device="cpu", seed=0, learning_rate=1e-3, micro_batches=4, output_dir=str(tmp_path))
+    assert cfg.steps_per_generation == 1 and cfg.per_device_train_batch_size == 63
 
 
 def test_vllm_runs_compute_old_logprobs_only_where_the_plan_costs_them(tmp_path: Path) -> None:

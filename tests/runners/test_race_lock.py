@@ -27,8 +27,13 @@ def test_a_second_holder_is_refused_in_one_line_naming_the_first(tmp_path: Path)
         text = str(err.value)
         assert text.startswith("data: another planner race is running on ") and "\n" not in text
         assert f"pid {os.getpid()} on " in text and "give this race its own --data" in text
-    with race_lock(data):  # released when the first holder's body ended
-        pass
+        assert json.loads((data / LOCK_NAME).read_text()) == who  # the refused taker left it alone
+    # Released when the first holder's body ended, and the file and the folders it made are
+    # gone: nothing else was put there (a refused race leaves no store behind).
+    assert not (tmp_path / "new").exists()
+    with race_lock(data):
+        (data / "runs").mkdir()
+    assert sorted(p.name for p in data.iterdir()) == ["runs"]  # a store stays; the lock does not
 
 
 def test_the_lock_is_released_when_its_holder_is_killed(tmp_path: Path) -> None:
@@ -66,3 +71,77 @@ def test_a_filesystem_without_locks_races_unlocked_and_says_so(tmp_path: Path, m
     monkeypatch.setattr(fcntl, "flock", lambda fd, op: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
     with pytest.raises(OSError, match="I/O error"), race_lock(tmp_path):  # not a missing feature: raised
         pass
+
+
+def test_a_link_or_a_folder_in_the_locks_place_is_refused_and_left_alone(tmp_path: Path) -> None:
+    # Planted in a shared store, a link had its target truncated and overwritten.
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / LOCK_NAME).symlink_to(victim)
+    with pytest.raises(ConfigError, match=r"^data: .*\.race\.lock is a symbolic link; remove it"), race_lock(data):
+        pass
+    assert victim.read_text() == "precious" and (data / LOCK_NAME).is_symlink()
+    (data / LOCK_NAME).unlink()
+    (data / LOCK_NAME).mkdir()
+    with pytest.raises(ConfigError, match=r"is not a plain file; remove it"), race_lock(data):
+        pass
+
+
+def test_another_users_lock_file_is_taken_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A file another user left (0644) refused O_RDWR: every later race failed with EACCES.
+    import runners.race_lock as rl
+
+    real_open = os.open
+
+    def no_writes_to_the_lock(path: object, flags: int, *args: object) -> int:
+        if str(path).endswith(LOCK_NAME) and flags & os.O_RDWR:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, *args)  # type: ignore[arg-type]
+
+    (tmp_path / LOCK_NAME).write_text("")
+    monkeypatch.setattr(rl.os, "open", no_writes_to_the_lock)
+    with race_lock(tmp_path):
+        with pytest.raises(ConfigError, match="another planner race is running"), race_lock(tmp_path):
+            pass
+
+
+def test_a_lock_on_a_file_deleted_meanwhile_is_not_a_lock(tmp_path: Path) -> None:
+    # A holder deletes the file as it ends; a taker that opened it before must not count a
+    # lock on the deleted file (a third race would lock the new one beside it).
+    from runners.race_lock import _at_path
+
+    path = tmp_path / LOCK_NAME
+    path.write_text("")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert _at_path(fd, path)
+        path.unlink()
+        assert not _at_path(fd, path)
+        path.write_text("")  # a new file at the path
+        assert not _at_path(fd, path)
+    finally:
+        os.close(fd)
+
+
+def test_a_killed_holders_details_are_not_named_as_the_holder(tmp_path: Path) -> None:
+    from runners.race_lock import _holder
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    path = tmp_path / LOCK_NAME
+    import socket
+
+    path.write_text(json.dumps({"host": socket.gethostname(), "pid": dead.pid, "started": "then", "command": "x"}))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert _holder(fd) == "its holder is still starting"
+    finally:
+        os.close(fd)
+    path.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "started": "now", "command": "y"}))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert _holder(fd) == f"pid {os.getpid()} on {socket.gethostname()}, started now: y"
+    finally:
+        os.close(fd)

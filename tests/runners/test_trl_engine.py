@@ -3,7 +3,6 @@ quick-pretrained tiny world, for a low and a high rho; plus the failure path."""
 
 from __future__ import annotations
 
-import math
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -131,8 +130,9 @@ def test_a_micro_batch_count_that_does_not_split_the_round_runs_with_the_next_th
     assert micro_batch_steps(prop.plan, 3) == 4
     recs = {m: TrlEngine(quick=True, cache_dir=tiny_world_cache, eval_samples=4, micro_batches=m).run(prop, 0)
             for m in (1, 3)}
-    for rec in recs.values():
+    for m, rec in recs.items():
         assert rec.status == "ok", rec.error
+        assert rec.provenance["micro_batches"] == {1: 1, 3: 4}[m]  # the count used, recorded
         assert abs(rec.card.flops.total - 5e9) <= 0.02 * 5e9 and rec.provenance["adapter_delta_norm"] > 0
     # Micro-batching moves no FLOP: the same rounds of the same plan ran.
     one, three = recs[1].card.flops, recs[3].card.flops
@@ -377,21 +377,6 @@ def test_training_on_an_evaluation_set_is_refused(tmp_path: Path) -> None:
     TrlEngine(dataset="gsm8k", data_path=str(tmp_path / "train.jsonl"))
 
 
-def test_a_micro_batch_count_no_round_split_takes_stops_before_any_work() -> None:
-    """It failed after the policy load and the base evaluation, as a run retried in vain."""
-    import time
-
-    from planner.errors import ConfigError
-    from runners.engines.trl import TrlEngine
-
-    prop = _proposal()
-    rows = prop.plan.prompts_per_round * prop.plan.completions_per_prompt
-    t0 = time.perf_counter()
-    with pytest.raises(ConfigError, match=f"micro_batches: {rows + 1} is more than a round of this plan splits"):
-        TrlEngine(micro_batches=rows + 1).run(prop, 0)
-    assert time.perf_counter() - t0 < 5
-
-
 def test_runs_record_the_weights_the_engine_says_they_start_from(
     records: list[RunRecord], tiny_world_cache: Path, tmp_path: Path,
 ) -> None:
@@ -613,29 +598,4 @@ def test_an_in_process_trl_race_refuses_cuda_before_pretraining(tmp_path: Path, 
                                            "--data", str(tmp_path / "d"), "-o", f"cache_dir={tmp_path / 'cache'}"])
     assert res.exit_code == 2, res.output
     assert res.stderr.startswith("error: device: cuda was asked for"), res.stderr
-    assert not (tmp_path / "d").exists() and not (tmp_path / "cache").exists()
-
-
-def test_more_micro_batches_than_a_round_splits_into_are_refused_before_pretraining(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """execute knows every plan before any run: the refusal came after minutes of
-    pretraining, and left an empty store (.leases, .progress) behind."""
-    import runners.tinyworld.pretrain as pretrain
-
-    def no(*args: object, **kwargs: object) -> None:
-        raise AssertionError("pretraining began before the plans were checked")
-
-    monkeypatch.setattr(pretrain, "ensure_policy", no)
-    monkeypatch.setattr(pretrain, "ensure_prm", no)
-    plan = compile_plan("tiny-s", "sparse", 0.5, 1e11)
-    rows = plan.prompts_per_round * plan.completions_per_prompt
-    kept = plan.prompts_per_round * plan.completions_kept
-    bad = math.gcd(rows, kept) + 1  # fewer than that split the round: they take the next count up that does
-    props = tmp_path / "p.json"
-    write_proposals(props, [make_proposal(plan)])
-    res = CliRunner().invoke(app, ["execute", str(props), "--engine", "trl", "--data", str(tmp_path / "d"),
-                                   "-o", f"micro_batches={bad}", "-o", f"cache_dir={tmp_path / 'cache'}", "--no-progress"])
-    assert res.exit_code == 2, res.output
-    assert res.stderr.startswith(f"error: micro_batches: {bad} is more than a round"), res.stderr
     assert not (tmp_path / "d").exists() and not (tmp_path / "cache").exists()
