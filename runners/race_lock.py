@@ -20,6 +20,7 @@ unlocked and says so, as it did before the lock.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -39,6 +40,9 @@ __all__ = ["LOCK_NAME", "race_lock"]
 LOCK_NAME = ".race.lock"
 # What flock raises where the filesystem keeps no locks (an NFS mount without lockd).
 _NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+# Takers that found the file deleted under them try again; only a file replaced on every
+# try (something else writing it) ends the loop.
+_TRIES = 20
 
 
 @contextmanager
@@ -51,44 +55,71 @@ def race_lock(data: Path, *, field: str = "data", warn: Callable[[str], None] | 
 
     made = _make_folders(data)
     path = data / LOCK_NAME
-    fd, locked = -1, False
+    fd, locked, created = -1, False, False
     try:
-        while True:
+        for _ in range(_TRIES):
+            created = not os.path.lexists(path)
             fd, writable = _open(path, field)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise ConfigError(
-                    f"{field}: another planner race is running on {shown_path(data)} ({_holder(fd)}); two races on "
-                    "one store overshoot each other's caps: wait for it to end, or give this race its own --data"
+                    f"{field}: another planner race is running on {shown_path(data)} ({_holder(fd, writable)}); two "
+                    "races on one store overshoot each other's caps: wait for it to end, or give this race its own "
+                    "--data"
                 ) from None
             except OSError as exc:
+                if exc.errno == errno.EBADF and not writable:
+                    # NFS locks only files open for writing, and this one is another user's.
+                    raise ConfigError(
+                        f"{field}: {shown_path(path)} is another user's race lock, which this filesystem cannot "
+                        "lock read-only; if no race is running on this store, delete it and rerun"
+                    ) from None
                 if exc.errno not in _NO_LOCKS:
                     raise
                 if warn is not None:
                     warn(f"{shown_path(data)} takes no file locks ({exc.strerror}): another race started on this "
                          "store now would not be refused, and the two would overshoot each other's caps")
                 break
-            if _at_path(fd, path):
+            if not _at_path(fd, path):
+                os.close(fd)  # its holder deleted it as it ended: a lock on it guards nothing now
+                fd = -1
+                continue
+            if writable:
                 locked = True
                 break
-            os.close(fd)  # its holder deleted it as it ended: a lock on it guards nothing now
+            # Held, but another user's file (a killed holder left it): ours would name this
+            # race to the next taker. Deleted while held (as a holder ends), then made anew.
+            try:
+                path.unlink()
+            except OSError:  # a sticky folder: only its owner may delete it; hold it read-only
+                locked = True
+                break
+            os.close(fd)
             fd = -1
+        else:
+            raise ConfigError(f"{field}: {shown_path(path)} kept being replaced while this race tried to lock it; "
+                              "rerun, and check that nothing else writes that file")
         if locked and writable:
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(_me()).encode(), 0)
         yield
     finally:
-        if fd >= 0:
-            if locked:
-                # Deleted while still held, so no taker can lock this file after us.
-                path.unlink(missing_ok=True)
-            os.close(fd)
-        for folder in made:  # deepest first; one that holds anything stays
-            try:
-                folder.rmdir()
-            except OSError:
-                break
+        try:
+            if fd >= 0 and (locked or created):
+                # Deleted while still held, so no taker can lock this file after us (without
+                # locks: only the file this race made).
+                with contextlib.suppress(OSError):
+                    if locked or _at_path(fd, path):
+                        path.unlink()
+        finally:
+            if fd >= 0:
+                os.close(fd)
+            for folder in made:  # deepest first; one that holds anything stays
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
 
 
 def _make_folders(data: Path) -> list[Path]:
@@ -142,18 +173,21 @@ def _me() -> dict[str, object]:
             "command": " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])[:300]}
 
 
-def _holder(fd: int) -> str:
-    """Who holds the lock, as its file says. The holder may be between its lock and its
-    write, over a file a killed holder left: a dead pid on this host says so too."""
+def _holder(fd: int, writable: bool = True) -> str:
+    """Who holds the lock, as its file says, on one line. The holder may be between its
+    lock and its write, over a file a killed holder left: a dead pid on this host says so
+    too. Details in a file this taker could only read may be a killed holder's."""
     starting = "its holder is still starting"
     try:
         who = json.loads(os.pread(fd, 4096, 0))
         pid, host = int(who["pid"]), str(who["host"])
         if host == socket.gethostname() and not _alive(pid):
             return starting
-        return f"pid {pid} on {host}, started {who['started']}: {who['command']}"
+        said = f"pid {pid} on {host}, started {who['started']}: {who['command']}"
     except (OSError, ValueError, TypeError, KeyError):
         return starting
+    said = "".join(c if c.isprintable() else "?" for c in said)  # argv may hold a newline
+    return said if writable else f"another user's race; its file says {said}"
 
 
 def _alive(pid: int) -> bool:

@@ -89,22 +89,48 @@ def test_a_link_or_a_folder_in_the_locks_place_is_refused_and_left_alone(tmp_pat
         pass
 
 
-def test_another_users_lock_file_is_taken_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A file another user left (0644) refused O_RDWR: every later race failed with EACCES.
+def test_another_users_lock_file_is_replaced_or_taken_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A file another user's killed race left (0644) refused O_RDWR: every later race failed
+    # with EACCES. It is now locked read-only, deleted while held and made anew as ours.
+    import pathlib
+
     import runners.race_lock as rl
 
-    real_open = os.open
+    theirs = tmp_path / LOCK_NAME
+    theirs.write_text(json.dumps({"host": "elsewhere", "pid": 1, "started": "then", "command": "old"}))
+    their_inode, real_open = theirs.stat().st_ino, os.open
 
-    def no_writes_to_the_lock(path: object, flags: int, *args: object) -> int:
-        if str(path).endswith(LOCK_NAME) and flags & os.O_RDWR:
+    def their_file_refuses_writes(path: object, flags: int, *args: object) -> int:
+        if (str(path).endswith(LOCK_NAME) and flags & os.O_RDWR and os.path.exists(str(path))
+                and os.stat(str(path)).st_ino == their_inode):
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
         return real_open(path, flags, *args)  # type: ignore[arg-type]
 
-    (tmp_path / LOCK_NAME).write_text("")
-    monkeypatch.setattr(rl.os, "open", no_writes_to_the_lock)
+    monkeypatch.setattr(rl.os, "open", their_file_refuses_writes)
     with race_lock(tmp_path):
-        with pytest.raises(ConfigError, match="another planner race is running"), race_lock(tmp_path):
+        assert json.loads(theirs.read_text())["pid"] == os.getpid()  # ours now, naming this race
+        with pytest.raises(ConfigError, match=f"pid {os.getpid()} on "), race_lock(tmp_path):
             pass
+    assert not theirs.exists()
+    # In a sticky folder only its owner may delete it: held read-only, and a taker is told
+    # the details may be a killed holder's.
+    theirs.write_text(json.dumps({"host": "elsewhere", "pid": 1, "started": "then", "command": "old\nline"}))
+    their_inode = theirs.stat().st_ino
+    real_unlink = pathlib.Path.unlink
+
+    def sticky(self: pathlib.Path, missing_ok: bool = False) -> None:
+        if self.name == LOCK_NAME:
+            raise PermissionError(errno.EPERM, "Operation not permitted", str(self))
+        real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(pathlib.Path, "unlink", sticky)
+    with race_lock(tmp_path):
+        with pytest.raises(ConfigError) as err, race_lock(tmp_path):
+            pass
+    text = str(err.value)
+    assert "another user's race; its file says pid 1 on elsewhere, started then: old?line" in text
+    assert "\n" not in text
+    assert theirs.exists()  # not ours to delete; the race ended without an error
 
 
 def test_a_lock_on_a_file_deleted_meanwhile_is_not_a_lock(tmp_path: Path) -> None:
@@ -145,3 +171,36 @@ def test_a_killed_holders_details_are_not_named_as_the_holder(tmp_path: Path) ->
         assert _holder(fd) == f"pid {os.getpid()} on {socket.gethostname()}, started now: y"
     finally:
         os.close(fd)
+
+
+def test_without_file_locks_the_file_and_folder_a_race_made_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import fcntl
+
+    monkeypatch.setattr(fcntl, "flock", lambda fd, op: (_ for _ in ()).throw(OSError(errno.ENOLCK, "No locks")))
+    data = tmp_path / "new"
+    with pytest.raises(RuntimeError), race_lock(data, warn=lambda text: None):
+        raise RuntimeError("the race was refused")
+    assert not data.exists()
+
+
+def test_on_nfs_another_users_file_is_refused_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # NFS locks only files open for writing: EBADF was a bare "Bad file descriptor".
+    import fcntl
+
+    import runners.race_lock as rl
+
+    (tmp_path / LOCK_NAME).write_text("")
+    real_open = os.open
+
+    def read_only(path: object, flags: int, *args: object) -> int:
+        if str(path).endswith(LOCK_NAME) and flags & os.O_RDWR:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rl.os, "open", read_only)
+    monkeypatch.setattr(fcntl, "flock", lambda fd, op: (_ for _ in ()).throw(OSError(errno.EBADF, "Bad fd")))
+    with pytest.raises(ConfigError, match=r"^data: .*\.race\.lock is another user's race lock, .*delete it and rerun$"):
+        with race_lock(tmp_path):
+            pass
