@@ -199,6 +199,16 @@ def scorer_for(reward: RewardSystem, policy: Architecture) -> Architecture | Non
     return get_model(table[policy.family])
 
 
+def _hub_names(hub_id: str) -> set[str]:
+    """Hub ids that name a registered model, lower-cased: its own, and for an ``-Instruct``
+    id the base model it was tuned from, whose config.json has the same sizes (RL from the
+    base is a common recipe; Qwen2.5's base configs differ only in a longer context)."""
+    names = {hub_id.lower()}
+    if hub_id.lower().endswith("-instruct"):
+        names.add(hub_id[: -len("-instruct")].lower())
+    return names
+
+
 def resolve_model(spec: str, role: str = "policy", field: str = "model") -> Architecture:
     """A registry name, a Hub id of a registered model, or a path to a config.json (or its
     folder); errors name ``field`` (the option or recipe key that gave ``spec``)."""
@@ -208,7 +218,7 @@ def resolve_model(spec: str, role: str = "policy", field: str = "model") -> Arch
     if spec in models:
         return models[spec]
     for arch in models.values():
-        if arch.hub_id and arch.hub_id.lower() == spec.lower():
+        if arch.hub_id and spec.lower() in _hub_names(arch.hub_id):
             return arch
     path = Path(spec)
     if path.is_dir():

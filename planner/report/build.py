@@ -76,7 +76,13 @@ def build_report(
     """
     from planner.errors import ConfigError
     from planner.report.data import assemble, check_campaign_dir
-    from planner.report.document import blocks, regimes_json, status_line, status_of
+    from planner.report.document import (
+        added_since_race,
+        blocks,
+        regimes_json,
+        status_line,
+        status_of,
+    )
     from planner.report.figures import all_figures, n_figures, save
     from planner.report.render import FigureRef, to_html, to_markdown
 
@@ -129,6 +135,11 @@ def build_report(
         _atomic_write(page, to_html(doc, f"RACE regime report: {shown_path(data.data_dir.name or data.data_dir)}"))
         _atomic_write(reg, dumps_json(regimes_json(data), indent=2) + "\n")
     warnings = [*data.mixed, *data.notes]
+    if added := added_since_race(data):
+        # Said in the report too; here so a terminal or a log sees it without opening it.
+        warnings.append(f"the store holds {added} attempt(s) of the race's settings more than its regimes.json "
+                        "counts (an interrupted resume, or `runners execute` after it): the race's calls are older "
+                        "than the report's refit; rerun the race's command to bring them up to date")
     if data.corrupt:
         warnings.append(f"{len(data.corrupt)} unreadable record file(s) in {data.data_text} were skipped (first: "
                         f"{data.corrupt[0][0]}); `runners status --data {data.data_text}` lists them")

@@ -112,6 +112,17 @@ def _ok_runs(entries: list[dict[str, Any]]) -> int | None:
         return None
 
 
+def added_since_race(data: ReportData) -> int:
+    """Attempts of the race's settings in the store beyond what its regimes.json counts
+    (an interrupted resume, or `runners execute` after the race); 0 when none or no race."""
+    race = data.race
+    if race is None or not isinstance(race.get("runs"), int):
+        return 0
+    keys = {(str(e["model"]), str(e["reward"])) for e in race.get("settings", [])
+            if isinstance(e, dict) and "model" in e and "reward" in e}
+    return max(0, sum(1 for r in data.records if (r.model, r.reward) in keys) - race["runs"])
+
+
 def _race(data: ReportData) -> list[Block]:
     """The race's own summary (DIR/regimes.json) beside the report's recomputed calls."""
     race = data.race
@@ -135,7 +146,7 @@ def _race(data: ReportData) -> list[Block]:
         text += " Their runs at other budgets were at " + ", ".join(f"{b:.4g}" for b in other) + " FLOPs."
     out = [Block("h2", "Race"), Block("p", text)]
     now = sum(1 for r in data.records if (r.model, r.reward) in keys)
-    stale = isinstance(race.get("runs"), int) and now > race["runs"]
+    stale = bool(added_since_race(data))
     if stale:
         # An interrupted resume or `runners execute` added runs after the summary was written.
         out.append(Block("warn", (

@@ -53,6 +53,21 @@ def test_example_recipe_matches_accountant() -> None:
     assert out["per_epoch"]["total"] == pytest.approx((search + learning) * 7473 / 64)
 
 
+@pytest.mark.parametrize("hub_id, name", [("Qwen/Qwen2.5-1.5B", "qwen2.5-1.5b"), ("qwen/qwen2.5-7b", "qwen2.5-7b"),
+                                           ("Qwen/Qwen2.5-3B-Instruct", "qwen2.5-3b")])
+def test_a_recipe_from_the_base_model_is_costed_as_its_instruct_twin(tmp_path: Path, hub_id: str, name: str) -> None:
+    # RL from the base model is common; only the -Instruct ids were known, and the base's
+    # recipe was refused as "neither a registered model nor a config.json".
+    from planner.registry import resolve_model
+
+    assert resolve_model(hub_id).name == name
+    recipe = (EXAMPLES / "grpo_qwen2.5-1.5b_gsm8k.yaml").read_text().replace("Qwen/Qwen2.5-1.5B-Instruct", hub_id)
+    (tmp_path / "r.yaml").write_text(recipe)
+    assert audit_json(tmp_path / "r.yaml")["model"] == name
+    with pytest.raises(Exception, match="neither a registered"):
+        resolve_model("Qwen/Qwen2.5-1.5B-Math")  # only the base of an -Instruct id, nothing looser
+
+
 def test_prm_recipe_costs_reward_old_and_ref_passes() -> None:
     out = audit_json(EXAMPLES / "grpo_qwen2.5-7b_prm.json")
     pol, prm = get_model("qwen2.5-7b"), get_model("qwen2.5-math-prm-7b")

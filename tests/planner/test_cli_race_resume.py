@@ -104,6 +104,9 @@ def test_the_report_says_when_the_store_has_outgrown_the_race_summary(tmp_path: 
     md = " ".join((out / "report.md").read_text().split())
     assert "The store now holds 7 attempt(s) of these settings, 2 more than this summary counts" in md
     assert "report (refitted on the store)" in md
+    # On the terminal too, not only inside the report (it said nothing there).
+    said = " ".join(res.stderr.split())
+    assert "warning: the store holds 2 attempt(s) of the race's settings more than its regimes.json counts" in said
     shutil.rmtree(out)
 
 
