@@ -77,12 +77,18 @@ def _pretrain_all(names: list[str], prms: bool, quick: bool, seed: int, cache_di
 
     from planner.threads import torch_threads
     from runners.tinyworld.evaluate import policy_report
-    from runners.tinyworld.pretrain import ensure_policy, ensure_prm, pretrain_threads
+    from runners.tinyworld.pretrain import (
+        ensure_policy,
+        ensure_prm,
+        no_transformers_bars,
+        pretrain_threads,
+    )
 
     for name in names:
         path = ensure_policy(name, quick=quick, seed=seed, cache_dir=cache_dir, progress=True)
         meta = json.loads((path / "meta.json").read_text())
-        policy = Qwen2ForCausalLM.from_pretrained(path, attn_implementation="eager")
+        with no_transformers_bars():
+            policy = Qwen2ForCausalLM.from_pretrained(path, attn_implementation="eager")
         tok = PreTrainedTokenizerFast.from_pretrained(path)
         with torch_threads(pretrain_threads()), torch.inference_mode():
             rep = policy_report(policy, tok, n=n)

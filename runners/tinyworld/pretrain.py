@@ -21,6 +21,7 @@ name and renamed, so concurrent callers never see half a model.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -28,7 +29,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -50,6 +51,7 @@ __all__ = [
     "ensure_policy",
     "ensure_prm",
     "is_cached",
+    "no_transformers_bars",
     "policy_config",
     "pretrain_threads",
     "recipe_for",
@@ -229,7 +231,8 @@ def _cached(
     try:
         show = sys.stderr.isatty() if progress is None else progress
         t0 = time.perf_counter()
-        stats = train(tmp, recipe, show)
+        with no_transformers_bars():
+            stats = train(tmp, recipe, show)
         meta = {"name": name, "seed": seed, "quick": quick, "world_version": WORLD_VERSION,
                 "recipe": asdict(recipe), "train_seconds": time.perf_counter() - t0, **stats}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
@@ -244,6 +247,22 @@ def _cached(
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+@contextlib.contextmanager
+def no_transformers_bars() -> Iterator[None]:
+    """Transformers 5 draws "Writing model shards" and "Loading weights" bars for a 100k
+    model, torn lines under the pretraining bar in every log (the main job's included);
+    the pretraining bar is the progress shown. Restored after: a library caller's own."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
 
 
 def ensure_policy(

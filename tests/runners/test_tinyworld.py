@@ -204,3 +204,20 @@ def test_empty_evaluations_are_refused_naming_the_field(kwargs: dict[str, int]) 
     pfield = "n" if "n" in kwargs else "samples"
     with pytest.raises(ConfigError, match=rf"^{pfield}: .* set {pfield} >= 1"):
         policy_report(None, None, **kwargs)  # type: ignore[arg-type]
+
+
+def test_pretraining_hides_transformers_bars_and_restores_them() -> None:
+    # "Writing model shards" and "Loading weights" bars tore the pretraining bar in every log.
+    from transformers.utils import logging as hf_logging
+
+    from runners.tinyworld.pretrain import no_transformers_bars
+
+    hf_logging.enable_progress_bar()
+    with no_transformers_bars():
+        assert not hf_logging.is_progress_bar_enabled()
+    assert hf_logging.is_progress_bar_enabled()  # a library caller's setting is its own
+    hf_logging.disable_progress_bar()
+    with no_transformers_bars():
+        pass
+    assert not hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()
