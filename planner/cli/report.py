@@ -68,7 +68,9 @@ def report(
     # the report was written.
     typer.echo(f"report: {shown_path(res.html)}")
     typer.echo(f"        {shown_path(res.markdown)}")
-    typer.echo(f"        {shown_path(res.regimes)} ({len(res.figures) // 2} figures in {shown_path(out / 'figures')})")
+    figures = (f"{len(res.figures) // 2} figures in {shown_path(out / 'figures')}" if res.figures
+               else "no figures: nothing to draw")  # no folder is made for none
+    typer.echo(f"        {shown_path(res.regimes)} ({figures})")
 
 
 def _check_out(out: Path, data: Path) -> None:
