@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "atomic_write_text", "check_creatable", "default_file_mode", "dumps_json", "nearest_existing", "remove_idle",
-    "resolved", "shown_path", "umask", "writes_through",
+    "TEMPORARY_IDLE_S", "atomic_write_text", "check_creatable", "default_file_mode", "dumps_json", "nearest_existing",
+    "remove_idle", "resolved", "shown_path", "umask", "writes_through",
 ]
 
-# How long a temporary must sit untouched before a later write of its file deletes it.
+# How long a killed writer's temporary must sit untouched before it is deleted (a young one
+# may be a live writer's).
 TEMPORARY_IDLE_S = 3600.0
 
 

@@ -40,7 +40,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HEARTBEAT_S", "TTL_S", "Holder", "RunLease", "lease_dir", "release_dead", "sweep_leases"]
+__all__ = [
+    "HEARTBEAT_S", "TTL_S", "Holder", "RunLease", "lease_dir", "machine_id", "process_gone", "release_dead",
+    "sweep_leases",
+]
 
 HEARTBEAT_S = 30.0
 # Several heartbeats, and past an NFS client's attribute cache (acregmax defaults to 60 s).
@@ -81,7 +84,7 @@ class Holder:
 UNKNOWN = Holder("?", -1, "?")
 
 
-def _machine() -> str:
+def machine_id() -> str:
     """This boot of this machine and this pid namespace: two containers may share a host
     name (and two hosts a namespace id) but not both, so a pid means the same process."""
     parts = []
@@ -93,22 +96,21 @@ def _machine() -> str:
     return "/".join(parts)
 
 
-def _same_machine(h: Holder) -> bool:
-    """Whether a holder's pid can be checked here. Only where the boot and pid namespace are
-    known (Linux's /proc): elsewhere a pid proves nothing (and Windows' ``os.kill(pid, 0)``
-    would send Ctrl-C), so the holder is judged by its heartbeat alone."""
-    here = _machine()
-    return "" not in here.split("/") and h.host == socket.gethostname() and h.machine == here
-
-
-def _pid_alive(pid: int) -> bool:
+def process_gone(host: str, machine: str, pid: int) -> bool:
+    """Whether the process ``pid`` of ``host``/``machine`` (:func:`machine_id` there) is
+    known to have ended. Only checked where the boot and pid namespace are known and are
+    this process's (Linux's /proc): elsewhere a pid proves nothing (and Windows'
+    ``os.kill(pid, 0)`` would send Ctrl-C), so the answer is False."""
+    here = machine_id()
+    if "" in here.split("/") or host != socket.gethostname() or machine != here:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return False
+        return True
     except OSError:
-        return True  # exists, owned by someone else
-    return True
+        return False  # exists, owned by someone else
+    return False
 
 
 def _holder(body: dict[str, Any], mtime: float) -> Holder:
@@ -250,7 +252,7 @@ class RunLease:
     # -- internals -------------------------------------------------------------------------
 
     def _write(self, tmp: Path) -> Holder:
-        body = {"host": socket.gethostname(), "machine": _machine(), "pid": os.getpid(), "task": self.task,
+        body = {"host": socket.gethostname(), "machine": machine_id(), "pid": os.getpid(), "task": self.task,
                 "limit_s": self.limit_s, "since": time.time()}
         tmp.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(body))
@@ -273,7 +275,7 @@ class RunLease:
         if h.mtime != mtime:
             moved = now
         self._seen[h.key] = (h.mtime, moved, first)
-        if _same_machine(h) and not _pid_alive(h.pid):
+        if process_gone(h.host, h.machine, h.pid):
             return "dead"
         if now - moved > self.ttl_s or time.time() - h.mtime > ANCIENT_S:
             return "dead"

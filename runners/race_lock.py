@@ -28,12 +28,12 @@ import socket
 import stat
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 from planner.errors import ConfigError
 from planner.files import default_file_mode, shown_path
+from runners.lease import machine_id, process_gone
 
 __all__ = ["LOCK_NAME", "race_lock"]
 
@@ -45,7 +45,7 @@ _NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 _TRIES = 20
 
 
-@contextmanager
+@contextlib.contextmanager
 def race_lock(data: Path, *, field: str = "data", warn: Callable[[str], None] | None = None) -> Iterator[None]:
     """Hold the store's race lock for the ``with`` body; refuse with a one-line
     :class:`ConfigError` naming ``field`` while another process holds it. Creates ``data``
@@ -168,33 +168,23 @@ def _at_path(fd: int, path: Path) -> bool:
 
 
 def _me() -> dict[str, object]:
-    return {"host": socket.gethostname(), "pid": os.getpid(),
+    return {"host": socket.gethostname(), "machine": machine_id(), "pid": os.getpid(),
             "started": datetime.now(UTC).isoformat(timespec="seconds"),
             "command": " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])[:300]}
 
 
 def _holder(fd: int, writable: bool = True) -> str:
     """Who holds the lock, as its file says, on one line. The holder may be between its
-    lock and its write, over a file a killed holder left: a dead pid on this host says so
+    lock and its write, over a file a killed holder left: a dead pid on this machine says so
     too. Details in a file this taker could only read may be a killed holder's."""
     starting = "its holder is still starting"
     try:
         who = json.loads(os.pread(fd, 4096, 0))
         pid, host = int(who["pid"]), str(who["host"])
-        if host == socket.gethostname() and not _alive(pid):
+        if process_gone(host, str(who.get("machine", "")), pid):
             return starting
         said = f"pid {pid} on {host}, started {who['started']}: {who['command']}"
     except (OSError, ValueError, TypeError, KeyError):
         return starting
     said = "".join(c if c.isprintable() else "?" for c in said)  # argv may hold a newline
     return said if writable else f"another user's race; its file says {said}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True

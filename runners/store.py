@@ -37,7 +37,7 @@ import polars as pl
 from polars.exceptions import PanicException
 
 from planner.errors import ConfigError
-from planner.files import default_file_mode, remove_idle
+from planner.files import TEMPORARY_IDLE_S, default_file_mode, remove_idle
 from planner.schema import RunRecord
 
 __all__ = ["ROW_SCHEMA", "CorruptRecord", "PilotStore", "Scan", "UnreadableError", "attempt_of", "run_of"]
@@ -398,7 +398,7 @@ class PilotStore:
         for folder in (self.runs_dir, self.failed_dir, self.corrupt_dir):
             check_creatable(folder / "record.parquet", field)
 
-    def sweep_temporaries(self, older_than_s: float = 3600.0) -> int:
+    def sweep_temporaries(self, older_than_s: float = TEMPORARY_IDLE_S) -> int:
         """Delete hidden temporaries a killed writer left behind. Only old ones: a young one
         may belong to a writer that is still running. They are invisible to readers anyway."""
         return sum(remove_idle(folder, older_than_s, ".tmp-*.part") for folder in (self.runs_dir, self.failed_dir))

@@ -145,12 +145,12 @@ def _race(data: ReportData) -> list[Block]:
     if other:
         text += " Their runs at other budgets were at " + ", ".join(f"{b:.4g}" for b in other) + " FLOPs."
     out = [Block("h2", "Race"), Block("p", text)]
-    now = sum(1 for r in data.records if (r.model, r.reward) in keys)
-    stale = bool(added_since_race(data))
+    added = added_since_race(data)
+    stale = added > 0
     if stale:
         # An interrupted resume or `runners execute` added runs after the summary was written.
         out.append(Block("warn", (
-            f"The store now holds {now} attempt(s) of these settings, {now - race['runs']} more than this summary "
+            f"The store now holds {race['runs'] + added} attempt(s) of these settings, {added} more than this summary "
             "counts: runs were added after the race wrote it (an interrupted resume, or `runners execute`). "
             "Its calls are older than the refit's; rerun the race's command to bring it up to date.")))
     fit = data.fits.get(str(race.get("target")))

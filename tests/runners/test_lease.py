@@ -35,7 +35,7 @@ def _plant(data: Path, *, host: str, pid: int, task: str, age_s: float = 0.0, ma
     path = lease_dir(data) / f"{RUN}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"host": host, "pid": pid, "task": task, "limit_s": limit_s, "since": since,
-                                "machine": lease_mod._machine() if machine is None else machine}))
+                                "machine": lease_mod.machine_id() if machine is None else machine}))
     if age_s:
         _age(path, age_s)
     return path
@@ -106,7 +106,7 @@ def test_a_limit_restart_never_writes_over_a_lease_taken_in_the_gap(tmp_path: Pa
 def test_without_proc_a_pid_proves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Elsewhere than Linux (no boot id or pid namespace to compare), the same host name and
     # a dead pid must not free a run that a holder in another container still runs.
-    monkeypatch.setattr(lease_mod, "_machine", lambda: "/")
+    monkeypatch.setattr(lease_mod, "machine_id", lambda: "/")
     _plant(tmp_path, host=socket.gethostname(), pid=_dead_pid(), task="elsewhere", machine="/")
     assert RunLease(tmp_path, RUN, "mine").try_acquire() is not None
 

@@ -152,6 +152,7 @@ def test_a_lock_on_a_file_deleted_meanwhile_is_not_a_lock(tmp_path: Path) -> Non
 
 
 def test_a_killed_holders_details_are_not_named_as_the_holder(tmp_path: Path) -> None:
+    from runners.lease import machine_id
     from runners.race_lock import _holder
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -159,13 +160,13 @@ def test_a_killed_holders_details_are_not_named_as_the_holder(tmp_path: Path) ->
     path = tmp_path / LOCK_NAME
     import socket
 
-    path.write_text(json.dumps({"host": socket.gethostname(), "pid": dead.pid, "started": "then", "command": "x"}))
+    path.write_text(json.dumps({"host": socket.gethostname(), "machine": machine_id(), "pid": dead.pid, "started": "then", "command": "x"}))
     fd = os.open(path, os.O_RDONLY)
     try:
         assert _holder(fd) == "its holder is still starting"
     finally:
         os.close(fd)
-    path.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "started": "now", "command": "y"}))
+    path.write_text(json.dumps({"host": socket.gethostname(), "machine": machine_id(), "pid": os.getpid(), "started": "now", "command": "y"}))
     fd = os.open(path, os.O_RDONLY)
     try:
         assert _holder(fd) == f"pid {os.getpid()} on {socket.gethostname()}, started now: y"
