@@ -285,6 +285,7 @@ def _say_raised_pilots(problem: Any, budgets: dict[Any, float]) -> None:
 
     raised = {s.key: b for s, b in budgets.items() if b > problem.pilot_budget * 1.01}
     if raised:
-        typer.echo(f"{ISO_RAISED} for " + ", ".join(f"{k} (to {b:.2g})" for k, b in sorted(raised.items()))
+        # On stderr with the race's other notes: stdout is its table.
+        typer.echo(f"note: {ISO_RAISED} for " + ", ".join(f"{k} (to {b:.2g})" for k, b in sorted(raised.items()))
                    + f" from {problem.pilot_budget:.2g}: the requested one buys too few prompt groups "
-                   "to land every design point")
+                   "to land every design point", err=True)

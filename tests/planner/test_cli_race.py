@@ -37,14 +37,14 @@ def test_race_says_which_settings_pilots_were_raised_and_to_what(tmp_path: Path)
     assert pilots["sparse"] == {1e14}
     (prm,) = pilots["prm"]
     assert 1.01e14 < prm < 1e15
-    [line] = [ln for ln in res.stdout.splitlines() if ln.startswith("pilot budget raised")]
+    [line] = [ln for ln in res.stderr.splitlines() if ln.startswith("note: pilot budget raised")]
     assert f"qwen2.5-1.5b/prm (to {prm:.2g})" in line and "sparse" not in line
     # A setting a cap left without runs has no pilots to speak of.
     res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e18", "--pilot-budget", "1e14", "--models",
                               "qwen2.5-7b", "--rewards", "sparse,dense", "--max-runs", "1", "--data",
                               str(tmp_path / "e"), "--quiet"], env={"COLUMNS": "300"})
     assert res.exit_code == 0, res.output
-    [line] = [ln for ln in res.stdout.splitlines() if ln.startswith("pilot budget raised")]
+    [line] = [ln for ln in res.stderr.splitlines() if ln.startswith("note: pilot budget raised")]
     assert "qwen2.5-7b/sparse" in line and "dense" not in line and "no runs for qwen2.5-7b/dense" in res.stderr
 
 
@@ -379,7 +379,7 @@ def test_race_says_where_it_raised_a_pilot_budget(tmp_path: Path) -> None:
     res = runner.invoke(app, ["race", "--budget", "1e16", "--pilot-budget", "1e14", "--data", str(tmp_path / "d"),
                               "--models", "qwen2.5-1.5b", "--rewards", "sparse,prm", "--max-runs", "6", "--quiet"])
     assert res.exit_code == 0, res.output
-    raised = [line for line in res.output.splitlines() if line.startswith("pilot budget raised")]
+    raised = [line for line in res.stderr.splitlines() if line.startswith("note: pilot budget raised")]
     assert len(raised) == 1 and "qwen2.5-1.5b/prm (to 2.4e+14) from 1e+14" in raised[0]
     assert "sparse" not in raised[0]  # 1e14 buys sparse's design
     budgets = {r.budget for r in PilotStore(tmp_path / "d").records() if r.reward == "prm"}
