@@ -11,6 +11,7 @@ from planner.cli.app import command, emit_json, parse_budget
 from planner.cli.paths import check_output_file, path_value
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Model name from configs/models.")]
+DEFAULT_SEQ = 1024
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
@@ -18,7 +19,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a t
 def flops(
     model: ModelOpt,
     batch: Annotated[int, typer.Option(min=1, max=10**12, help="Sequences per batch.")] = 1,
-    seq: Annotated[int, typer.Option(min=1, max=10**12, help="Tokens per sequence.")] = 1024,
+    seq: Annotated[int | None, typer.Option(min=1, max=10**12, help=(
+        f"Tokens per sequence (default {DEFAULT_SEQ}, or the model's context where that is shorter)."))] = None,
     lora_rank: Annotated[int | None, typer.Option(min=1, help="LoRA rank (default: the model's).")] = None,
     checkpointing: Annotated[bool, typer.Option(
         "--checkpointing/--no-checkpointing",
@@ -31,6 +33,8 @@ def flops(
     from planner.registry import get_model
 
     arch = get_model(model)
+    # The default fits the model: tiny-s's 256-token context made the bare command warn.
+    seq = seq if seq is not None else min(DEFAULT_SEQ, arch.max_position_embeddings)
     if seq > arch.max_position_embeddings:  # still countable (the what-if is legitimate), but say so
         typer.echo(f"note: {seq} tokens exceed {arch.name}'s context of {arch.max_position_embeddings}; "
                    "a real run cannot take them", err=True)

@@ -112,6 +112,14 @@ def test_flops_beyond_the_context_is_counted_with_a_note() -> None:
     assert "exceed qwen2.5-1.5b's context of 32768" in res.stderr
 
 
+@pytest.mark.parametrize(("model", "seq"), [("tiny-s", 256), ("qwen2.5-1.5b", 1024)])
+def test_flops_default_length_fits_the_model(model: str, seq: int) -> None:
+    # 1024 tokens everywhere made the bare `planner flops -m tiny-s` warn about its own default.
+    res = runner.invoke(app, ["flops", "-m", model, "--json"])
+    assert res.exit_code == 0 and res.stderr == ""
+    assert json.loads(res.stdout)["seq"] == seq
+
+
 @pytest.mark.parametrize(("flag", "field"), [("--prompt-len", "prompt-len"), ("--completion-len", "completion-len")])
 def test_plan_beyond_the_context_names_the_length_that_overflows(flag: str, field: str) -> None:
     res = runner.invoke(app, ["plan", "--model", "qwen2.5-1.5b", "--reward", "sparse", "--rho", "0.5",
