@@ -84,7 +84,12 @@ def execute(
         {"gpus_per_run": gpus_per_run, "cpus_per_run": cpus_per_run} if backend != "local" else {},
     )
     from runners.execution import execute as run_proposals
+    from runners.race_lock import race_running
 
+    # Last, nearest the runs: a race that ends meanwhile lets them through.
+    if (holder := race_running(data)) is not None:
+        raise ConfigError(f"data: a planner race is running on {data} ({holder}); runs added beside it overshoot "
+                          "its caps: wait for it to end, or give these runs their own --data")
     try:
         with terminate_as_interrupt():
             res = run_proposals(
@@ -175,28 +180,49 @@ def status(
             "corrupt": [{"file": str(c.path), "reason": c.reason} for c in corrupt],
         }, indent=2, default=str))
         return
+    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     # A wreck a rerun already moved aside is history, not a live problem: counted apart.
     moved = sum(c.path.parent == store.corrupt_dir for c in corrupt)
-    t = Table(title=f"{escape(str(data))}: {len(ok)} ok, {len(failed)} failed, {len(corrupt) - moved} corrupt"
-                    + (f" ({moved} moved aside earlier)" if moved else ""))
-    for col in ("run", "status", "try", "model", "reward", "budget", "rho plan", "rho", "FLOPs", "native", "pass1", "judge", "wall", "error"):
-        t.add_column(col, justify="left" if col in ("run", "status", "model", "reward", "error") else "right")
+    title = (f"{escape(str(data))}: {len(ok)} ok, {len(failed)} failed, {len(corrupt) - moved} corrupt"
+             + (f" ({moved} moved aside earlier)" if moved else ""))
 
     def f(v: float | None, spec: str = ".3f") -> str:
         return "" if v is None else format(v, spec)
 
-    for r in rows:
-        m = r.metrics
-        t.add_row(
-            r.run_id, "[green]ok[/]" if r.status == "ok" else "[red]failed[/]", str(r.attempt),
-            r.model, r.reward, f(r.budget, ".2e"), f(r.rho_planned), f(r.card.metered_rho), f(r.card.flops.total, ".2e"),
-            f(m.native), f(m.pass1), f(m.judge), f"{r.wall_s:.0f}s",
-            # Recorded text, not markup: an engine's "[/INST]" was a MarkupError traceback.
-            escape((r.error or "")[:60]),
-        )
+    cells = [{
+        "run": r.run_id, "status": "[green]ok[/]" if r.status == "ok" else "[red]failed[/]", "try": str(r.attempt),
+        "model": r.model, "reward": r.reward, "budget": f(r.budget, ".2e"), "rho plan": f(r.rho_planned),
+        "rho": f(r.card.metered_rho), "FLOPs": f(r.card.flops.total, ".2e"), "native": f(r.metrics.native),
+        "pass1": f(r.metrics.pass1), "judge": f(r.metrics.judge), "wall": f"{r.wall_s:.0f}s",
+        # Recorded text, not markup: an engine's "[/INST]" was a MarkupError traceback.
+        "error": escape((r.error or "")[:60]),
+    } for r in rows]
+    columns = ["run", "status", "try", "model", "reward", "budget", "rho plan", "rho", "FLOPs", "native", "pass1",
+               "judge", "wall", "error"]
+    # A column with nothing to say (no errors, no judge scores, every run a first try) only
+    # widens a table that is already wider than most terminals.
+    columns = [c for c in columns if c in ("run", "status") or not rows
+               or any(row[c] not in ("", "1") if c == "try" else row[c] for row in cells)]
+
+    def table(cols: list[str], caption: str | None = None) -> Table:
+        t = Table(title=title, caption=caption)
+        for col in cols:
+            t.add_column(col, justify="left" if col in ("run", "status", "model", "reward", "error") else "right")
+        for row in cells:
+            t.add_row(*(row[c] for c in cols))
+        return t
+
+    t = table(columns)
+    # A content-derived run id spells its model, reward and budget (a hand-written one may
+    # not): on a narrow terminal those columns go first, so fewer lines wrap.
+    spelled = all(r.run_id.startswith(f"{r.model}.{r.reward}.") and f".b{r.budget:.2e}.".replace("+", "") in r.run_id
+                  for r in rows)
+    if spelled and whole_console(t).width > Console().width:
+        short = [c for c in columns if c not in ("model", "reward", "budget")]
+        t = table(short, "model, reward and budget are in the run id; --json gives every field")
     console = whole_console(t)  # wider than 80 columns: whole, not "qw…", "1…"
     console.print(t)
     for c in corrupt:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -147,6 +148,21 @@ def test_execute_rerun_and_status(proposals: Path, tmp_path: Path) -> None:
     (data / "runs" / "half-s0.parquet").rename(data / "corrupt" / "half-s0.parquet.1")
     st = RUNNER.invoke(app, ["status", "--data", str(data)])
     assert "3 ok, 0 failed, 0 corrupt (1 moved aside earlier)" in " ".join(st.stdout.split())
+
+
+def test_execute_refuses_a_store_a_race_is_running_on(proposals: Path, tmp_path: Path) -> None:
+    from runners.race_lock import race_lock
+
+    data = tmp_path / "d"
+    with race_lock(data):
+        (data / "runs").mkdir()
+        res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim", "--no-progress"])
+        assert res.exit_code == 2 and res.stderr.count("\n") == 1
+        assert res.stderr.startswith(f"error: data: a planner race is running on {data} (pid {os.getpid()} on ")
+        assert "give these runs their own --data" in res.stderr
+        assert not any((data / "runs").iterdir())
+    res = RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim", "--no-progress"])
+    assert res.exit_code == 0, res.output
 
 
 def test_failed_runs_exit_1_and_show_in_status(proposals: Path, tmp_path: Path) -> None:
@@ -611,7 +627,7 @@ def test_status_on_a_narrow_terminal_elides_no_value(proposals: Path, tmp_path: 
                                                      monkeypatch: pytest.MonkeyPatch, columns: str) -> None:
     # On an 80-column terminal every cell was cut to "qw…", "1…", "0.…" (at 40, empty boxes):
     # the table fitted the width by eliding the values it exists to show. Whole lines now,
-    # which the terminal wraps (and `less -S` scrolls).
+    # which the terminal wraps (and `less -S` scrolls), less the columns the run id spells.
     data = tmp_path / "data"
     assert RUNNER.invoke(app, ["execute", str(proposals), "--data", str(data), "--engine", "sim",
                                "--no-progress"]).exit_code == 0
@@ -621,8 +637,32 @@ def test_status_on_a_narrow_terminal_elides_no_value(proposals: Path, tmp_path: 
     st = RUNNER.invoke(app, ["status", "--data", str(data)])
     assert st.exit_code == 0, st.stderr
     assert "…" not in st.stdout
-    for value in (rec.run_id, f"{rec.budget:.2e}", f"{rec.card.flops.total:.2e}", f"{rec.metrics.native:.3f}"):
+    for value in (rec.run_id, f"{rec.card.flops.total:.2e}", f"{rec.metrics.native:.3f}"):
         assert value in st.stdout
+    header = next(line for line in st.stdout.splitlines() if "┃" in line and "run" in line)
+    assert "reward" not in header and "budget" not in header and "model" not in header
+    assert "model, reward and budget are in the run id" in " ".join(st.stdout.split())
+    # Nothing to say, no column: no run failed, every run was a first try.
+    assert "error" not in header and "try" not in header
+    monkeypatch.setenv("COLUMNS", "300")
+    wide = RUNNER.invoke(app, ["status", "--data", str(data)]).stdout
+    assert f"{rec.budget:.2e}" in wide and "in the run id" not in wide
+
+
+def test_status_keeps_the_columns_a_hand_written_run_id_does_not_spell(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from planner.compiler import compile_plan
+    from planner.proposals import make_proposal
+
+    prop = make_proposal(compile_plan("tiny-s", "sparse", 0.7, 1e12)).model_copy(update={"id": "mine"})
+    PilotStore(tmp_path).write(RunRecord.failed(prop, 0, engine="sim", simulated=True, error="error: boom"))
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("COLUMNS", "80")
+    st = RUNNER.invoke(app, ["status", "--data", str(tmp_path)])
+    assert st.exit_code == 0, st.output
+    header = next(line for line in st.stdout.splitlines() if "┃" in line and "run" in line)
+    assert all(col in header for col in ("model", "reward", "budget", "error")), header
+    assert "1.00e+12" in st.stdout and "boom" in st.stdout
 
 
 def test_execute_warns_before_adding_runs_to_a_store_made_by_another_release(proposals: Path,

@@ -205,3 +205,46 @@ def test_on_nfs_another_users_file_is_refused_naming_it(tmp_path: Path, monkeypa
     with pytest.raises(ConfigError, match=r"^data: .*\.race\.lock is another user's race lock, .*delete it and rerun$"):
         with race_lock(tmp_path):
             pass
+
+
+def test_race_running_names_a_live_holder_and_not_a_killed_ones_file(tmp_path: Path) -> None:
+    """`runners execute` asks before adding runs: a run added beside a race overshoots its caps."""
+    from runners.race_lock import race_running
+
+    data = tmp_path / "d"
+    assert race_running(data) is None  # no store yet
+    with race_lock(data):
+        said = race_running(data)
+        assert said is not None and said.startswith(f"pid {os.getpid()} on ")
+        assert race_running(data) == said  # a probe: it took nothing from the holder
+    assert race_running(data) is None
+    # A SIGKILLed race leaves its file; nothing holds it, so no race is running.
+    data.mkdir()
+    (data / LOCK_NAME).write_text(json.dumps({"host": "h", "pid": 1, "started": "then", "command": "planner race"}))
+    assert race_running(data) is None
+    os.mkfifo(data / "fifo")  # never opened blocking (a FIFO would wait for a writer)
+    assert race_running(data / "fifo") is None
+    (data / LOCK_NAME).unlink()
+    os.mkfifo(data / LOCK_NAME)
+    assert race_running(data) is None
+
+
+def test_a_probe_beside_a_starting_race_does_not_refuse_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A probe holds a left-behind file's shared lock for microseconds; a race that meets it
+    # then tries once more instead of naming a race that is not there.
+    import fcntl
+
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / LOCK_NAME).write_text("{}")
+    probe = os.open(data / LOCK_NAME, os.O_RDONLY)
+    fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    real_sleep = time.sleep
+
+    def let_go(s: float) -> None:
+        os.close(probe)
+        real_sleep(s)
+
+    monkeypatch.setattr(time, "sleep", let_go)
+    with race_lock(data):
+        assert json.loads((data / LOCK_NAME).read_text())["pid"] == os.getpid()
