@@ -64,6 +64,7 @@ def race_lock(data: Path, *, field: str = "data", warn: Callable[[str], None] | 
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
+                created = False  # another holder's now: a refused taker must not delete it
                 if not waited:
                     # Once more after a moment: a `runners execute` probing a file a killed race
                     # left holds it for microseconds (race_running), and is no race.
@@ -131,15 +132,20 @@ def race_lock(data: Path, *, field: str = "data", warn: Callable[[str], None] | 
                     break
 
 
-def race_running(data: Path) -> str | None:
+def race_running(data: Path, field: str = "data") -> str | None:
     """Who holds ``data``'s race lock, on one line as a refusal names it; None where no race
     does (no lock file, or one a killed race left). ``runners execute`` asks before it adds
     runs: a run added beside a race overshoots that race's caps. A probe, not a hold: a
-    shared lock taken and dropped at once, and only where the file exists."""
+    shared lock taken and dropped at once, and only where the file exists. A lock file
+    this user cannot read is a one-line :class:`ConfigError` naming ``field``: whether a
+    race holds it cannot be told."""
     import fcntl
 
+    path = data / LOCK_NAME
     try:
-        fd = os.open(data / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except PermissionError:
+        raise _unreadable(path, field, "these runs their") from None
     except OSError:
         return None  # none there; a link or a folder there, which the race itself refuses
     try:
@@ -148,7 +154,9 @@ def race_running(data: Path) -> str | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return _holder(fd)
+            # Another user's file may still hold a killed race's details (its live holder
+            # could only read it, as race_lock says of it).
+            return _holder(fd, writable=os.fstat(fd).st_uid == os.geteuid())
         except OSError:
             return None  # no locks here (read-only on NFS, no lockd): a race runs unlocked too
         return None
@@ -175,7 +183,10 @@ def _open(path: Path, field: str) -> tuple[int, bool]:
         try:
             fd, writable = os.open(path, os.O_RDWR | os.O_CREAT | flags, default_file_mode()), True
         except PermissionError:
-            fd, writable = os.open(path, os.O_RDONLY | flags), False
+            try:
+                fd, writable = os.open(path, os.O_RDONLY | flags), False
+            except PermissionError:
+                raise _unreadable(path, field, "this race its") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise ConfigError(f"{field}: {shown_path(path)} is a symbolic link; remove it (the race lock is a "
@@ -189,6 +200,13 @@ def _open(path: Path, field: str) -> tuple[int, bool]:
         raise ConfigError(f"{field}: {shown_path(path)} is not a plain file; remove it (the race lock is a plain "
                           "file the race makes)")
     return fd, writable
+
+
+def _unreadable(path: Path, field: str, whose: str) -> ConfigError:
+    """The refusal where another user's lock file cannot even be read (made under umask 077)."""
+    return ConfigError(f"{field}: {shown_path(path)} is another user's race lock, which this user cannot read, so "
+                       f"whether a race is running on the store cannot be told; if none is, have its owner delete "
+                       f"it, or give {whose} own --data")
 
 
 def _at_path(fd: int, path: Path) -> bool:

@@ -83,12 +83,14 @@ def execute(
         {"partition": partition, "time_min": time_min, "mem_gb": mem_gb} if backend == "slurm" else {},
         {"gpus_per_run": gpus_per_run, "cpus_per_run": cpus_per_run} if backend != "local" else {},
     )
+    from planner.files import shown_path
     from runners.execution import execute as run_proposals
     from runners.race_lock import race_running
 
     # Last, nearest the runs: a race that ends meanwhile lets them through.
     if (holder := race_running(data)) is not None:
-        raise ConfigError(f"data: a planner race is running on {data} ({holder}); runs added beside it overshoot "
+        raise ConfigError(f"data: a planner race is running on {shown_path(data)} ({holder}); runs added beside it "
+                          "overshoot "
                           "its caps: wait for it to end, or give these runs their own --data")
     try:
         with terminate_as_interrupt():
@@ -218,9 +220,11 @@ def status(
     t = table(columns)
     # A content-derived run id spells its model, reward and budget (a hand-written one may
     # not): on a narrow terminal those columns go first, so fewer lines wrap.
-    spelled = all(r.run_id.startswith(f"{r.model}.{r.reward}.") and f".b{r.budget:.2e}.".replace("+", "") in r.run_id
+    spelled = bool(rows) and all(r.run_id.startswith(f"{r.model}.{r.reward}.") and f".b{r.budget:.2e}.".replace("+", "") in r.run_id
                   for r in rows)
-    if spelled and whole_console(t).width > Console().width:
+    # Only on a terminal: piped (to a file, `grep`, `less -S`) the table stays whole.
+    shown = Console()
+    if spelled and shown.is_terminal and whole_console(t).width > shown.width:
         short = [c for c in columns if c not in ("model", "reward", "budget")]
         t = table(short, "model, reward and budget are in the run id; --json gives every field")
     console = whole_console(t)  # wider than 80 columns: whole, not "qw…", "1…"

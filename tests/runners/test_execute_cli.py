@@ -647,6 +647,16 @@ def test_status_on_a_narrow_terminal_elides_no_value(proposals: Path, tmp_path: 
     monkeypatch.setenv("COLUMNS", "300")
     wide = RUNNER.invoke(app, ["status", "--data", str(data)]).stdout
     assert f"{rec.budget:.2e}" in wide and "in the run id" not in wide
+    # Piped (a file, grep, `less -S`), the table stays whole whatever the width.
+    monkeypatch.delenv("TTY_COMPATIBLE")
+    monkeypatch.setenv("COLUMNS", columns)
+    piped = RUNNER.invoke(app, ["status", "--data", str(data)]).stdout
+    assert f"{rec.budget:.2e}" in piped and "in the run id" not in piped
+    # An empty store has no run id to spell anything.
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    empty = RUNNER.invoke(app, ["status", "--data", str(tmp_path / "empty")])
+    assert empty.exit_code == 0 and "0 ok, 0 failed" in empty.stdout and "in the run id" not in empty.stdout
 
 
 def test_status_keeps_the_columns_a_hand_written_run_id_does_not_spell(tmp_path: Path,

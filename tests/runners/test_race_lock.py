@@ -222,11 +222,51 @@ def test_race_running_names_a_live_holder_and_not_a_killed_ones_file(tmp_path: P
     data.mkdir()
     (data / LOCK_NAME).write_text(json.dumps({"host": "h", "pid": 1, "started": "then", "command": "planner race"}))
     assert race_running(data) is None
-    os.mkfifo(data / "fifo")  # never opened blocking (a FIFO would wait for a writer)
-    assert race_running(data / "fifo") is None
     (data / LOCK_NAME).unlink()
-    os.mkfifo(data / LOCK_NAME)
+    os.mkfifo(data / LOCK_NAME)  # never opened blocking (a FIFO would wait for a writer)
     assert race_running(data) is None
+
+
+def test_race_running_hedges_another_users_file_and_refuses_one_it_cannot_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from runners.race_lock import race_running
+
+    data = tmp_path / "d"
+    with race_lock(data):
+        me = os.geteuid()
+        monkeypatch.setattr(os, "geteuid", lambda: me + 1)
+        # Its live holder may hold it read-only, a killed race's details in it.
+        assert (race_running(data) or "").startswith("another user's race; its file says pid ")
+    monkeypatch.undo()
+    data.mkdir()
+    (data / LOCK_NAME).write_text("{}")
+    real_open = os.open
+
+    def made_under_umask_077(path: object, flags: int, *args: object) -> int:
+        if str(path).endswith(LOCK_NAME):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, flags, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", made_under_umask_077)
+    for taker in (lambda: race_running(data), lambda: race_lock(data).__enter__()):
+        with pytest.raises(ConfigError) as err:
+            taker()
+        text = str(err.value)
+        assert text.startswith(f"data: {data / LOCK_NAME} is another user's race lock, which this user cannot read")
+        assert "own --data" in text and "\n" not in text
+
+
+def test_a_refused_taker_leaves_the_holders_new_file_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two races at once on a new store: the one that made the file but lost the lock deleted
+    # the winner's file on its way out, so a third race could lock a new one beside the winner.
+    data = tmp_path / "d"
+    with race_lock(data):
+        monkeypatch.setattr(os.path, "lexists", lambda p: False)  # as if this taker had made it
+        with pytest.raises(ConfigError, match="another planner race is running"), race_lock(data):
+            pass
+        monkeypatch.undo()
+        assert json.loads((data / LOCK_NAME).read_text())["pid"] == os.getpid()
 
 
 def test_a_probe_beside_a_starting_race_does_not_refuse_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
