@@ -30,6 +30,7 @@ from planner.registry import get_model, get_reward
 
 __all__ = [
     "AT_BUDGET_RATIO",
+    "RHO_STAR_SUPPORT",
     "FrontierBand",
     "FrontierModel",
     "Setting",
@@ -42,6 +43,8 @@ __all__ = [
     "rho_grid",
 ]
 
+# How near a run's rho a grid point counts as measured: rho* is held to such points.
+RHO_STAR_SUPPORT = 0.05
 _Z = {0.5: 0.6744897501960817, 0.9: 1.6448536269514722}  # central-interval normal quantiles
 
 
@@ -249,7 +252,7 @@ def classify_setting(
     seed: int = 0,
     level: float = 0.9,
     opts: CompileOptions | None = None,
-    support: float = 0.05,
+    support: float = RHO_STAR_SUPPORT,
     shares: NDArray[np.float64] | None = None,
 ) -> RegimeCall:
     """rho*, its ``level`` credible interval and regime probabilities of one setting at

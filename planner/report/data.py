@@ -38,6 +38,7 @@ __all__ = [
     "SettingAt",
     "TargetFit",
     "assemble",
+    "base_score",
     "check_campaign_dir",
     "disagreements",
     "load_records",
@@ -112,6 +113,9 @@ class Frontier:
     # (G, 3) shares the call labelled the grid by (the compiled plans' at the budget); None:
     # the allocation at each grid rho itself
     shares: NDArray[np.float64] | None = None
+    # (G,) update passes per batch (mu) of the plan each grid rho compiles to, one of the
+    # surrogate's inputs; None: not known (one pass assumed)
+    reuse: NDArray[np.float64] | None = None
 
     @property
     def grid_shares(self) -> NDArray[np.float64]:
@@ -343,7 +347,8 @@ def _frontier(model: Any, setting: SettingAt, target: str, runs: Sequence[RunRec
     call = pf.classify_setting(model, m, r, b, grid=grid, n_samples=N_SAMPLES, seed=seed, level=LEVEL,
                                shares=shares)
     mean, std = model.frontier(m, r, b, grid)
-    return Frontier(setting, target, grid, np.asarray(mean), np.asarray(std), call, frac, shares)
+    return Frontier(setting, target, grid, np.asarray(mean), np.asarray(std), call, frac, shares,
+                    np.asarray(_reuse_or_one(m, r, grid, b), dtype=float))
 
 
 def _reuse_or_one(model: str, reward: str, rho: Any, budget: float) -> Any:
@@ -498,6 +503,16 @@ def disagreements(data: ReportData) -> list[Disagreement]:
         )
         out.append(Disagreement(s, {t: calls[t] for t in ordered}, flagged))
     return out
+
+
+def base_score(records: Iterable[RunRecord], model: str, reward: str, target: str) -> float | None:
+    """The untrained policy's ``target`` for a (model, reward): the median of what its runs
+    measured before training (each run evaluates the base policy; one setting's runs agree
+    up to evaluation noise), or None where none did. A frontier below it is an allocation
+    at which training lost ground."""
+    vals = [float(v) for r in records if (r.model, r.reward) == (model, reward)
+            and (v := getattr(r.metrics, f"{target}_base", None)) is not None]
+    return float(np.median(vals)) if vals else None
 
 
 def observed(runs: Iterable[RunRecord], target: str) -> list[tuple[float, float, float, list[float]]]:

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from planner.frontier import AT_BUDGET_RATIO
+from planner.frontier import AT_BUDGET_RATIO, RHO_STAR_SUPPORT
 from planner.regime import GUESSED_NOISE, format_probability, format_stake
 from planner.report.cards import CARD_COLUMNS, card_rows
-from planner.report.data import ReportData, SettingAt, disagreements, runs_at
+from planner.report.data import ReportData, SettingAt, base_score, disagreements, runs_at
 from planner.report.race_summary import stated_noise
 from planner.report.render import Block, FigureRef
 from planner.schema import TARGETS
@@ -23,6 +23,9 @@ from surrogate.noise import MIN_REPLICATE_DOF
 __all__ = ["blocks", "regimes_json", "status_line"]
 
 SCHEMA_VERSION = 1
+# The confidence a call is read against where no race of this target states its own
+# (`planner race --confidence`'s default).
+CONFIDENCE = 0.9
 
 
 def status_of(data: ReportData) -> str:
@@ -226,7 +229,8 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
         out.append(Block("p", f"Per setting under the {data.target} target: the regime is the one "
                               "holding the argmax of most posterior sample paths (P: that share), "
                               "rho* the argmax of the posterior-mean frontier within that regime, among "
-                              f"the allocations measured at the budget (or within {AT_BUDGET_RATIO:g}x of it) "
+                              f"the allocations measured at the budget (grid points within {RHO_STAR_SUPPORT:g} of a run's "
+                              f"rho, at the budget or within {AT_BUDGET_RATIO:g}x of it) "
                               "where there are any, so "
                               "the regime is the largest component of the allocation at rho*; the "
                               "interval is the 90% credible interval of each sample path's best rho "
@@ -239,7 +243,12 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                               "one, and in brackets the same in one run's noise sd (the surrogate's "
                               "estimate): near 0, the regime hardly matters, however probable the "
                               "call."))
-        rows = []
+        rows, weak = [], []
+        race = data.race or {}
+        level = _float(race.get("confidence")) if race.get("target", "native") == data.target else CONFIDENCE
+        level = level if 0 < level < 1 else CONFIDENCE
+        bases = {(s.model, s.reward): base_score(data.ok, s.model, s.reward, data.target) for s in fit.frontiers}
+        show_base = any(v is not None for v in bases.values())
         for s, f in fit.frontiers.items():
             exact, nearby = runs_at(data.ok, s, data.target)  # nearby budgets count as measured here (rho*'s support)
             n, near = len(exact), len(nearby)
@@ -249,8 +258,17 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
             rows.append([s.model, s.reward, f"{s.budget:.4g}", f"{n}" + (f" (+{near} near)" if near else ""),
                          f"{c.rho_star:.2f}{held}",
                          _fmt_ci(c.rho_star_ci), c.regime, format_probability(c.confidence),
-                         format_stake(c), f"{f.predicted_at_rho_star:.3f}"])
+                         format_stake(c), f"{f.predicted_at_rho_star:.3f}"]
+                        + ([f"{b:.3f}" if (b := bases[s.model, s.reward]) is not None else "-"] if show_base else []))
+            weak.append(c.confidence < level)
         marks = []
+        if any(weak):
+            marks.append(f"Rows in bold (red in HTML): P below {level:g}, so the regime shown is a lean, not a call: "
+                         "more runs there, or seed replicates, would decide it")
+        if show_base:
+            marks.append(f"untrained: the policy's {data.target} before training (the median its runs measured); "
+                         "a prediction below it is an allocation at which training lost ground (the frontier "
+                         "figures draw it dash-dotted)")
         if any(r[3].endswith("near)") for r in rows):
             marks.append(f"runs (+k near): k more runs at budgets within {AT_BUDGET_RATIO:g}x, which count as "
                          "measured at this one (rho* is held to their allocations too; the frontier figure "
@@ -266,8 +284,9 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                          + ", ".join(f"{r}={v:g}" for r, v in told.items())
                          + "), not measured: P and the stake are as right as that figure")
         out.append(Block("table", headers=["model", "reward", "budget", "runs", "rho*", "90% interval",
-                                           "regime", "P(regime)", "stake", f"predicted {data.target} at rho*"],
-                         rows=rows))
+                                           "regime", "P(regime)", "stake", f"predicted {data.target} at rho*",
+                                           *(["untrained"] if show_base else [])],
+                         rows=rows, flags=weak))
         out += [Block("note", m) for m in marks]
         out.append(Block("h2", "Frontiers"))
         out += _figs(figs, "frontiers")
@@ -281,7 +300,9 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                               "pass@1) and judge (process judge), with the 90% interval of the optimum "
                               "over posterior samples in any regime. A setting is flagged when two "
                               "targets' intervals do not overlap: they disagree by more than the "
-                              "uncertainty."))
+                              "uncertainty. \"regimes differ\": the intervals overlap, but the targets call "
+                              "different regimes, so which allocation is best depends on what is measured, "
+                              "within the uncertainty."))
         out += _figs(figs, "targets")
         # Every target any setting has, in the canonical order; a setting without one (not
         # measured there) gets a blank cell under that target's header, not a shifted row.

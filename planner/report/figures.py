@@ -25,6 +25,7 @@ from planner.report.data import (
     Frontier,
     ReportData,
     SettingAt,
+    base_score,
     disagreements,
     observed,
     runs_at,
@@ -158,6 +159,10 @@ def frontier_figure(data: ReportData, fr: Frontier, slug: str | None = None) -> 
                    label="runs (each seed)" if i == 0 else None)
         ax.errorbar([rho], [y], yerr=[spread], fmt="o", ms=6, color="black", mfc="white", capsize=4,
                     zorder=4, label="seed mean +- half-range" if i == 0 else None)
+    base = base_score(data.ok, fr.setting.model, fr.setting.reward, fr.target)
+    if base is not None:
+        # Without it, a frontier that is all below the untrained policy read as training gains.
+        ax.axhline(base, color="#6a3d9a", lw=1.2, ls="-.", label=f"untrained policy ({base:.3f})")
     c = fr.call
     ax.axvspan(*c.rho_star_ci, color="#DD8452", alpha=0.15, lw=0,
                label=f"rho* {int(c.level * 100)}% interval [{c.rho_star_ci[0]:.2f}, {c.rho_star_ci[1]:.2f}]")
@@ -176,7 +181,9 @@ def frontier_figure(data: ReportData, fr: Frontier, slug: str | None = None) -> 
     cap = (f"Frontier of {fr.setting.label} under {fr.target}: posterior mean with 50% and 90% bands, "
            f"observed runs with their seed spread, rho* = {c.rho_star:.2f} "
            f"[{c.rho_star_ci[0]:.2f}, {c.rho_star_ci[1]:.2f}], regime {c.regime} "
-           f"(P = {format_probability(c.confidence)}{_stake_note(c)}).{_runs_note(runs, near)} {foot}.")
+           f"(P = {format_probability(c.confidence)}{_stake_note(c)}).{_runs_note(runs, near)}"
+           + (f" Dash-dotted: the untrained policy's {fr.target} ({base:.3f}); below it, training lost ground."
+              if base is not None else "") + _reuse_note(fr) + f" {foot}.")
     return FigureSpec(f"frontier-{fr.target}-{slug or fr.setting.slug}", fr.setting.label, cap, fig, "frontiers")
 
 
@@ -223,6 +230,16 @@ def _call_text(call: RegimeCall) -> str:
 
 def _stake_note(call: RegimeCall) -> str:
     return f", stake {format_stake(call)}" if np.isfinite(call.stake) else ""
+
+
+def _reuse_note(fr: Frontier) -> str:
+    """Why the mean can jump between neighbouring rho: where the plans' update passes per
+    batch change along the grid (a reader took the steps for noise, or for a bad fit)."""
+    if fr.reuse is None or len(mus := np.unique(fr.reuse)) < 2:
+        return ""
+    return (f" The mean can step where the compiled plans' update passes per batch (mu: {mus.min():g} to "
+            f"{mus.max():g} across this grid) change along rho: mu is one of the surrogate's inputs, so a step is a "
+            "move to plans of another kind, which the fit knows only as well as the runs near them.")
 
 
 def _runs_note(runs: list[Any], near: list[Any]) -> str:
@@ -383,7 +400,7 @@ def size_figure(data: ReportData) -> FigureSpec | None:
     cap = ("rho* (argmax of the posterior-mean frontier within the called regime, among measured "
            "allocations where there are any) against policy size, "
            "one line per reward "
-           "system, with 90% intervals drawn as computed: rho* can lie outside its interval where it is held "
+           "system (a point where there is one policy size), with 90% intervals drawn as computed: rho* can lie outside its interval where it is held "
            "to measured allocations, or where the posterior mean is nearly flat (its peak at the regime's "
            "edge). Open markers: rho*+, a prediction with no run near it at that budget. "
            f"The dotted line is rho = 0.5. {foot}.")

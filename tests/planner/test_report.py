@@ -7,6 +7,7 @@ GP fits behind them are the slow part.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -153,6 +154,47 @@ def test_markdown_sections(built) -> None:
     # every figure is referenced with a file that exists
     for rel in re.findall(r"\]\((figures/[^)]+)\)", md):
         assert (built.out / rel).is_file(), rel
+
+
+def test_the_untrained_policy_is_tabled_and_drawn_and_open_calls_are_bold(built) -> None:
+    # A frontier wholly below the untrained policy read as training gains; a P of 0.63 sat
+    # unmarked beside the confident calls.
+    import numpy as np
+
+    from planner.report.data import base_score
+    from runners.store import PilotStore
+
+    ok = PilotStore(built.data).records()
+    md = (built.out / "report.md").read_text()
+    calls = md.split("## Regime calls")[1].split("\n## ")[0]
+    lines = [ln for ln in calls.splitlines() if ln.startswith("| ")]
+    assert lines[0].endswith("| untrained |")
+    rows = [[c.strip().strip("*") for c in ln.strip("|").split("|")] for ln in lines[2:]]
+    assert rows
+    for ln, row in zip(lines[2:], rows, strict=True):
+        model, reward, p = row[0], row[1], float(row[7])
+        want = np.median([r.metrics.native_base for r in ok if (r.model, r.reward) == (model, reward)])
+        assert row[-1] == f"{want:.3f}" == f"{base_score(ok, model, reward, 'native'):.3f}"
+        assert ln.startswith("| **") == (p < 0.9), ln  # the race's confidence
+    assert ("P below 0.9, so the regime shown is a lean" in calls) == any(float(r[7]) < 0.9 for r in rows)
+    frontiers = md.split("## Frontiers")[1].split("\n## ")[0]
+    assert frontiers.count("Dash-dotted: the untrained policy's native") == frontiers.count("![")
+    assert base_score(ok, "no-such-model", "sparse", "native") is None
+
+
+def test_a_frontier_says_why_its_mean_steps_where_the_plans_mu_changes() -> None:
+    import numpy as np
+
+    from planner.regime import RegimeCall
+    from planner.report.data import Frontier, SettingAt
+    from planner.report.figures import _reuse_note
+
+    grid = np.linspace(0.1, 0.9, 5)
+    call = RegimeCall(rho_star=0.5, rho_star_ci=(0.4, 0.6), probabilities={"search-heavy": 1.0}, regime="search-heavy")
+    one = Frontier(SettingAt("m", "sparse", 1e16), "native", grid, grid, grid, call, 0.0, reuse=np.ones(5))
+    assert _reuse_note(one) == "" and _reuse_note(dataclasses.replace(one, reuse=None)) == ""
+    steps = dataclasses.replace(one, reuse=np.array([1.0, 1, 2, 2, 4]))
+    assert "(mu: 1 to 4 across this grid)" in _reuse_note(steps)
 
 
 def test_report_cli_on_empty_dataset(tmp_path: Path) -> None:
@@ -599,8 +641,8 @@ def test_budgets_a_few_percent_apart_are_told_apart_and_undrawn_panels_are_named
     assert "Panels for the 4 budgets holding the most runs (then settings, then the larger); not drawn: 1e+16 FLOPs" in cap
     # 1e16 and 1.04e16 count as measured at each other (rho* is held to both's allocations):
     # the table and the frontier figure say so; 3e16 is too far for either.
-    rows = {ln.split("|")[3].strip(): ln.split("|")[4].strip() for ln in md.splitlines()
-            if ln.startswith(f"| {MODELS[0]} | {REWARDS[0]} |")}
+    rows = {ln.split("|")[3].strip(): ln.split("|")[4].strip() for ln in md.replace("**", "").splitlines()
+            if ln.startswith(f"| {MODELS[0]} | {REWARDS[0]} |")}  # bold: a call below the confidence
     assert rows["1e+16"] == "3 (+3 near)" and rows["1.04e+16"] == "3 (+3 near)" and rows["3e+16"] == "3"
     assert "runs (+k near): k more runs at budgets within 1.5x" in md
     caps = [ln for ln in md.splitlines() if ln.startswith("*Frontier of")]
@@ -738,8 +780,8 @@ def test_runs_counted_at_a_budget_are_those_that_measured_the_target(tmp_path: P
         store.write(r.model_copy(update={"metrics": r.metrics.model_copy(update={"native": None})}))
     res = build_report(data, tmp_path / "out", target="native", progress=False)
     md = res.markdown.read_text()
-    rows = {ln.split("|")[3].strip(): ln.split("|")[4].strip() for ln in md.splitlines()
-            if ln.startswith(f"| {MODELS[0]} | {REWARDS[0]} |")}
+    rows = {ln.split("|")[3].strip(): ln.split("|")[4].strip() for ln in md.replace("**", "").splitlines()
+            if ln.startswith(f"| {MODELS[0]} | {REWARDS[0]} |")}  # bold: a call below the confidence
     assert rows == {"1e+16": "3", "1.2e+16": "0 (+3 near)"}
     caps = [ln for ln in md.splitlines() if ln.startswith("*Frontier of")]
     assert not any("Hollow diamonds" in c for c in caps if "/ 1e+16 under" in c)
