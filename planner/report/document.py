@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from planner.frontier import AT_BUDGET_RATIO, RHO_STAR_SUPPORT
 from planner.regime import GUESSED_NOISE, format_probability, format_stake
 from planner.report.cards import CARD_COLUMNS, card_rows
@@ -288,6 +290,8 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                                            *(["untrained"] if show_base else [])],
                          rows=rows, flags=weak))
         out += [Block("note", m) for m in marks]
+        if warning := _too_sure(fit):
+            out.append(Block("warn", warning))
         out.append(Block("h2", "Frontiers"))
         out += _figs(figs, "frontiers")
         out.append(Block("h2", "rho* against model size"))
@@ -375,6 +379,32 @@ _NOISE_FROM = {
     "inferred": "the fit's guess (sd*)",
     "identical replicates": "the fit's guess: its seed replicates all agreed (sd*)",
 }
+
+
+# Held-out runs the fit's guessed noise should have covered: below this share of the 90%
+# intervals, with an error this many guessed sds, the guess is called too small. Loose on
+# purpose: 17 of 20 (0.85) is a 90% rate's ordinary luck.
+TOO_SURE_COVERAGE = 0.85
+TOO_SURE_RATIO = 2.0
+
+
+def _too_sure(fit: Any) -> str | None:
+    """A warning where the evidence says the fit's guessed run noise (sd*) is too small:
+    its leave-one-out error is several guessed sds and its 90% intervals missed too many
+    held-out runs. The sd* note says it *can* be; this says the store shows it is (a
+    reviewer found a P = 1.00 call resting on sd* 0.0047 beside a LOO RMSE of 0.019)."""
+    loo = fit.loo
+    sds = [float(sd) for f in fit.frontiers.values() if f.call.noise_guessed
+           and (sd := f.call.extra.get("noise_sd")) is not None and np.isfinite(sd) and sd > 0]
+    if loo is None or not sds or not (np.isfinite(loo.rmse) and np.isfinite(loo.coverage90)):
+        return None
+    sd = float(np.median(sds))
+    if loo.rmse < TOO_SURE_RATIO * sd or loo.coverage90 >= TOO_SURE_COVERAGE:
+        return None
+    return (f"The fit's guessed run noise (sd* {sd:.2g}) is {loo.rmse / sd:.1f}x smaller than its leave-one-out error "
+            f"(RMSE {loo.rmse:.2g}), and {_fmt_coverage(loo.coverage90)} of the held-out runs fell inside their 90% "
+            "intervals: the runs vary more than the fit allows for, so its P and stakes are likely too sure. Seed "
+            "replicates (--seeds 2) would measure the noise; --noise-sd states a known one.")
 
 
 def _noise_blocks(fitted: Sequence[Any]) -> list[Block]:

@@ -827,3 +827,28 @@ def test_a_race_reward_whose_runs_all_failed_leaves_the_others_stated_noise_to_t
     assert fit.error is None and model is not None
     assert model.noise_source("sparse") == "stated"
     assert model.run_noise_variance("sparse") == pytest.approx(0.02**2)
+
+
+@pytest.mark.parametrize(("rmse", "coverage", "source", "warns"), [
+    (0.019, 0.80, "inferred", True),  # the main job's store: sd* 0.0047, P = 1.00
+    (0.019, 0.90, "inferred", False),  # the intervals held: the fit knew its error
+    (0.008, 0.80, "inferred", False),  # an error of under two guessed sds
+    (0.019, 0.80, "replicates", False),  # measured noise is not a guess
+])
+def test_a_guessed_noise_the_held_out_runs_contradict_is_warned_of(rmse: float, coverage: float, source: str,
+                                                                  warns: bool) -> None:
+    from types import SimpleNamespace
+
+    from planner.regime import RegimeCall
+    from planner.report.document import _too_sure
+
+    call = RegimeCall(rho_star=0.75, rho_star_ci=(0.75, 0.97), regime="update-heavy",
+                      probabilities={"update-heavy": 1.0}, extra={"noise_sd": 0.0047, "noise_source": source})
+    fit = SimpleNamespace(loo=SimpleNamespace(rmse=rmse, coverage90=coverage),
+                          frontiers={"s": SimpleNamespace(call=call)})
+    said = _too_sure(fit)
+    assert (said is not None) == warns
+    if said:
+        assert said.startswith("The fit's guessed run noise (sd* 0.0047) is 4.0x smaller than its leave-one-out "
+                               "error (RMSE 0.019), and 80% of the held-out runs")
+    assert _too_sure(SimpleNamespace(loo=None, frontiers=fit.frontiers)) is None
