@@ -132,7 +132,9 @@ def build_report(
         doc = blocks(data, figs)
         md, page, reg = out / "report.md", out / "report.html", out / "regimes.json"
         _atomic_write(md, to_markdown(doc))
-        _atomic_write(page, to_html(doc, f"RACE regime report: {shown_path(data.data_dir.name or data.data_dir)}"))
+        # The store's folder with its parent: a browser tab reading "data" named no campaign.
+        named = Path(*data.data_dir.parts[-2:]) if data.data_dir.name else data.data_dir
+        _atomic_write(page, to_html(doc, f"RACE regime report: {shown_path(named)}"))
         _atomic_write(reg, dumps_json(regimes_json(data), indent=2) + "\n")
     warnings = [*data.mixed, *data.notes]
     if added := added_since_race(data):

@@ -216,6 +216,14 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
     made_with = f" Made with {software}." if software else ""
     out.append(Block("p", f"Data: {data.source_text}. Engine: {data.engine_text}.{made_with} "
                           f"Primary target: {data.target}. Generated {now} by `planner report`."))
+    if not data.empty:
+        # The tables below use these words first; a reader met "P" and "native" undefined.
+        out.append(Block("note", (
+            "Words: rho is the update fraction, learning FLOPs / total FLOPs of a run; the regime is the largest "
+            "of its search (rollouts), learning (updates) and reward (scoring) shares. Targets: native (the "
+            "training reward on held-out prompts), pass1 (downstream pass@1), judge (a process judge's score). "
+            "rho* is the best rho for a target at a budget; P a regime's posterior probability; a call is decided "
+            "where P reaches the race's confidence, and open below it.")))
     if any(r.simulated for r in data.records):
         out.append(Block("warn", "Results from the sim engine are SIMULATED: they measure the planner "
                                  "against a known world, not a real training run."))
@@ -245,7 +253,7 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                               "one, and in brackets the same in one run's noise sd (the surrogate's "
                               "estimate): near 0, the regime hardly matters, however probable the "
                               "call."))
-        rows, weak = [], []
+        rows, weak, lone = [], [], []
         race = data.race or {}
         level = _float(race.get("confidence")) if race.get("target", "native") == data.target else CONFIDENCE
         level = level if 0 < level < 1 else CONFIDENCE
@@ -257,6 +265,8 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
             c = f.call
             # +: rho* is the posterior mean's peak, with no run near it at this budget.
             held = "" if c.extra.get("rho_star_support", "measured") == "measured" else "+"
+            if not held and sum(abs(r.card.rho - c.rho_star) <= RHO_STAR_SUPPORT for r in [*exact, *nearby]) == 1:
+                lone.append(f"{s.label}")
             rows.append([s.model, s.reward, f"{s.budget:.4g}", f"{n}" + (f" (+{near} near)" if near else ""),
                          f"{c.rho_star:.2f}{held}",
                          _fmt_ci(c.rho_star_ci), c.regime, format_probability(c.confidence),
@@ -278,6 +288,12 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
         if any(r[4].endswith("+") for r in rows):
             marks.append("rho*+: a prediction, no run of the setting near it at that budget "
                          f"(or within {AT_BUDGET_RATIO:g}x of it)")
+        if lone:
+            # One run's luck can be the peak: P weighs it against the fit's noise, which
+            # one run cannot measure (a reviewer's P = 1.00 rested on such a run).
+            marks.append(f"rho* rests on one run for {', '.join(lone)}: a single unreplicated run near the called "
+                         "allocation sets its height, so a lucky run can make the peak; a seed replicate there would "
+                         "test it")
         if any("sd*" in r[8] for r in rows):
             marks.append(f"sd*: {GUESSED_NOISE}")
         told = stated_noise(data.race) if (data.race or {}).get("target", "native") == data.target else None

@@ -852,3 +852,18 @@ def test_a_guessed_noise_the_held_out_runs_contradict_is_warned_of(rmse: float, 
         assert said.startswith("The fit's guessed run noise (sd* 0.0047) is 4.0x smaller than its leave-one-out "
                                "error (RMSE 0.019), and 80% of the held-out runs")
     assert _too_sure(SimpleNamespace(loo=None, frontiers=fit.frontiers)) is None
+
+
+def test_a_rho_star_on_one_unreplicated_run_is_said_and_the_words_come_first(tmp_path: Path) -> None:
+    one = make_campaign(tmp_path / "one", models=MODELS[:1], rewards=REWARDS[:1], n_rho=4, seeds=(0,), n_failed=0)
+    md = build_report(one, tmp_path / "o1", target="native", progress=False).markdown.read_text()
+    calls = md.split("## Regime calls")[1].split("\n## ")[0]
+    held = [ln for ln in calls.splitlines() if ln.startswith("| ") and re.search(r"\| \d\.\d\d \|", ln)]
+    assert held  # a rho* held to a run, which is then that one run
+    assert f"> rho* rests on one run for {MODELS[0]} / {REWARDS[0]} / " in calls
+    two = make_campaign(tmp_path / "two", models=MODELS[:1], rewards=REWARDS[:1], n_rho=4, seeds=(0, 1), n_failed=0)
+    md2 = build_report(two, tmp_path / "o2", target="native", progress=False).markdown.read_text()
+    assert "rests on one run" not in md2
+    # Defined before the first table uses them.
+    assert md.index("> Words: rho is the update fraction") < md.index("| model |")
+    assert f"<title>RACE regime report: {tmp_path.name}/one</title>" in (tmp_path / "o1" / "report.html").read_text()
