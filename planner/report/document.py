@@ -291,7 +291,9 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
         if lone:
             # One run's luck can be the peak: P weighs it against the fit's noise, which
             # one run cannot measure (a reviewer's P = 1.00 rested on such a run).
-            marks.append(f"rho* rests on one run for {', '.join(lone)}: a single unreplicated run near the called "
+            held_rows = sum(not r[4].endswith("+") for r in rows)
+            which = "every setting whose rho* is held to runs" if len(lone) == held_rows > 1 else ", ".join(lone)
+            marks.append(f"rho* rests on one run for {which}: a single unreplicated run near the called "
                          "allocation sets its height, so a lucky run can make the peak; a seed replicate there would "
                          "test it")
         if any("sd*" in r[8] for r in rows):

@@ -860,7 +860,7 @@ def test_a_rho_star_on_one_unreplicated_run_is_said_and_the_words_come_first(tmp
     calls = md.split("## Regime calls")[1].split("\n## ")[0]
     held = [ln for ln in calls.splitlines() if ln.startswith("| ") and re.search(r"\| \d\.\d\d \|", ln)]
     assert held  # a rho* held to a run, which is then that one run
-    assert f"> rho* rests on one run for {MODELS[0]} / {REWARDS[0]} / " in calls
+    assert "> rho* rests on one run for " in calls
     two = make_campaign(tmp_path / "two", models=MODELS[:1], rewards=REWARDS[:1], n_rho=4, seeds=(0, 1), n_failed=0)
     md2 = build_report(two, tmp_path / "o2", target="native", progress=False).markdown.read_text()
     assert "rests on one run" not in md2
