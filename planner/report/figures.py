@@ -271,6 +271,9 @@ def split_figure(data: ReportData) -> FigureSpec:
     fig = _figure(8.0, max(2.5, 0.32 * n + 1.4))
     ax = fig.add_subplot()
     y = np.arange(n)
+    # A component no run spends on (reward under rule-based rewards) gets no legend entry.
+    spent = {comp for r in recs for f in (r.plan.flops, r.card.flops) for comp in ("search", "learning", "reward")
+             if getattr(f, comp) > 0}
     for row, r in enumerate(recs):
         for kind, flops, off, alpha, hatch in (("planned", r.plan.flops, -0.2, 0.45, "//"),
                                                ("metered", r.card.flops, 0.2, 1.0, None)):
@@ -279,7 +282,7 @@ def split_figure(data: ReportData) -> FigureSpec:
                 w = getattr(flops, comp) / r.budget
                 ax.barh(y[row] + off, w, height=0.38, left=left, color=COLORS[comp], alpha=alpha,
                         hatch=hatch, edgecolor="white", lw=0.3,
-                        label=f"{comp} ({kind})" if row == 0 else None)
+                        label=f"{comp} ({kind})" if row == 0 and comp in spent else None)
                 left += w
     ax.axvline(1.0, color="black", lw=1, ls="--")
     ax.set_ylim(n - 0.5, -0.5)  # top row first, no blank margin

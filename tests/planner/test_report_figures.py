@@ -414,3 +414,17 @@ def test_the_disagreement_figure_keeps_its_title_and_labels_whole(runs: tuple[li
     assert not title.overlaps(ylabel), (title, ylabel)
     assert not title.overlaps(legend.get_window_extent(r))
     assert not ax.get_window_extent(r).overlaps(legend.get_window_extent(r))
+
+
+def test_the_flop_split_legend_names_only_the_components_runs_spend_on(runs: tuple[list[Any], list[Any]]) -> None:
+    from planner.report.figures import split_figure
+
+    ok, _ = runs
+    legend = lambda recs: {t.get_text() for t in split_figure(_report_data(recs, [])).fig.legends[0].get_texts()}  # noqa: E731
+    rule = [r for r in ok if r.card.flops.reward == 0 and r.plan.flops.reward == 0]  # sparse: scored by rule
+    assert rule
+    r = rule[0]
+    scored = [r.model_copy(update={"card": r.card.model_copy(update={"flops": r.card.flops.model_copy(
+        update={"reward": 0.1 * r.budget})})})]  # a reward model's forward passes, metered
+    assert legend(rule) == {"search (planned)", "learning (planned)", "search (metered)", "learning (metered)"}
+    assert "reward (metered)" in legend(rule + scored)
