@@ -133,7 +133,8 @@ def build_report(
         md, page, reg = out / "report.md", out / "report.html", out / "regimes.json"
         _atomic_write(md, to_markdown(doc))
         # The store's folder with its parent: a browser tab reading "data" named no campaign.
-        named = Path(*data.data_dir.parts[-2:]) if data.data_dir.name else data.data_dir
+        whole = data.data_dir.resolve()
+        named = Path(*whole.parts[-2:]) if whole.name else whole
         _atomic_write(page, to_html(doc, f"RACE regime report: {shown_path(named)}"))
         _atomic_write(reg, dumps_json(regimes_json(data), indent=2) + "\n")
     warnings = [*data.mixed, *data.notes]

@@ -222,8 +222,10 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
             "Words: rho is the update fraction, learning FLOPs / total FLOPs of a run; the regime is the largest "
             "of its search (rollouts), learning (updates) and reward (scoring) shares. Targets: native (the "
             "training reward on held-out prompts), pass1 (downstream pass@1), judge (a process judge's score). "
-            "rho* is the best rho for a target at a budget; P a regime's posterior probability; a call is decided "
-            "where P reaches the race's confidence, and open below it.")))
+            "rho* is the best rho within the called regime for a target at a budget (held to measured allocations: "
+            "Regime calls says how); P a regime's posterior probability; a call is decided where P reaches the "
+            "race's confidence (or, with its --indifference, where committing is expected to lose less than that), "
+            "and open otherwise.")))
     if any(r.simulated for r in data.records):
         out.append(Block("warn", "Results from the sim engine are SIMULATED: they measure the planner "
                                  "against a known world, not a real training run."))
@@ -255,8 +257,11 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                               "call."))
         rows, weak, lone = [], [], []
         race = data.race or {}
-        level = _float(race.get("confidence")) if race.get("target", "native") == data.target else CONFIDENCE
-        level = level if 0 < level < 1 else CONFIDENCE
+        ours = race.get("target", "native") == data.target  # another target's race judged other calls
+        level = _float(race.get("confidence")) if ours else CONFIDENCE
+        level = level if 1 / 3 < level < 1 else CONFIDENCE  # as the race takes it (a hand edit may not)
+        indifference = _float(race.get("indifference")) if ours else 0.0
+        indifference = indifference if 0 < indifference < 1 else 0.0
         bases = {(s.model, s.reward): base_score(data.ok, s.model, s.reward, data.target) for s in fit.frontiers}
         show_base = any(v is not None for v in bases.values())
         for s, f in fit.frontiers.items():
@@ -272,10 +277,15 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                          _fmt_ci(c.rho_star_ci), c.regime, format_probability(c.confidence),
                          format_stake(c), f"{f.predicted_at_rho_star:.3f}"]
                         + ([f"{b:.3f}" if (b := bases[s.model, s.reward]) is not None else "-"] if show_base else []))
-            weak.append(c.confidence < level)
+            # Decided as the race decides (planner.strategies.base.decision_state): P at the
+            # confidence, or committing is expected to lose no more than its --indifference.
+            weak.append(c.confidence < level and not (indifference and c.expected_loss <= indifference))
         marks = []
         if any(weak):
-            marks.append(f"Rows in bold (red in HTML): P below {level:g}, so the regime shown is a lean, not a call: "
+            told = (f" and committing to it is expected to lose more than the race's indifference {indifference:g}"
+                    if indifference else "")
+            marks.append(f"Rows in bold (red in HTML): P below {level:g}{told}, so the regime shown is a lean, "
+                         "not a call: "
                          "more runs there, or seed replicates, would decide it")
         if show_base:
             marks.append(f"untrained: the policy's {data.target} before training (the median its runs measured); "

@@ -867,3 +867,30 @@ def test_a_rho_star_on_one_unreplicated_run_is_said_and_the_words_come_first(tmp
     # Defined before the first table uses them.
     assert md.index("> Words: rho is the update fraction") < md.index("| model |")
     assert f"<title>RACE regime report: {tmp_path.name}/one</title>" in (tmp_path / "o1" / "report.html").read_text()
+
+
+def test_bold_calls_follow_the_races_own_decision_rule_and_the_title_names_the_campaign(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A call the race counted "indifferent" (expected loss under --indifference) was bold as
+    # "a lean, not a call"; a hand-edited confidence of 0.3, which no race takes, unbolded all.
+    from test_report_support import write_race_summary
+
+    camp = tmp_path / "camp"
+    data = make_campaign(camp / "data", models=MODELS[:1], rewards=REWARDS, n_rho=3, seeds=(0,), n_failed=0)
+    doc = write_race_summary(data)
+
+    def bold(**edit: object) -> int:
+        (data / "regimes.json").write_text(json.dumps({**doc, **edit}))
+        md = build_report(Path("data"), camp / "out", target="native", progress=False).markdown.read_text()
+        calls = md.split("## Regime calls")[1].split("\n## ")[0]
+        return sum(ln.startswith("| **") for ln in calls.splitlines())
+
+    monkeypatch.chdir(camp)
+    plain = bold()
+    assert plain, "this campaign's calls have a P below 0.9"
+    assert bold(indifference=0.99) == 0  # every call's expected loss is below it: decided, as the race says
+    assert bold(confidence=0.3) == plain  # read as the default, not as "everything is decided"
+    assert bold(target="pass1", confidence=0.35) == plain  # another target's race judged other calls
+    # Run from inside the campaign with a relative --data: the tab names camp/data, not "data".
+    assert "<title>RACE regime report: camp/data</title>" in (camp / "out" / "report.html").read_text()
