@@ -282,9 +282,9 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
             weak.append(c.confidence < level and not (indifference and c.expected_loss <= indifference))
         marks = []
         if any(weak):
-            told = (f" and committing to it is expected to lose more than the race's indifference {indifference:g}"
+            lose = (f" and committing to it is expected to lose more than the race's indifference {indifference:g}"
                     if indifference else "")
-            marks.append(f"Rows in bold (red in HTML): P below {level:g}{told}, so the regime shown is a lean, "
+            marks.append(f"Rows in bold (red in HTML): P below {level:g}{lose}, so the regime shown is a lean, "
                          "not a call: "
                          "more runs there, or seed replicates, would decide it")
         if show_base:
