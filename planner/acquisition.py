@@ -81,7 +81,7 @@ class AcquisitionConfig:
         if not 0.0 <= self.cost_power <= 1.0:
             from planner.errors import ConfigError
 
-            raise ConfigError(f"cost_power: {self.cost_power} is outside [0, 1]; use 1 for gain per FLOP, "
+            raise ConfigError(f"cost-power: {self.cost_power} is outside [0, 1]; use 1 for gain per FLOP, "
                               "0 to ignore cost, 0.5 (default) in between")
 
 
@@ -112,7 +112,10 @@ class Candidate:
             f"acquisition: expected uncertainty reduction {self.gain:.3f} (regime bits + rho* spread) "
             f"for {self.cost:.3g} FLOPs ({self.cost / unit:.3g}x the requested pilot budget {unit:.3g}) at "
             f"budget {self.budget:.3g}; "
-            f"P(regime) now: {probs}" + (f"; {self.note.strip('; ')}" if self.note else "")
+            # The acquisition's own estimate (fewer samples, after this batch's earlier
+            # picks): it differed from the calls table printed beside it, unexplained.
+            f"P(regime) as the acquisition saw it, after this batch's earlier picks: {probs}"
+            + (f"; {self.note.strip('; ')}" if self.note else "")
         )
 
 

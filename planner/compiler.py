@@ -429,3 +429,8 @@ def check_plan(plan: RunPlan, where: str = "plan") -> None:
                                             f"for {plan.model}/{plan.reward}")
     if not math.isclose(plan.rho, plan.flops.rho, abs_tol=1e-9):
         raise bad("rho", f"states {plan.rho:.6g} but its FLOPs give {plan.flops.rho:.6g}")
+    # The compiler lands every plan within BUDGET_TOLERANCE of its budget: a budget edited
+    # alone was run at the old one and recorded, and reported, at the new.
+    if abs(plan.flops.total - plan.budget) > BUDGET_TOLERANCE * plan.budget * (1 + 1e-9):
+        raise bad("budget", f"{plan.budget:.6g} FLOPs, but its levers cost {plan.flops.total:.6g} (a plan lands "
+                            f"within {BUDGET_TOLERANCE:.0%} of its budget)")

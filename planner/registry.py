@@ -172,8 +172,8 @@ def get_model(name: str) -> Architecture:
     except KeyError:
         policies = list_models("policy")
         others = ", ".join(n for n in list_models(None) if n not in policies)
-        raise ConfigError(f"model: unknown model {name!r}; use a policy: {', '.join(policies)}"
-                          + (f" (reward models: {others})" if others else "")) from None
+        raise ConfigError(f"model: unknown model {name!r}; {_did_you_mean(name, list_models(None))}use a policy: "
+                          f"{', '.join(policies)}" + (f" (reward models: {others})" if others else "")) from None
 
 
 def get_reward(name: str) -> RewardSystem:
@@ -183,7 +183,18 @@ def get_reward(name: str) -> RewardSystem:
         return _rewards()[name]
     except KeyError:
         known = ", ".join(_rewards())
-        raise ConfigError(f"reward: unknown reward system {name!r}; use one of: {known}") from None
+        raise ConfigError(f"reward: unknown reward system {name!r}; {_did_you_mean(name, list(_rewards()))}use one "
+                          f"of: {known}") from None
+
+
+def _did_you_mean(name: str, known: list[str]) -> str:
+    """``"did you mean 'x'? "`` for a near miss (a case slip such as qwen2.5-1.5B, a typo), else ``""``."""
+    import difflib
+
+    folded = {k.casefold(): k for k in known}
+    close = ([folded[name.casefold()]] if name.casefold() in folded
+             else [folded[c] for c in difflib.get_close_matches(name.casefold(), list(folded), n=1, cutoff=0.8)])
+    return f"did you mean {close[0]!r}? " if close else ""
 
 
 def scorer_for(reward: RewardSystem, policy: Architecture) -> Architecture | None:

@@ -256,6 +256,10 @@ def _not_proposals(text: str | bytes) -> str | None:
         doc = json.loads(text)
     except (ValueError, RecursionError):  # a file nested 2,000 deep: json recurses
         return None
+    if isinstance(doc, list) and doc and all(isinstance(d, dict) and "plan" in d for d in doc):
+        # `planner suggest --json > list.json`: "Input should be an object, write the file
+        # anew with `planner suggest`" sent the user back to the command they had used.
+        return "a bare list of proposals (what `planner suggest --json` prints, beside the file it writes to --out)"
     if not isinstance(doc, dict) or not doc or "proposals" in doc:
         return None
     if doc.get("generated_by") == "planner report":

@@ -229,6 +229,8 @@ def calls_table(title: str, problem: Any, calls: dict[Setting, RegimeCall], resu
                        if posterior else "P%: this strategy has no posterior: a point call (optuna: 100 is "
                        "the call) or the share of bootstrap refits of its local fit (grid, random: 100 where "
                        "that fit is exact, three rho values and no replicates); ")
+                      + "90% CI: of the best rho within the called regime (rho* is held to measured "
+                        "allocations, so it can lie outside); "
                       + f"?: not decided (below {problem.confidence:.0%}, or not yet checked by a run at "
                       "the target budget), ~: indifferent; stake: "
                       "expected gap between the best allocations of the called and the next "

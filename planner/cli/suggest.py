@@ -147,7 +147,9 @@ def _print_proposals(props: list[Any], out: Path, n_records: int, elapsed: float
     rest = f" of {n_store} in the store" if n_store > n_records else ""
     t = Table(title=f"{len(props)} proposals from {n_records} records{rest} ({elapsed:.1f} s)",
               box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
-              caption="split: search / learning / reward share of the planned FLOPs"
+              caption="rho: what the compiled plan achieves (the requested rho is in the file and the run id, "
+                      "up to the compiler's tolerance away); split: search / learning / reward share of the planned "
+                      "FLOPs"
                       + ("; acq. gain: expected reduction of regime bits + rho* spread"
                          if any(p.reason.startswith("acquisition") for p in props) else ""))
     # One line per proposal, numbers whole, at 80 columns too: 60 proposals wrapped to 7

@@ -105,7 +105,7 @@ class RaceProblem:
         if self.pilot_budget > self.budget:
             raise ConfigError(
                 f"pilot-budget: {self.pilot_budget:.3g} exceeds the target budget {self.budget:.3g}; "
-                "pilots must be cheaper than the decision they inform"
+                "pilots must not cost more than the decision they inform"
             )
         for s in self.settings:
             if get_model(s.model).role != "policy":

@@ -303,7 +303,7 @@ def test_cost_power_option_reaches_the_acquisition(tmp_path: Path) -> None:
         budgets[p] = prop.budget
     assert budgets["1"] < budgets["0"]  # gain per FLOP buys a cheaper run than gain alone
     bad = runner.invoke(app, ["suggest", *base, "--cost-power", "1.5"])
-    assert bad.exit_code == 2 and bad.output.startswith("error: cost_power") and "[0, 1]" in bad.output
+    assert bad.exit_code == 2 and bad.output.startswith("error: cost-power: 1.5 is outside") and "[0, 1]" in bad.output
     bad = runner.invoke(app, ["race", *base, "--strategy", "grid", "--cost-power", "0.5", "--quiet"])
     assert bad.exit_code == 2 and "cost-power" in bad.output
 

@@ -402,6 +402,7 @@ def test_a_compiled_plan_passes_its_own_check_and_each_edit_fails_it(
         "flops_per_prompt.search": {"flops_per_prompt": fp.model_copy(update={"search": fp.search * 1.001})},
         "flops.total": {"flops": f.model_copy(update={"total": f.total * 1.001})},
         "rho": {"rho": plan.rho + 0.001},
+        "budget": {"budget": plan.budget * 2},  # run at the old budget, reported at the new
     }
     for field, update in edits.items():
         with pytest.raises(ConfigError, match=rf"^plan\.{re.escape(field)}: .*recompile it"):

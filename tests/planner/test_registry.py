@@ -134,3 +134,20 @@ def test_race_configs_that_is_no_configs_folder_is_named(tmp_path: Path, monkeyp
     assert res.stderr.count("\n") == 1
     assert res.stderr.startswith(f"error: RACE_CONFIGS: {str(path)!r} ")
     assert "unset it" in res.stderr
+
+
+@pytest.mark.parametrize(("get", "name", "hint"), [
+    ("get_model", "qwen2.5-1.5B", "did you mean 'qwen2.5-1.5b'? "),  # a case slip
+    ("get_model", "qwen2.5-7c", "did you mean 'qwen2.5-7b'? "),
+    ("get_reward", "sprase", "did you mean 'sparse'? "),
+    ("get_model", "llama-70b", None),
+    ("get_reward", "zzz", None),
+])
+def test_a_near_miss_name_gets_a_did_you_mean(get: str, name: str, hint: str | None) -> None:
+    import planner.registry as registry
+    from planner.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        getattr(registry, get)(name)
+    text = str(err.value)
+    assert "\n" not in text and (f"; {hint}use " in text if hint else "did you mean" not in text), text

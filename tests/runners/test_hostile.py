@@ -303,8 +303,10 @@ def test_a_changed_plan_under_a_recorded_id_is_refused(store: PilotStore) -> Non
       "settings": []}, "a race's summary (regimes.json)"),
     ({"generated_by": "planner report", "settings": []}, "a report's regime calls"),
     ({"model": "tiny-s", "rho": 0.5}, "a JSON object of other keys ('model', 'rho')"),
+    (BASE["proposals"], "a bare list of proposals (what `planner suggest --json` prints, beside the file it "
+                        "writes to --out)"),
 ])
-def test_another_kind_of_json_is_named_not_a_proposals_file(store: PilotStore, doc: dict[str, Any],
+def test_another_kind_of_json_is_named_not_a_proposals_file(store: PilotStore, doc: dict[str, Any] | list[Any],
                                                              what: str) -> None:
     """A race's regimes.json given as the proposals (a slip of the shell's completion) said
     "field 'strategy': Extra inputs are not permitted (+16 more); fix that field"."""
