@@ -413,7 +413,10 @@ class FrontierSurrogate:
         variance plus :meth:`run_noise_variance` (BoTorch's own would add the noise of
         the training rows, replicate means where there are replicates)."""
         post = self.posterior(X)
-        with torch.no_grad():  # the posterior's moments are computed lazily
+        with torch.no_grad(), warnings.catch_warnings():  # the posterior's moments are computed lazily
+            # Round-off at points the runs pin down leaves a variance a hair below 0, which
+            # gpytorch rounds up and warns of, six times a race on stderr; clamped here anyway.
+            warnings.filterwarnings("ignore", message=r"Negative variance values detected")
             mean = post.mean.squeeze(-1).detach().numpy()
             var = post.variance.clamp_min(0).squeeze(-1).detach().numpy()
         if observation_noise:

@@ -59,7 +59,7 @@ def race(
     target: TargetOpt = "native",
     confidence: Annotated[float, typer.Option(help="Stop when every setting's top regime probability reaches this (more than 1/3, below 1).")] = 0.9,
     indifference: Annotated[float, typer.Option(help="Also count a setting decided when its call is expected to lose at most this much of the target metric (0 = off).")] = 0.0,
-    max_runs: Annotated[int | None, typer.Option(min=1, help=f"Cap on runs (default {DEFAULT_RUNS_PER_SETTING} per setting).")] = None,
+    max_runs: Annotated[int | None, typer.Option(min=1, help=f"Cap on runs, shared by the settings (default {DEFAULT_RUNS_PER_SETTING} x the number of settings).")] = None,
     max_flops: Annotated[str | None, typer.Option(help="Cap on FLOPs spent, e.g. 1e19.")] = None,
     strategy: Annotated[str, typer.Option(help="ours, grid, random, optuna-tpe or optuna-gp.")] = "ours",
     seeds: Annotated[int, typer.Option(min=1, help="Seed replicates of every proposal.")] = 1,

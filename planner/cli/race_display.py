@@ -155,8 +155,12 @@ class RaceDisplay:
                             self.problem, result.calls, result, posterior=self.posterior)
         c = whole_console(table)  # under 80 columns: whole rows, not P% and the stake cropped off
         c.print(table)
+        cap = self.pace.flops_cap
+        left = (f" ({cap - result.total_flops:.3g} of --max-flops {cap:.3g} left, less than the next proposal "
+                "would cost)" if result.stop_reason == "max-flops" and cap and result.total_flops < cap else "")
+        # soft_wrap: one line in a log, however long the path (grep finds "wrote ...").
         c.print(f"stopped: {result.stop_reason} after {result.total_runs} runs, "
-                f"{result.total_flops:.3g} FLOPs; wrote {escape(str(path))}")
+                f"{result.total_flops:.3g} FLOPs{left}; wrote {escape(str(path))}", soft_wrap=True)
 
 
 def round_line(progress: Any, problem: Any, spend: str = "") -> str:

@@ -89,7 +89,7 @@ class RaceProblem:
         if self.target not in TARGETS:
             raise ConfigError(f"target: unknown target {self.target!r}; use one of: {', '.join(TARGETS)}")
         if not 0.0 < self.confidence < 1.0:
-            raise ConfigError(f"confidence: must lie in (0, 1), got {self.confidence}; e.g. --confidence 0.9")
+            raise ConfigError(f"confidence: must lie in (1/3, 1), got {self.confidence}; e.g. --confidence 0.9")
         if self.confidence <= 1 / 3:
             # The likeliest of three regimes has P >= 1/3: every call would be "confident"
             # (a typo such as 0.09 for 0.9 ended races on their first fit).

@@ -163,7 +163,8 @@ def test_race_prints_one_whole_line_per_setting_at_80_columns(tmp_path: Path) ->
     # Not a terminal: a whole line per round (a log is grepped, not read at 80 columns).
     rounds = [line for line in lines if line.startswith("race round ")]
     assert rounds and all(" runs, " in line and "FLOPs" in line for line in rounds)
-    assert all(len(line) <= 80 for line in lines if line not in rounds)
+    # The stop line is one line too, however long its path: it is grepped for "wrote".
+    assert all(len(line) <= 80 for line in lines if line not in rounds and not line.startswith("stopped: "))
     assert any(line.startswith("stopped: max-runs") for line in lines)  # not glued to a table
     assert [line.strip() for line in lines if "regimes at" in line] == ["regimes at 1e+16 FLOPs (native)"]
     assert "*: that noise is the fit's guess" in " ".join(res.output.split())
@@ -314,6 +315,18 @@ def test_race_cap_that_buys_no_run_is_refused_before_anything_is_written(tmp_pat
                               "--rewards", "sparse", "--max-flops", "1e13", "--data", str(data), "--quiet"])
     assert res.exit_code == 2 and res.stderr.startswith("error: max-flops: the cap allows no run")
     assert not (data / "regimes.json").exists()
+
+
+def test_a_flop_cap_stop_says_what_it_left_on_one_line(tmp_path: Path) -> None:
+    # "stopped: max-flops ... 0.84e18 unspent" gave no reason; piped, the line broke before the path.
+    data = tmp_path / ("a-long-campaign-folder-name-" * 3) / "data"
+    res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e18", "--models", "qwen2.5-1.5b",
+                              "--rewards", "sparse", "--max-flops", "5e18", "--data", str(data), "--quiet"])
+    assert res.exit_code == 0, res.output
+    (line,) = [ln for ln in res.stdout.splitlines() if ln.startswith("stopped: ")]
+    spent = json.loads((data / "regimes.json").read_text())["flops_spent"]
+    assert line.startswith("stopped: max-flops after ") and f"{5e18 - spent:.3g} of --max-flops 5e+18 left" in line
+    assert line.endswith(f"; wrote {data / 'regimes.json'}")
 
 
 def test_baseline_race_says_its_p_is_a_point_call(tmp_path: Path) -> None:
