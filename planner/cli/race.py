@@ -155,6 +155,13 @@ def race(
             typer.echo(f"warning: {moved}", err=True)
         with terminate_as_interrupt():  # SIGTERM mid-pretraining: its temporary folder is removed
             prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
+        if callable(tied_at := getattr(eng, "tied", None)) and (tied := tied_at(
+                [(s.model, s.reward) for s in problem.settings], problem.budget, problem.target)):
+            # A simulator knows its truth: a call where the world has no best regime is a tie-break.
+            typer.echo(f"note: at {problem.budget:.3g} FLOPs this world's {problem.target} ties across regimes for "
+                       + ", ".join(f"{m}/{r}" for m, r in tied) + " (allocations of more than one regime reach the "
+                       "top: the budget saturates it; `runners truth` shows it), so their calls are tie-breaks, "
+                       "however sure; a smaller --budget (e.g. 1e16) leaves the race a regime to find", err=True)
         display = RaceDisplay(problem, quiet, posterior=strat.stops_on_confidence, runs_cap=runs_cap,
                               flops_cap=flops_cap)
         with terminate_as_interrupt(), display:

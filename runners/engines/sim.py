@@ -79,6 +79,24 @@ class SimEngine:
             self.world.reward(reward)
             self.world.capacity(model, "native")
 
+    def tied(self, settings: Any, budget: float, target: str = "native") -> list[tuple[str, str]]:
+        """The (model, reward) of ``settings`` whose noise-free frontier at ``budget`` has
+        its top in more than one regime (``runners truth``'s tie): the budget saturates the
+        world there, so a regime call is a tie-break, not an answer. The race says so
+        before it runs (a user raced the docs' 1e18 example, where every setting ties, and
+        read firm calls). A setting the budget buys no run of is not tied."""
+        from planner.errors import InfeasibleError
+        from runners.sim.truth import frontier
+
+        out = []
+        for model, reward in settings:
+            try:
+                if len(frontier(self.world, model, reward, budget, target).tied_regimes) > 1:
+                    out.append((model, reward))
+            except InfeasibleError:
+                continue
+        return out
+
     def _rng(self, plan: RunPlan, seed: int) -> np.random.Generator:
         # Noise is a pure function of (world, what was run, seed): re-running a proposal with
         # the same seed reproduces it, whatever its id; distinct settings draw independently,

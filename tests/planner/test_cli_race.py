@@ -329,6 +329,23 @@ def test_a_flop_cap_stop_says_what_it_left_on_one_line(tmp_path: Path) -> None:
     assert line.endswith(f"; wrote {data / 'regimes.json'}")
 
 
+def test_a_sim_race_at_a_budget_that_saturates_its_world_says_its_calls_are_tie_breaks(tmp_path: Path) -> None:
+    # The docs' 1e18: every allocation of two regimes reaches the top in the paper world, and
+    # a race read P 0.92-0.98 "decided" calls with nothing said.
+    from runners.engines.sim import SimEngine
+
+    eng = SimEngine()
+    both = [("qwen2.5-1.5b", "sparse"), ("qwen2.5-7b", "prm")]
+    assert eng.tied(both, 1e18) == both and eng.tied(both, 1e16) == []
+    args = ["race", "--engine", "sim", "--models", "qwen2.5-1.5b", "--rewards", "sparse", "--max-runs", "2", "--quiet"]
+    res = runner.invoke(app, [*args, "--budget", "1e18", "--data", str(tmp_path / "a")])
+    assert res.exit_code == 0, res.output
+    (note,) = [ln for ln in res.stderr.splitlines() if "ties across regimes" in ln]
+    assert note.startswith("note: at 1e+18 FLOPs this world's native ties across regimes for qwen2.5-1.5b/sparse (")
+    res = runner.invoke(app, [*args, "--budget", "1e16", "--data", str(tmp_path / "b")])
+    assert res.exit_code == 0 and "ties across" not in res.stderr
+
+
 def test_baseline_race_says_its_p_is_a_point_call(tmp_path: Path) -> None:
     res = runner.invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--pilot-budget", "1e15",
                               "--models", "qwen2.5-1.5b", "--rewards", "sparse", "--strategy", "random",
