@@ -74,11 +74,11 @@ def resolved(path: str | Path, field: str) -> Path:
         raise ConfigError(f"{field}: {str(path)!r} is {why}; give another path") from None
 
 
-def check_creatable(path: str | Path, field: str) -> None:
+def check_creatable(path: str | Path, field: str, shown: str | Path | None = None) -> None:
     """A one-line :class:`ConfigError` naming ``field`` unless ``path`` can be created:
     every name in it is a legal length and its nearest existing folder takes a file (tried,
     not inferred from permission bits: root passes ``os.access`` on read-only mounts and on
-    /proc)."""
+    /proc). ``shown``: the path the refusal names, where ``path`` is a stand-in file in it."""
     from planner.errors import ConfigError
 
     path = Path(path)
@@ -106,8 +106,8 @@ def check_creatable(path: str | Path, field: str) -> None:
         # is the fix; "another path" would abandon the store.
         fix = ("move that file out of the way, or give another path" if parent.exists() and not parent.is_dir()
                else "give another path")
-        raise ConfigError(f"{field}: cannot create {str(path)!r} ({str(parent)!r} is not a writable "
-                          f"directory); {fix}")
+        raise ConfigError(f"{field}: cannot create {str(shown if shown is not None else path)!r} ({str(parent)!r} "
+                          f"is not a writable directory); {fix}")
 
 
 def writes_through(path: str | Path) -> bool:

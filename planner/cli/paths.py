@@ -160,5 +160,5 @@ def check_output_dir(path: str | Path, field: str) -> Path:
         is_file = False
     if is_file:
         raise ConfigError(f"{field}: {str(path)!r} is a file; give a directory")
-    check_creatable(path / "probe", field)
+    check_creatable(path / "probe", field, shown=path)  # a file in it: the folder itself may not exist yet
     return path

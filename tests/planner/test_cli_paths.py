@@ -244,3 +244,18 @@ def test_a_report_whose_data_is_a_file_blames_data_not_an_out_never_given(tmp_pa
     res = CliRunner().invoke(app, ["report", "--data", str(tmp_path / "afile")])
     assert res.exit_code == 2, res.output
     assert res.stderr.startswith("error: data: ") and "is a file; pass the --data directory" in res.stderr
+
+
+def test_a_data_folder_under_a_file_is_refused_naming_that_folder(tmp_path: Path) -> None:
+    # "cannot create 'afile/sub/probe'" named a stand-in file the user never asked for.
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    (tmp_path / "afile").write_text("")
+    data = tmp_path / "afile" / "sub"
+    res = CliRunner().invoke(app, ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-1.5b",
+                                   "--rewards", "sparse", "--data", str(data), "--quiet"])
+    assert res.exit_code == 2
+    assert res.stderr == (f"error: data: cannot create {str(data)!r} ({str(tmp_path / 'afile')!r} is not a writable "
+                          "directory); move that file out of the way, or give another path\n")
