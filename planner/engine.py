@@ -21,6 +21,7 @@ __all__ = [
     "FAILURE_KINDS", "Engine", "FailureKind", "ProgressFn", "RecordStore", "StoreScan", "available_engines",
     "check_engine_device", "check_engine_plans", "check_engine_settings", "check_same_source", "check_same_weights", "diverged", "engine_source",
     "failure_kind", "is_device", "load_engine", "nonfinite_fields", "one_line", "open_batches", "open_store", "prepare_engine",
+    "tied_settings",
 ]
 
 
@@ -42,8 +43,10 @@ class Engine(Protocol):
     (:func:`check_engine_settings`), ``check_plans([plan, ...])`` where every plan is known
     up front (:func:`check_engine_plans`), ``check_device()`` where the runs execute in the
     caller's process (:func:`check_engine_device`), ``prepare([(model, reward), ...])`` once per race or
-    execute, before any run (:func:`prepare_engine`), and ``warm_up()`` once per worker
-    process, before a run's clock and time limit start (heavy imports).
+    execute, before any run (:func:`prepare_engine`), ``warm_up()`` once per worker
+    process, before a run's clock and time limit start (heavy imports), and
+    ``tied_settings([(model, reward), ...], budget, target)`` where the engine knows its
+    truth (the sim: :func:`tied_settings`).
     """
 
     name: str
@@ -147,6 +150,15 @@ def prepare_engine(engine: Engine, settings: Iterable[tuple[str, str]]) -> None:
     prepare = getattr(engine, "prepare", None)
     if callable(prepare):
         prepare(sorted(set(settings)))
+
+
+def tied_settings(engine: Engine, settings: Iterable[tuple[str, str]], budget: float,
+                  target: str) -> list[tuple[str, str]]:
+    """The engine's optional ``tied_settings(settings, budget, target)``: the settings
+    whose true frontier has no best regime at ``budget`` (a simulator knows its truth; a
+    real engine has no such hook, and none are returned)."""
+    tied = getattr(engine, "tied_settings", None)
+    return list(tied(sorted(set(settings)), budget, target)) if callable(tied) else []
 
 
 FailureKind = Literal["error", "oom", "nan", "timeout", "crash"]

@@ -145,6 +145,8 @@ def race_running(data: Path, field: str = "data") -> str | None:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except PermissionError:
+        if not os.access(data, os.X_OK):
+            return None  # a folder this user cannot enter: the store's own checks say so
         raise _unreadable(path, field, "these runs their") from None
     except OSError:
         return None  # none there; a link or a folder there, which the race itself refuses

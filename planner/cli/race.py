@@ -85,6 +85,7 @@ def race(
         open_batches,
         open_store,
         prepare_engine,
+        tied_settings,
     )
     from planner.errors import ConfigError
     from planner.loop import regimes_document, run_race, write_regimes
@@ -155,13 +156,13 @@ def race(
             typer.echo(f"warning: {moved}", err=True)
         with terminate_as_interrupt():  # SIGTERM mid-pretraining: its temporary folder is removed
             prepare_engine(eng, [(s.model, s.reward) for s in problem.settings])  # before the live table
-        if callable(tied_at := getattr(eng, "tied", None)) and (tied := tied_at(
-                [(s.model, s.reward) for s in problem.settings], problem.budget, problem.target)):
+        if tied := tied_settings(eng, [(s.model, s.reward) for s in problem.settings], problem.budget,
+                                 problem.target):
             # A simulator knows its truth: a call where the world has no best regime is a tie-break.
             typer.echo(f"note: at {problem.budget:.3g} FLOPs this world's {problem.target} ties across regimes for "
                        + ", ".join(f"{m}/{r}" for m, r in tied) + " (allocations of more than one regime reach the "
-                       "top: the budget saturates it; `runners truth` shows it), so their calls are tie-breaks, "
-                       "however sure; a smaller --budget (e.g. 1e16) leaves the race a regime to find", err=True)
+                       "top: the budget saturates it), so their calls are tie-breaks, however sure; `runners truth "
+                       "--model M --reward R --budget B` shows at which smaller budget a regime wins", err=True)
         display = RaceDisplay(problem, quiet, posterior=strat.stops_on_confidence, runs_cap=runs_cap,
                               flops_cap=flops_cap)
         with terminate_as_interrupt(), display:

@@ -224,8 +224,8 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
             "training reward on held-out prompts), pass1 (downstream pass@1), judge (a process judge's score). "
             "rho* is the best rho within the called regime for a target at a budget (held to measured allocations: "
             "Regime calls says how); P a regime's posterior probability; a call is decided where P reaches the "
-            "race's confidence (or, with its --indifference, where committing is expected to lose less than that), "
-            "and open otherwise.")))
+            "race's confidence (or, with its --indifference, where committing is expected to lose at most that) "
+            "and a run at its budget has checked it, and open (a lean, not a call) otherwise.")))
     if any(r.simulated for r in data.records):
         out.append(Block("warn", "Results from the sim engine are SIMULATED: they measure the planner "
                                  "against a known world, not a real training run."))
@@ -279,14 +279,17 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                         + ([f"{b:.3f}" if (b := bases[s.model, s.reward]) is not None else "-"] if show_base else []))
             # Decided as the race decides (planner.strategies.base.decision_state): P at the
             # confidence, or committing is expected to lose no more than its --indifference.
-            weak.append(c.confidence < level and not (indifference and c.expected_loss <= indifference))
+            # The race also holds a call open until a run at its budget checked it: a row
+            # there without one was plain here beside the Race table's "open (unchecked)".
+            unchecked = bool(ours and race and s.budget == _float(race.get("budget")) and not exact and not nearby)
+            weak.append(unchecked or (c.confidence < level and not (indifference and c.expected_loss <= indifference)))
         marks = []
         if any(weak):
             lose = (f" and committing to it is expected to lose more than the race's indifference {indifference:g}"
                     if indifference else "")
-            marks.append(f"Rows in bold (red in HTML): P below {level:g}{lose}, so the regime shown is a lean, "
-                         "not a call: "
-                         "more runs there, or seed replicates, would decide it")
+            marks.append(f"Rows in bold (red in HTML): open, a lean, not a call: P below {level:g}{lose}, or, at the "
+                         "race's budget, no run there has checked it yet; more runs there, or seed replicates, would "
+                         "decide it")
         if show_base:
             marks.append(f"untrained: the policy's {data.target} before training (the median its runs measured); "
                          "a prediction below it is an allocation at which training lost ground (the frontier "

@@ -79,7 +79,7 @@ class SimEngine:
             self.world.reward(reward)
             self.world.capacity(model, "native")
 
-    def tied(self, settings: Any, budget: float, target: str = "native") -> list[tuple[str, str]]:
+    def tied_settings(self, settings: Any, budget: float, target: str = "native") -> list[tuple[str, str]]:
         """The (model, reward) of ``settings`` whose noise-free frontier at ``budget`` has
         its top in more than one regime (``runners truth``'s tie): the budget saturates the
         world there, so a regime call is a tie-break, not an answer. The race says so

@@ -131,7 +131,7 @@ def test_acquisition_config_rejects_cost_power_outside_the_unit_interval(power: 
     from planner.acquisition import AcquisitionConfig
     from planner.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="^cost-power: .* is outside \[0, 1\]"):
+    with pytest.raises(ConfigError, match=r"^cost-power: .* is outside \[0, 1\]"):
         AcquisitionConfig(cost_power=power)
 
 

@@ -336,7 +336,10 @@ def test_a_sim_race_at_a_budget_that_saturates_its_world_says_its_calls_are_tie_
 
     eng = SimEngine()
     both = [("qwen2.5-1.5b", "sparse"), ("qwen2.5-7b", "prm")]
-    assert eng.tied(both, 1e18) == both and eng.tied(both, 1e16) == []
+    assert eng.tied_settings(both, 1e18) == both and eng.tied_settings(both, 1e16) == []
+    from planner.engine import tied_settings
+
+    assert tied_settings(object(), both, 1e18, "native") == []  # an engine without its truth says nothing
     args = ["race", "--engine", "sim", "--models", "qwen2.5-1.5b", "--rewards", "sparse", "--max-runs", "2", "--quiet"]
     res = runner.invoke(app, [*args, "--budget", "1e18", "--data", str(tmp_path / "a")])
     assert res.exit_code == 0, res.output

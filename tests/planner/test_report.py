@@ -175,8 +175,10 @@ def test_the_untrained_policy_is_tabled_and_drawn_and_open_calls_are_bold(built)
         model, reward, p = row[0], row[1], float(row[7])
         want = np.median([r.metrics.native_base for r in ok if (r.model, r.reward) == (model, reward)])
         assert row[-1] == f"{want:.3f}" == f"{base_score(ok, model, reward, 'native'):.3f}"
-        assert ln.startswith("| **") == (p < 0.9), ln  # the race's confidence
-    assert ("P below 0.9, so the regime shown is a lean" in calls) == any(float(r[7]) < 0.9 for r in rows)
+        # Open as the race holds it: below its confidence, or at its budget with no run there.
+        unchecked = float(row[2]) == TARGET_BUDGET and row[3] == "0"
+        assert ln.startswith("| **") == (p < 0.9 or unchecked), ln
+    assert ("open, a lean, not a call: P below 0.9" in calls) == any(ln.startswith("| **") for ln in lines)
     frontiers = md.split("## Frontiers")[1].split("\n## ")[0]
     assert frontiers.count("Dash-dotted: the untrained policy's native") == frontiers.count("![")
     assert base_score(ok, "no-such-model", "sparse", "native") is None
@@ -889,7 +891,10 @@ def test_bold_calls_follow_the_races_own_decision_rule_and_the_title_names_the_c
     monkeypatch.chdir(camp)
     plain = bold()
     assert plain, "this campaign's calls have a P below 0.9"
-    assert bold(indifference=0.99) == 0  # every call's expected loss is below it: decided, as the race says
+    # Every call's expected loss is below it: decided, as the race says, except at the race's
+    # budget, where no run has checked the calls (the race holds them open there too).
+    assert bold(indifference=0.99) == len(REWARDS)
+    assert bold(indifference=0.99, budget=1e16) == 0  # a race at the runs' own budget: every call checked
     assert bold(confidence=0.3) == plain  # read as the default, not as "everything is decided"
     assert bold(target="pass1", confidence=0.35) == plain  # another target's race judged other calls
     # Run from inside the campaign with a relative --data: the tab names camp/data, not "data".
