@@ -224,7 +224,10 @@ def _describe(source: dict[str, Any], other: dict[str, Any]) -> str:
             return f"{k} " + " ".join(f"{a}={b}" for a, b in v.items())[:120]
         return f"{k} {str(v)[:12]!r}"
 
-    shown = [text(k, v) for k, v in source.items() if v is not None and (k != "world_sha256" or same_names)]
+    # The engine and world name the source; another key only where the two differ ("truth
+    # 'False'" on both sides of a refusal was noise the reader had to compare away).
+    shown = [text(k, v) for k, v in source.items() if v is not None and (k != "world_sha256" or same_names)
+             and (k in ("engine", "world") or v != other.get(k))]
     if "options" in source and source["options"] is None and other.get("options") is not None:
         shown.append("default options")
     return ", ".join(shown)

@@ -184,7 +184,7 @@ def parse_option(text: str) -> tuple[str, Any]:
 
     key, sep, raw = text.partition("=")
     if not sep or not key.strip().isidentifier():
-        raise ConfigError(f"option: {text!r} is not KEY=VALUE; e.g. --option num_workers=2")
+        raise ConfigError(f"option: {text!r} is not KEY=VALUE; e.g. -o eval_samples=128 (trl) or -o truth=true (sim)")
     # Python's and YAML's spellings of a bool too: "False" as a string would be truthy.
     bools = {"true": True, "false": False, "yes": True, "no": False}
     if raw.strip().lower() in bools:

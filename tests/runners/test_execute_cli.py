@@ -415,7 +415,7 @@ def test_a_trl_store_refuses_runs_made_with_other_outcome_options(proposals: Pat
     old = rec.model_copy(update={"engine": "trl", "provenance": {"quick": False}})  # before options were kept
     check_same_source([old], TrlEngine(), tmp_path)  # all defaults: an older store still matches
     check_same_source([old], TrlEngine(threads=2), tmp_path)  # speed, not the experiment
-    with pytest.raises(ConfigError, match=r"not engine 'trl', quick 'False', options eval_samples=64"):
+    with pytest.raises(ConfigError, match=r"runs of engine 'trl', default options \(e\.g\. .*\), not engine 'trl', options eval_samples=64;"):
         check_same_source([old], TrlEngine(eval_samples=64), tmp_path)
     new = old.model_copy(update={"provenance": {"quick": False, "options": {"eval_samples": 64}}})
     check_same_source([new], TrlEngine(eval_samples=64), tmp_path)
