@@ -189,3 +189,13 @@ def test_python_m_runs_each_command_line_and_names_itself(package: str, command:
                          timeout=60)
     assert bad.returncode == 2
     assert "no-such-command" in bad.stderr
+
+
+def test_a_malformed_option_is_shown_options_the_engines_take() -> None:
+    # The hint was num_workers=2, which no engine takes.
+    from runners.engines.sim import SimEngine
+    from runners.engines.trl import TrlEngine
+
+    with pytest.raises(ConfigError, match=r"^option: 'foo' is not KEY=VALUE; e\.g\. -o eval_samples=128 \(trl\)"):
+        parse_option("foo")
+    TrlEngine(eval_samples=128), SimEngine(truth=True)  # the hint's own examples are accepted
