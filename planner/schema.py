@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -545,8 +546,13 @@ def first_error(exc: BaseException) -> str:
             errs = []
         if errs:
             e = errs[0]
-            loc = ".".join(str(x) for x in e.get("loc", ())) or "(file)"
+            loc = ".".join(str(x) for x in e.get("loc", ()))
             msg = str(e.get("msg", str(exc))).removeprefix("Value error, ")  # our own validators' text
+            if not loc and (named := re.match(r"([A-Za-z_][\w]*(?:\.\w+)+): (.+)", msg)):
+                # A whole-file check names its field in its text ("proposals.1.id: duplicate ..."):
+                # "field '(file)': proposals.1.id: ..." named two.
+                loc, msg = named.group(1), named.group(2)
+            loc = loc or "(file)"
             if e.get("type") == "json_invalid":
                 return f"not valid JSON ({msg}); fix the file's syntax"
             more = f" (+{len(errs) - 1} more)" if len(errs) > 1 else ""
