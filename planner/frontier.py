@@ -10,6 +10,7 @@ Heavy imports (torch via ``surrogate``) happen only when a surrogate is passed i
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -41,6 +42,7 @@ __all__ = [
     "reuse_at",
     "reward_fraction",
     "rho_grid",
+    "runs_at_rho_star",
 ]
 
 # How near a run's rho a grid point counts as measured: rho* is held to such points.
@@ -294,6 +296,17 @@ AT_BUDGET_RATIO = 1.5
 def at_budget(run_budget: float, budget: float) -> bool:
     """Whether a run at ``run_budget`` counts as measured at the decision ``budget``."""
     return budget / AT_BUDGET_RATIO <= run_budget <= budget * AT_BUDGET_RATIO
+
+
+def runs_at_rho_star(records: Iterable[Any], model: str, reward: str, budget: float, rho_star: float,
+                     target: str) -> int:
+    """How many ok runs of (model, reward) that measured ``target`` lie within
+    :data:`RHO_STAR_SUPPORT` of ``rho_star`` (metered rho) at ``budget`` or a budget that
+    counts as it (:func:`at_budget`): what a held rho* rests on. One is one run's luck,
+    which the fit's noise, where no replicate measured it, cannot weigh."""
+    return sum(1 for r in records if r.status == "ok" and (r.model, r.reward) == (model, reward)
+               and getattr(r.metrics, target) is not None and at_budget(float(r.budget), budget)
+               and abs(r.card.rho - rho_star) <= RHO_STAR_SUPPORT)
 
 
 def _measured_near(

@@ -206,6 +206,7 @@ def race(
             replaced = _other_race(data / "regimes.json", doc)
             path = write_regimes(data / "regimes.json", doc)
             display.final(result, path)
+            _say_lone_calls(problem, result.calls, after)
             if replaced:
                 typer.echo(f"note: {path} held {replaced}; it is replaced (its runs stay in the store: rerunning that "
                            "race's command resumes from them and writes its summary again, with more runs only if "
@@ -283,6 +284,23 @@ def _other_race(path: Path, doc: dict[str, Any]) -> str | None:
         what = (f"{what} by the {was} strategy, whose runs this {doc['strategy']} race's calls also rest on "
                 "(give each strategy its own --data to compare them)")
     return what
+
+
+def _say_lone_calls(problem: Any, calls: dict[Any, Any], records: list[Any]) -> None:
+    """A decided call whose rho* rests on one run and whose noise no replicate measured
+    (sd*): one lucky run can make such a peak, and P weighs it against a guess (a user's
+    sim race called 3b/prm reward-heavy at rho* 0.06, decided, where the truth is 0.50;
+    with --seeds 2, right). The report names such calls too."""
+    from planner.frontier import runs_at_rho_star
+    from planner.strategies import decision_state
+
+    lone = [s.key for s, c in calls.items() if c.noise_guessed and decision_state(c, problem) == "confident"
+            and c.extra.get("rho_star_support", "measured") == "measured"
+            and runs_at_rho_star(records, s.model, s.reward, problem.budget, c.rho_star, problem.target) == 1]
+    if lone:
+        typer.echo(f"note: the decided call of {', '.join(lone)} rests on one unreplicated run near its rho* and a "
+                   "guessed noise (sd*): one lucky run can make that peak; a race with --seeds 2 measures the noise "
+                   "(on a new --data: a resume of a decided race stops at once)", err=True)
 
 
 def _say_raised_pilots(problem: Any, budgets: dict[Any, float]) -> None:

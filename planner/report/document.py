@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.frontier import AT_BUDGET_RATIO, RHO_STAR_SUPPORT
+from planner.frontier import AT_BUDGET_RATIO, RHO_STAR_SUPPORT, runs_at_rho_star
 from planner.regime import GUESSED_NOISE, format_probability, format_stake
 from planner.report.cards import CARD_COLUMNS, card_rows
 from planner.report.data import ReportData, SettingAt, base_score, disagreements, runs_at
@@ -270,7 +270,8 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
             c = f.call
             # +: rho* is the posterior mean's peak, with no run near it at this budget.
             held = "" if c.extra.get("rho_star_support", "measured") == "measured" else "+"
-            if not held and sum(abs(r.card.rho - c.rho_star) <= RHO_STAR_SUPPORT for r in [*exact, *nearby]) == 1:
+            if not held and runs_at_rho_star([*exact, *nearby], s.model, s.reward, s.budget, c.rho_star,
+                                             data.target) == 1:
                 lone.append(f"{s.label}")
             rows.append([s.model, s.reward, f"{s.budget:.4g}", f"{n}" + (f" (+{near} near)" if near else ""),
                          f"{c.rho_star:.2f}{held}",

@@ -843,3 +843,21 @@ def test_the_race_lock_is_held_until_the_summary_is_written(tmp_path: Path, monk
                               "--rewards", "sparse", "--data", str(data), "--quiet", "--max-runs", "4"])
     assert res.exit_code == 0, res.output
     assert len(tried) == 1 and tried[0].startswith("data: another planner race is running on "), tried
+
+
+def test_a_decided_call_on_one_unreplicated_run_is_named_and_replicates_silence_it(tmp_path: Path) -> None:
+    # A user's single-seed sim race called 3b/prm reward-heavy at rho* 0.06, decided, where
+    # the truth is 0.50: one lucky run and a guessed noise; with --seeds 2 it came out right.
+    from planner.frontier import runs_at_rho_star
+    from runners.store import PilotStore
+
+    args = ["race", "--engine", "sim", "--budget", "1e16", "--models", "qwen2.5-7b", "--rewards", "sparse", "--quiet"]
+    res = runner.invoke(app, [*args, "--data", str(tmp_path / "one")])
+    assert res.exit_code == 0, res.output
+    (e,) = json.loads((tmp_path / "one" / "regimes.json").read_text())["settings"]
+    assert e["decided"] == "confident" and e["noise_source"] == "inferred"
+    recs = PilotStore(tmp_path / "one").records()
+    assert runs_at_rho_star(recs, "qwen2.5-7b", "sparse", 1e16, e["rho_star"], "native") == 1
+    assert "note: the decided call of qwen2.5-7b/sparse rests on one unreplicated run" in res.stderr
+    res = runner.invoke(app, [*args, "--seeds", "2", "--data", str(tmp_path / "two")])
+    assert res.exit_code == 0 and "rests on one unreplicated run" not in res.stderr
