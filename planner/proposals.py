@@ -27,7 +27,17 @@ def proposal_id(plan: RunPlan, target: str) -> str:
               plan.lm_head_positions, plan.lora_rank, plan.lora_alpha, ",".join(plan.lora_targets))
     key = f"{plan.model}|{plan.reward}|{plan.rho_target:.4f}|{plan.budget:.6g}|{target}|" + "|".join(map(str, levers))
     digest = hashlib.sha1(key.encode()).hexdigest()[:8]
-    return f"{plan.model}.{plan.reward}.r{plan.rho_target:.3f}.b{plan.budget:.2e}.{digest}".replace("+", "")
+    return f"{plan.model}.{plan.reward}.r{plan.rho_target:.3f}{_budget_part(plan.budget)}{digest}"
+
+
+def _budget_part(budget: float) -> str:
+    return f".b{budget:.2e}.".replace("+", "")
+
+
+def id_spells(run_id: str, model: str, reward: str, budget: float) -> bool:
+    """Whether ``run_id`` spells its model, reward and budget as :func:`proposal_id` writes
+    them (a hand-written id may not)."""
+    return run_id.startswith(f"{model}.{reward}.") and _budget_part(budget) in run_id
 
 
 def make_proposal(

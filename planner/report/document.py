@@ -270,9 +270,8 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
             c = f.call
             # +: rho* is the posterior mean's peak, with no run near it at this budget.
             held = "" if c.extra.get("rho_star_support", "measured") == "measured" else "+"
-            if not held and runs_at_rho_star([*exact, *nearby], s.model, s.reward, s.budget, c.rho_star,
-                                             data.target) == 1:
-                lone.append(f"{s.label}")
+            if not held and runs_at_rho_star(data.ok, s.model, s.reward, s.budget, c.rho_star, data.target) == 1:
+                lone.append(s.label)
             rows.append([s.model, s.reward, f"{s.budget:.4g}", f"{n}" + (f" (+{near} near)" if near else ""),
                          f"{c.rho_star:.2f}{held}",
                          _fmt_ci(c.rho_star_ci), c.regime, format_probability(c.confidence),
@@ -312,7 +311,7 @@ def blocks(data: ReportData, figs: dict[str, list[FigureRef]]) -> list[Block]:
                          "test it")
         if any("sd*" in r[8] for r in rows):
             marks.append(f"sd*: {GUESSED_NOISE}")
-        told = stated_noise(data.race) if (data.race or {}).get("target", "native") == data.target else None
+        told = stated_noise(data.race) if ours else None
         if told and any(f.call.extra.get("noise_source") in ("stated", "other stated") for f in fit.frontiers.values()):
             marks.append("sd: where no seed replicates measured it, the run noise the race was told (--noise-sd "
                          + ", ".join(f"{r}={v:g}" for r, v in told.items())

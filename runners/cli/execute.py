@@ -90,8 +90,7 @@ def execute(
     # Last, nearest the runs: a race that ends meanwhile lets them through.
     if (holder := race_running(data)) is not None:
         raise ConfigError(f"data: a planner race is running on {shown_path(data)} ({holder}); runs added beside it "
-                          "overshoot "
-                          "its caps: wait for it to end, or give these runs their own --data")
+                          "overshoot its caps: wait for it to end, or give these runs their own --data")
     try:
         with terminate_as_interrupt():
             res = run_proposals(
@@ -186,6 +185,8 @@ def status(
     from rich.markup import escape
     from rich.table import Table
 
+    from planner.proposals import id_spells
+
     # A wreck a rerun already moved aside is history, not a live problem: counted apart.
     moved = sum(c.path.parent == store.corrupt_dir for c in corrupt)
     title = (f"{escape(str(data))}: {len(ok)} ok, {len(failed)} failed, {len(corrupt) - moved} corrupt"
@@ -218,16 +219,16 @@ def status(
         return t
 
     t = table(columns)
+    console = whole_console(t)  # wider than 80 columns: whole, not "qw…", "1…"
     # A content-derived run id spells its model, reward and budget (a hand-written one may
-    # not): on a narrow terminal those columns go first, so fewer lines wrap.
-    spelled = bool(rows) and all(r.run_id.startswith(f"{r.model}.{r.reward}.") and f".b{r.budget:.2e}.".replace("+", "") in r.run_id
-                  for r in rows)
-    # Only on a terminal: piped (to a file, `grep`, `less -S`) the table stays whole.
+    # not): on a narrow terminal those columns go first, so fewer lines wrap. Only on a
+    # terminal: piped (to a file, `grep`, `less -S`) the table stays whole.
+    spelled = bool(rows) and all(id_spells(r.run_id, r.model, r.reward, r.budget) for r in rows)
     shown = Console()
-    if spelled and shown.is_terminal and whole_console(t).width > shown.width:
+    if spelled and shown.is_terminal and console.width > shown.width:
         short = [c for c in columns if c not in ("model", "reward", "budget")]
         t = table(short, "model, reward and budget are in the run id; --json gives every field")
-    console = whole_console(t)  # wider than 80 columns: whole, not "qw…", "1…"
+        console = whole_console(t)
     console.print(t)
     for c in corrupt:
         console.print(f"[red]corrupt[/] {escape(str(c.path))}: {escape(c.reason)}", markup=True, highlight=False)
